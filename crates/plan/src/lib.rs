@@ -1,0 +1,1 @@
+//! vmsched-plan (work in progress)

@@ -1,0 +1,1 @@
+//! vmsched-probe (work in progress)

@@ -1,0 +1,1 @@
+"""vmsched: a laboratory for CPU scheduling in virtualized clouds."""
