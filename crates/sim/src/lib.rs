@@ -1,0 +1,1 @@
+//! vmsched-sim
