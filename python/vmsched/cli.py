@@ -17,6 +17,11 @@ plan_cmd.register(app)
 probe_cmd.register(app)
 
 
+@app.callback()
+def _root() -> None:
+    """vmsched: CPU scheduling in virtualized clouds, simulated and probed."""
+
+
 def _load(scenario: str) -> tuple[str, str]:
     builtins = {name: text for name, _, text in _native.builtin_scenarios()}
     if scenario in builtins:
@@ -49,3 +54,7 @@ def run(scenario: str = typer.Argument("default"), seed: Optional[int] = None,
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

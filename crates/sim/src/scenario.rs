@@ -753,8 +753,8 @@ mod tests {
     #[test]
     fn unknown_field_is_named_with_its_path() {
         let e = parse(&format!("{MIN}vcpuz=2\n"), &[]).unwrap_err();
-        assert_eq!(e.path, "vm[0]");
-        assert!(e.reason.contains("vcpuz"), "{e}");
+        assert_eq!(e.path, "vm[0].vcpuz");
+        assert!(e.reason.contains("unknown field"), "{e}");
     }
 
     #[test]

@@ -254,8 +254,12 @@ impl HostPolicy for HostCfs {
 
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.update_curr(view, p);
+        let rq = &mut self.rqs[p as usize];
         if self.ents[v as usize].on_rq {
-            self.rqs[p as usize].dequeue(&mut self.ents, v, view.now);
+            rq.dequeue(&mut self.ents, v, view.now);
+        }
+        if rq.curr == Some(v) {
+            rq.put_prev(&mut self.ents, view.now);
         }
         self.group_changed(view, out, v);
     }

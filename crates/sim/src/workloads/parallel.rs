@@ -1,6 +1,6 @@
 //! Parallel program: `threads` threads run `phases` phases (0 = unbounded).
-//! In a phase every thread computes a grain of `work_us` (thread 0 does
-//! `imbalance` more), then synchronizes:
+//! In a phase every thread computes a grain of mean `work_us` drawn from
+//! `work_dist` (thread 0's mean is `imbalance` larger), then synchronizes:
 //! - barrier kinds: all threads meet at the barrier; one phase completes per
 //!   barrier episode and its duration is recorded as a latency;
 //! - lock kinds: the grain is followed by a critical section of `cs_us` under
@@ -14,8 +14,8 @@ use std::collections::VecDeque;
 
 use rand::Rng as _;
 
-use super::{sync_objects, us, Cx, Objects, Op, Program, RequestRow};
-use crate::scenario::{SyncKind, Workload};
+use super::{draw, sync_objects, us, Cx, Objects, Op, Program, RequestRow};
+use crate::scenario::{Distribution, SyncKind, Workload};
 
 /// A stolen chunk is this fraction of a grain.
 const CHUNKS_PER_GRAIN: u64 = 8;
@@ -24,6 +24,7 @@ pub struct Parallel {
     threads: u32,
     phases: u32,
     grain: u64,
+    dist: Distribution,
     imbalance: f64,
     cs: u64,
     tlb_per_ns: f64,
@@ -47,6 +48,7 @@ impl Parallel {
             threads: w.threads,
             phases: w.phases,
             grain: us(w.work_us),
+            dist: w.work_dist,
             imbalance: w.imbalance,
             cs: us(w.cs_us),
             tlb_per_ns: w.tlb_shootdowns_per_s / 1e9,
@@ -74,6 +76,7 @@ impl Parallel {
     /// The ops of one grain: compute, maybe a shootdown, maybe a critical
     /// section.
     fn push_grain(&mut self, thread: u32, work: u64, cx: &mut Cx) {
+        let work = draw(self.dist, work as f64, cx.rng);
         let q = &mut self.queued[thread as usize];
         q.push_back(Op::Compute(work));
         if self.tlb_per_ns > 0.0 && cx.rng.random::<f64>() < self.tlb_per_ns * work as f64 {

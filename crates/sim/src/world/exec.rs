@@ -294,10 +294,13 @@ impl World {
     /// A busy-waiting task's condition holds: it goes on when it next runs.
     fn release_spinner(&mut self, s: TaskId) {
         debug_assert!(matches!(self.tasks[s as usize].exec, Exec::Spin { .. }));
-        self.tasks[s as usize].exec = Exec::Ready;
         let v = self.tasks[s as usize].last_vcpu;
-        if self.vcpus[v as usize].curr_task == Some(s) {
+        let current = self.vcpus[v as usize].curr_task == Some(s);
+        if current {
             self.account(v);
+        }
+        self.tasks[s as usize].exec = Exec::Ready;
+        if current {
             self.plan(v);
         }
     }
