@@ -46,14 +46,27 @@ pub enum Policy {
 
 /// Applies a policy to the calling thread.
 pub fn set_policy(policy: Policy) -> io::Result<()> {
+    set_thread_policy(0, policy)
+}
+
+/// The calling thread's kernel thread id, for `set_thread_policy`.
+pub fn current_tid() -> libc::pid_t {
+    // SAFETY: gettid cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Applies a policy to another thread of this process (0: the caller), so a
+/// coordinator can raise a SCHED_IDLE prober that a busy vCPU would
+/// otherwise not run in time.
+pub fn set_thread_policy(tid: libc::pid_t, policy: Policy) -> io::Result<()> {
     let (p, prio) = match policy {
         Policy::Idle => (libc::SCHED_IDLE, 0),
         Policy::Fifo => (libc::SCHED_FIFO, 1),
         Policy::Normal => (libc::SCHED_OTHER, 0),
     };
     let param = libc::sched_param { sched_priority: prio };
-    // SAFETY: pid 0 is the calling thread; param is valid for the call.
-    if unsafe { libc::sched_setscheduler(0, p, &param) } != 0 {
+    // SAFETY: param is valid for the call; a bad tid is reported as ESRCH.
+    if unsafe { libc::sched_setscheduler(tid, p, &param) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

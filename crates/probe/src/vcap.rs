@@ -5,7 +5,7 @@
 //! priority to measure the work done per unit of running time. The same
 //! spinning serves vact, which watches its clock for gaps.
 use crate::estimators::latency::GapSummary;
-use crate::sched::{now_ns, pin_current_thread, raise_priority, set_policy, thread_cpu_ns, Policy};
+use crate::sched::{current_tid, now_ns, pin_current_thread, raise_priority, set_policy, set_thread_policy, thread_cpu_ns, Policy};
 use crate::vact::GapTracker;
 use std::hint::black_box;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -55,6 +55,7 @@ pub struct CpuPeriod {
 
 struct Worker {
     cpu: usize,
+    tid: libc::pid_t,
     commands: Sender<Option<PeriodCommand>>,
     handle: JoinHandle<()>,
 }
@@ -71,12 +72,16 @@ fn run_period(cpu: usize, cmd: PeriodCommand, threshold_ns: u64) -> CpuPeriod {
     while now_ns() < cmd.start_ns {
         std::hint::spin_loop();
     }
+    // A SCHED_IDLE thread on a busy vCPU may wake after the start.
+    let began_ns = now_ns().max(cmd.start_ns);
     if let Some(heavy_until) = cmd.heavy_until_ns {
         let cpu_before = thread_cpu_ns();
         out.fifo = raise_priority();
         let mut seed = cmd.start_ns;
         let mut t0 = now_ns();
-        while t0 < heavy_until {
+        // At least one chunk, so every heavy period yields a rate even if the
+        // thread started late.
+        while out.work_units == 0 || t0 < heavy_until {
             for _ in 0..UNITS_PER_CHUNK {
                 seed = black_box(work_unit(black_box(seed)));
             }
@@ -96,7 +101,7 @@ fn run_period(cpu: usize, cmd: PeriodCommand, threshold_ns: u64) -> CpuPeriod {
     tracker.observe_until(cmd.end_ns);
     out.light_cpu_ns = thread_cpu_ns() - cpu_before;
     out.gaps = tracker.summary();
-    out.observed_ns = (cmd.end_ns - cmd.start_ns).saturating_sub(tracker.guest_wait_ns());
+    out.observed_ns = cmd.end_ns.saturating_sub(began_ns).saturating_sub(tracker.guest_wait_ns());
     out
 }
 
@@ -116,7 +121,7 @@ impl Sampler {
                 let placed = pin_current_thread(cpu).map_err(|e| format!("cannot pin a thread to CPU {cpu}: {e}"));
                 let placed = placed.and_then(|_| set_policy(Policy::Idle).map_err(|e| format!("SCHED_IDLE refused on CPU {cpu}: {e}")));
                 let ok = placed.is_ok();
-                let _ = ready_tx.send(placed);
+                let _ = ready_tx.send(placed.map(|_| current_tid()));
                 if !ok {
                     return;
                 }
@@ -127,7 +132,7 @@ impl Sampler {
                 }
             });
             match ready_rx.recv() {
-                Ok(Ok(())) => workers.push(Worker { cpu, commands: cmd_tx, handle }),
+                Ok(Ok(tid)) => workers.push(Worker { cpu, tid, commands: cmd_tx, handle }),
                 Ok(Err(reason)) => {
                     let _ = handle.join();
                     refused.push((cpu, reason));
@@ -153,6 +158,12 @@ impl Sampler {
             end_ns: start_ns + period_ns,
         };
         for w in &self.workers {
+            if heavy_ns.is_some() {
+                // Raised from here: the worker itself, still SCHED_IDLE, might
+                // not run before its heavy phase is over. If refused, the
+                // worker tries again and reports the outcome.
+                let _ = set_thread_policy(w.tid, Policy::Fifo);
+            }
             let _ = w.commands.send(Some(cmd));
         }
         let mut out: Vec<CpuPeriod> = (0..self.workers.len()).filter_map(|_| self.results.recv().ok()).collect();
