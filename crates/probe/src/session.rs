@@ -227,7 +227,7 @@ impl Session {
     /// `heavy_every`-th) and returns the period's JSON line.
     pub fn sample_period(&mut self) -> Result<Value, String> {
         let Some(sampler) = &self.sampler else { return Err("sampling is off (--only topology)".into()) };
-        let heavy = self.periods_done % self.cfg.heavy_every == 0;
+        let heavy = self.periods_done.is_multiple_of(self.cfg.heavy_every);
         let period_ns = (self.cfg.period_ms * 1e6) as u64;
         let cpu_before = process_cpu_ns();
         let steal_before = read_steal_ticks().map_err(|e| format!("cannot read /proc/stat: {e}"))?;
@@ -356,7 +356,7 @@ impl Session {
     }
 
     pub fn topology_due(&self) -> bool {
-        self.wants_topology() && (self.periods_done.saturating_sub(1)) % self.cfg.topology_every == 0
+        self.wants_topology() && self.periods_done.saturating_sub(1).is_multiple_of(self.cfg.topology_every)
     }
 
     pub fn topology_json(&self) -> Value {

@@ -140,7 +140,7 @@ fn ping(shared: &Shared, cfg: &VtopConfig, overhead: u64) -> Vec<u64> {
         let mut spins = 0u32;
         while shared.line.sequence.load(Ordering::Acquire) != sequence + 2 {
             spins = spins.wrapping_add(1);
-            if spins % 1024 == 0 && now_ns() - start >= cfg.max_timeout_ns {
+            if spins.is_multiple_of(1024) && now_ns() - start >= cfg.max_timeout_ns {
                 break 'probe;
             }
             std::hint::spin_loop();
