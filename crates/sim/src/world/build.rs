@@ -65,6 +65,7 @@ impl World {
                     curr_task: None,
                     overhead: 0,
                     plan_gen: 0,
+                    planned_at: None,
                     pending: Vec::new(),
                     need_resched: false,
                     tick_pending: false,

@@ -45,10 +45,15 @@ pub struct Irq {
 }
 
 impl World {
-    /// Queues an interrupt to reach vCPU `to` after `latency`.
-    pub(super) fn raise(&mut self, from: Option<VcpuId>, to: VcpuId, kind: Kind, what: What, latency: u64) {
-        let irq = Irq { to, kind, what, from, sent_ns: self.now, raised_ns: self.now + latency };
-        let id = match self.free_irqs.pop() {
+    /// A device or timer interrupt raised by the event being handled reaches
+    /// its vCPU at once (no event needed in between).
+    pub(super) fn raise_now(&mut self, to: VcpuId, kind: Kind, what: What) {
+        let id = self.alloc_irq(Irq { to, kind, what, from: None, sent_ns: self.now, raised_ns: self.now });
+        self.irq_arrives(id);
+    }
+
+    fn alloc_irq(&mut self, irq: Irq) -> u32 {
+        match self.free_irqs.pop() {
             Some(id) => {
                 self.irqs[id as usize] = irq;
                 id
@@ -57,7 +62,12 @@ impl World {
                 self.irqs.push(irq);
                 (self.irqs.len() - 1) as u32
             }
-        };
+        }
+    }
+
+    /// Queues an interrupt to reach vCPU `to` after `latency`.
+    pub(super) fn raise(&mut self, from: Option<VcpuId>, to: VcpuId, kind: Kind, what: What, latency: u64) {
+        let id = self.alloc_irq(Irq { to, kind, what, from, sent_ns: self.now, raised_ns: self.now + latency });
         self.schedule(self.now + latency, Event::IrqRaise(id));
     }
 

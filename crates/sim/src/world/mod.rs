@@ -67,6 +67,8 @@ pub struct Vcpu {
     /// before the current task progresses again.
     overhead: u64,
     plan_gen: u64,
+    /// Time of the live progress event, if any.
+    planned_at: Option<u64>,
     pending: Vec<u32>,
     need_resched: bool,
     tick_pending: bool,
@@ -258,14 +260,13 @@ impl World {
     /// lets a spinning task take a mutex that became free while it was not
     /// running.
     fn plan(&mut self, v: VcpuId) {
-        let vc = &mut self.vcpus[v as usize];
-        vc.plan_gen += 1;
-        let gen = vc.plan_gen;
-        let overhead = vc.overhead;
-        if self.host_state(v) != HostState::Running {
+        let overhead = self.vcpus[v as usize].overhead;
+        let task = self.vcpus[v as usize].curr_task.filter(|_| self.host_state(v) == HostState::Running);
+        let Some(t) = task else {
+            self.vcpus[v as usize].plan_gen += 1;
+            self.vcpus[v as usize].planned_at = None;
             return;
-        }
-        let Some(t) = self.vcpus[v as usize].curr_task else { return };
+        };
         if let Exec::Spin { on: SpinOn::Mutex(m), .. } = self.tasks[t as usize].exec {
             if self.sync.mutexes[m as usize].owner.is_none() {
                 self.take_mutex(t, m);
@@ -276,15 +277,27 @@ impl World {
             Exec::Ready => start,
             Exec::Compute(left) => start + (left / self.rate(v)).ceil() as u64,
             Exec::Spin { budget: Some(b), .. } => start + (b / self.rate(v)).ceil() as u64,
-            _ => return,
+            _ => {
+                self.vcpus[v as usize].plan_gen += 1;
+                self.vcpus[v as usize].planned_at = None;
+                return;
+            }
         };
-        self.queue.push(at, Event::Progress(v, gen));
+        let vc = &mut self.vcpus[v as usize];
+        if vc.planned_at == Some(at) {
+            // The pending event already fires at that time.
+            return;
+        }
+        vc.plan_gen += 1;
+        vc.planned_at = Some(at);
+        self.queue.push(at, Event::Progress(v, vc.plan_gen));
     }
 
     fn on_progress(&mut self, v: VcpuId, gen: u64) {
         if self.vcpus[v as usize].plan_gen != gen {
             return;
         }
+        self.vcpus[v as usize].planned_at = None;
         self.account(v);
         let t = self.vcpus[v as usize].curr_task.expect("progress of a task");
         match self.tasks[t as usize].exec {
@@ -367,11 +380,11 @@ impl World {
             Event::IrqRaise(id) => self.irq_arrives(id),
             Event::DeviceDone(t) => {
                 let v = self.tasks[t as usize].io_irq_vcpu;
-                self.raise(None, v, irq::Kind::Device, irq::What::Wake(t), 0);
+                self.raise_now(v, irq::Kind::Device, irq::What::Wake(t));
             }
             Event::SleepDone(t) => {
                 let v = self.tasks[t as usize].timer_vcpu;
-                self.raise(None, v, irq::Kind::Timer, irq::What::Wake(t), 0);
+                self.raise_now(v, irq::Kind::Timer, irq::What::Wake(t));
             }
             Event::Arrival(w) => self.arrival(w),
             Event::WorkloadStart(w) => self.start_workload(w),
@@ -399,7 +412,7 @@ impl World {
         let (program, mut cx) = self.cx_for(w);
         if let Some((delay, payload)) = program.arrival(&mut cx) {
             let v = self.workloads[w as usize].irq_vcpu;
-            self.raise(None, v, irq::Kind::Device, irq::What::Workload(w, payload), 0);
+            self.raise_now(v, irq::Kind::Device, irq::What::Workload(w, payload));
             self.schedule(self.now + delay, Event::Arrival(w));
         }
     }
