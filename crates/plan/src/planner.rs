@@ -268,9 +268,16 @@ fn build_table(request: &PlanRequest, mappings: &[Mapping], placement: &BinPlace
         list.sort_unstable();
         list.dedup();
     }
-    let clustered: Vec<usize> =
-        placement.bins.iter().filter(|b| b.is_cluster()).flat_map(|b| b.pieces.iter().map(|p| p.vcpu)).collect();
-    let split: Vec<usize> = placement.splits.iter().map(|s| s.0).collect();
+    let mut clustered = vec![false; request.vcpus.len()];
+    for bin in placement.bins.iter().filter(|b| b.is_cluster()) {
+        for piece in &bin.pieces {
+            clustered[piece.vcpu] = true;
+        }
+    }
+    let mut split = vec![false; request.vcpus.len()];
+    for &(vcpu, _) in &placement.splits {
+        split[vcpu] = true;
+    }
     let vcpus = request
         .vcpus
         .iter()
@@ -279,9 +286,9 @@ fn build_table(request: &PlanRequest, mappings: &[Mapping], placement: &BinPlace
             let (period_ns, budget_ns, placement) = match mappings[v] {
                 Mapping::Dedicated => (HYPERPERIOD_NS, HYPERPERIOD_NS, Placement::Dedicated),
                 Mapping::Periodic { period_ns, budget_ns } => {
-                    let how = if clustered.contains(&v) {
+                    let how = if clustered[v] {
                         Placement::Clustered
-                    } else if split.contains(&v) {
+                    } else if split[v] {
                         Placement::Split
                     } else {
                         Placement::Partitioned
