@@ -316,3 +316,15 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn cluster_fallback_plans_and_verifies_when_splitting_fails() {
+    // 3.895 cores of demand on 4 cores with short periods (1 and 7 ms goals):
+    // C=D splitting runs out of room and the planner grows clusters.
+    let vcpus = [(0.855, 7.0), (0.479, 100.0), (0.732, 7.0), (0.882, 1.0), (0.534, 1.0), (0.413, 1.0)];
+    let plan = plan_text(&input_text(4, &vcpus), InputKind::Toml).unwrap();
+    assert!(!plan.report.clusters.is_empty());
+    assert!(plan.report.attempts > 1);
+    assert!(plan.table.vcpus.iter().any(|v| v.placement == Placement::Clustered));
+    assert_eq!(verify(&plan.table), vec![]);
+}
