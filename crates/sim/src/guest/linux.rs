@@ -27,6 +27,8 @@ pub struct GTask {
     pub policy: Policy,
     pub rt_priority: u32,
     pub allowed: Vec<bool>,
+    /// p->nr_cpus_allowed
+    nr_allowed: u32,
     pub cpu: u32,
     pub util: Pelt,
     pub rr_left: u64,
@@ -74,6 +76,8 @@ pub struct GuestLinux {
     steal_accounting: bool,
     llc_of: Vec<u32>,
     arch_capacity: Vec<u32>,
+    /// The guest believes its vCPUs differ in capacity (SD_ASYM_CPUCAPACITY).
+    asym_capacity: bool,
     rqs: Vec<GuestRq>,
     ents: Vec<Entity>,
     pub tasks: Vec<GTask>,
@@ -96,6 +100,7 @@ impl GuestLinux {
             hrtick: cfg.hrtick,
             steal_accounting: cfg.steal_accounting,
             llc_of,
+            asym_capacity: arch_capacity.iter().any(|&c| c != arch_capacity[0]),
             arch_capacity,
             rqs,
             ents: Vec::new(),
@@ -112,7 +117,8 @@ impl GuestLinux {
         let weight = if policy == Policy::Idle { WEIGHT_IDLEPRIO } else { nice0_weight };
         let cpu = allowed.iter().position(|&a| a).unwrap_or(0) as u32;
         self.ents.push(Entity { weight, ..Default::default() });
-        self.tasks.push(GTask { policy, rt_priority, allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0, runnable: false });
+        let nr_allowed = allowed.iter().filter(|&&a| a).count() as u32;
+        self.tasks.push(GTask { policy, rt_priority, allowed, nr_allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0, runnable: false });
         (self.tasks.len() - 1) as u32
     }
 
@@ -143,7 +149,10 @@ impl GuestLinux {
         };
         rq.steal_seen += steal;
         rq.clock_task += delta - steal;
-        rq.irq.add_busy(view.now, steal);
+        if steal > 0 {
+            // Steal-free stretches decay the signal lazily at the next update.
+            rq.irq.add_busy(view.now, steal);
+        }
     }
 
     /// Current task clock of vCPU `v` (for callers outside a scheduler path).
@@ -156,9 +165,12 @@ impl GuestLinux {
     /// the share not taken by irq and steal pressure.
     fn update_capacity(&mut self, v: u32) {
         let rq = &mut self.rqs[v as usize];
+        rq.irq.update(rq.clock_last, false);
         let arch = self.arch_capacity[v as usize] as f64;
         let irq = rq.irq.avg.min(arch);
-        rq.capacity = ((arch * (arch - irq) / arch).max(1.0)) as u32;
+        // scale_irq_capacity(max, irq, max) = max * (max - irq) / max; the RT
+        // and deadline averages it first subtracts are not tracked here.
+        rq.capacity = (arch - irq).max(1.0) as u32;
     }
 
     fn is_idle(&self, view: &GuestView, v: u32) -> bool {
@@ -188,6 +200,9 @@ impl GuestLinux {
     /// select_task_rq_rt(): stay unless prev runs an RT task of equal or
     /// higher priority; then find_lowest_rq() for a CPU running lower work.
     fn select_rq_rt(&self, t: u32, prev: u32) -> u32 {
+        if self.tasks[t as usize].nr_allowed == 1 {
+            return prev;
+        }
         let prio = self.tasks[t as usize].rt_priority;
         let blocks = |v: u32| match self.rqs[v as usize].curr {
             Some(c) => self.tasks[c as usize].is_rt() && self.tasks[c as usize].rt_priority >= prio,
@@ -211,8 +226,7 @@ impl GuestLinux {
         let idle_ok = |v: u32| self.is_idle(view, v) || self.sched_idle_cpu(v);
         let allowed = &self.tasks[t as usize].allowed;
         let n = self.nr_vcpus();
-        let asym = self.arch_capacity.iter().any(|&c| c != self.arch_capacity[0]);
-        if asym {
+        if self.asym_capacity {
             let util = self.tasks[t as usize].util.avg;
             let idle: Vec<u32> = (0..n).map(|i| (prev + i) % n).filter(|&v| allowed[v as usize] && idle_ok(v)).collect();
             if let Some(&v) = idle.iter().find(|&&v| fits_capacity(util, self.rqs[v as usize].capacity)) {
@@ -287,7 +301,8 @@ impl GuestLinux {
         let rq = &mut self.rqs[v as usize];
         if task.is_rt() {
             let q = rq.rt.get_mut(&std::cmp::Reverse(task.rt_priority)).expect("rt list");
-            q.retain(|&x| x != t);
+            let at = q.iter().position(|&x| x == t).expect("queued RT task");
+            q.remove(at);
             if q.is_empty() {
                 rq.rt.remove(&std::cmp::Reverse(task.rt_priority));
             }
@@ -513,6 +528,12 @@ impl GuestLinux {
     /// capacity and an idle vCPU of larger capacity could take it
     /// (update_misfit_status() + the misfit case of load_balance()).
     pub fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        // Misfit is tracked only with asymmetric CPU capacities
+        // (update_misfit_status() returns early unless
+        // sched_asym_cpucap_active()).
+        if !self.asym_capacity {
+            return None;
+        }
         let c = self.rqs[v as usize].curr?;
         self.update_capacity(v);
         let util = self.tasks[c as usize].util.avg;

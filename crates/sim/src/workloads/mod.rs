@@ -150,7 +150,7 @@ pub fn draw(dist: Distribution, mean_ns: f64, rng: &mut Rng) -> u64 {
             }
         }
     };
-    (v.round() as u64).max(1)
+    ((v + 0.5) as u64).max(1)
 }
 
 pub fn exp_ns(mean_ns: f64, rng: &mut Rng) -> u64 {
