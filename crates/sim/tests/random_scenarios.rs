@@ -20,7 +20,7 @@ struct Wl {
 }
 
 fn scenario(cores: u32, smt: u32, vms: &[(u32, bool, Option<u32>, Vec<Wl>)]) -> String {
-    let mut s = format!("name='p'\nduration_ms=60\n[host]\ncores_per_socket={cores}\nthreads_per_core={smt}\nhz=1000\n");
+    let mut s = format!("name='p'\nduration_ms=200\n[host]\ncores_per_socket={cores}\nthreads_per_core={smt}\nhz=1000\n");
     let np = cores * smt;
     for (i, (vcpus, pinned, quota, wls)) in vms.iter().enumerate() {
         s += &format!("[[vm]]\nname='v{i}'\nvcpus={vcpus}\n");
