@@ -67,4 +67,20 @@ mod tests {
         assert_eq!(q.pop(), Some((5, Event::HostTick(0))));
         assert_eq!(q.pop(), None);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn pops_in_time_then_insertion_order(times in proptest::collection::vec(0u64..50, 0..300)) {
+            let mut q = EventQueue::default();
+            for (i, &t) in times.iter().enumerate() {
+                q.push(t, Event::HostTimer(i as u64));
+            }
+            let mut want: Vec<(u64, usize)> = times.iter().copied().zip(0..).collect();
+            want.sort();
+            for (t, i) in want {
+                proptest::prop_assert_eq!(q.pop(), Some((t, Event::HostTimer(i as u64))));
+            }
+            proptest::prop_assert_eq!(q.pop(), None);
+        }
+    }
 }
