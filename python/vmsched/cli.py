@@ -13,7 +13,7 @@ from rich.table import Table
 
 from . import plan_cmd, probe_cmd
 from .errors import UserError, fail
-from .overrides import parse_window_ns
+from .overrides import parse_duration_ns, parse_window_ns
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="vmsched: CPU scheduling in virtualized clouds, simulated and probed.")
@@ -93,14 +93,17 @@ def run(
     window = _window(trace_window) if trace_window else None
     if report and not record:
         raise fail("--report needs the recorded tables; drop --no-record")
+    duration_ns = _user_input(lambda: parse_duration_ns(duration)) if duration else None
     source = _user_input(lambda: api.load_scenario(scenario))
     _user_input(lambda: api.normalize(source, overrides))
     progress = LateProgress(f"{scenario}")
     try:
-        result = _user_input(lambda: api.run(
-            source, seed=seed, set=overrides, duration=duration, validate=validate, record=record,
-            trace_window=window or (WHOLE_RUN if trace else None), progress=progress))
-    except RuntimeError as err:
+        result = api.run(source, seed=seed, set=overrides, duration=duration_ns, validate=validate,
+                         record=record, trace_window=window or (WHOLE_RUN if trace else None),
+                         progress=progress)
+    except UserError as err:
+        raise fail(str(err)) from err
+    except RuntimeError as err:  # an invariant violated in validation mode
         raise fail(f"{source.source}: {err}", code=1) from err
     finally:
         progress.close()

@@ -128,8 +128,12 @@ def vcpu_timeline(run: RunData) -> go.Figure | None:
     states = run.frame("vcpu_states")
     if states.is_empty():
         return None
+    if states["vm"].dtype.is_integer():  # VM index -> name, as in the summary
+        names = [vm["name"] for vm in run.summary["vms"]]
+        states = states.with_columns(pl.col("vm").map_elements(names.__getitem__, return_dtype=pl.String))
     states = states.with_columns(
-        pl.concat_str(pl.col("vm").cast(pl.String), pl.lit("/vCPU "), pl.col("vcpu").cast(pl.String)).alias("track"))
+        pl.concat_str(pl.col("vm"), pl.lit(" vCPU "), pl.col("vcpu").cast(pl.String)).alias("track")
+    ).sort("vm", "vcpu", descending=True)  # plotly draws the first category at the bottom
     fig = go.Figure()
     for state, color in STATE_COLORS.items():
         rows = states.filter(pl.col("state") == state)
