@@ -110,9 +110,9 @@ def print_bench(figures: dict, console) -> None:
 
     table = Table(title="speed and memory" + (" (--quick: not representative)" if figures["quick"] else ""),
                   title_justify="left")
-    for header in ("run", "simulated s", "wall s", "events/s", "simulated s / wall s", "peak RSS (MB)"):
-        table.add_column(header, justify="left" if header == "run" else "right")
-    rows = [*figures["engine"].items(), ("SimPy baseline", figures["simpy"])]
+    for header in ("run", "sim s", "wall s", "events/s", "sim s/wall s", "peak RSS MB"):
+        table.add_column(header, justify="left" if header == "run" else "right", no_wrap=True)
+    rows = [*figures["engine"].items(), ("SimPy", figures["simpy"])]
     for name, measured in rows:
         table.add_row(name, f"{measured['sim_s']:g}", f"{measured['wall_s']:.3f}",
                       f"{measured['events_per_s']:,.0f}", f"{measured['sim_s_per_wall_s']:,.2f}",
