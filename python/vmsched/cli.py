@@ -95,8 +95,7 @@ def run(
         raise fail("--report needs the recorded tables; drop --no-record")
     duration_ns = _user_input(lambda: parse_duration_ns(duration)) if duration else None
     source = _user_input(lambda: api.load_scenario(scenario))
-    _user_input(lambda: api.normalize(source, overrides))
-    progress = LateProgress(f"{scenario}")
+    progress = LateProgress(scenario)
     try:
         result = api.run(source, seed=seed, set=overrides, duration=duration_ns, validate=validate,
                          record=record, trace_window=window or (WHOLE_RUN if trace else None),

@@ -3,6 +3,7 @@ overrides): a long data frame of metrics with ratios to the first variant, an al
 table for the terminal and an HTML report that overlays the variants."""
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,16 +43,24 @@ class Comparison:
                                           "variant": pl.String, "value": pl.Float64, "ratio": pl.Float64})
 
 
-def scenario_variants(config: dict) -> list[Variant]:
-    """The `[variants.NAME]` tables of the normalized scenario, in file order."""
-    return [Variant(name, [f"{key}={toml_literal(value)}" for key, value in overrides.items()])
-            for name, overrides in (config.get("variants") or {}).items()]
+def scenario_variants(scenario: api.Scenario, config: dict) -> list[Variant]:
+    """The `[variants.NAME]` tables of the normalized scenario, in the order the file
+    lists them (the normalized form sorts them by name; the first is the reference)."""
+    normalized = config.get("variants") or {}
+    try:
+        file_order = list(tomllib.loads(scenario.text).get("variants", {}))
+    except tomllib.TOMLDecodeError:
+        file_order = []
+    names = [name for name in file_order if name in normalized]
+    names += [name for name in normalized if name not in names]
+    return [Variant(name, [f"{key}={toml_literal(value)}" for key, value in normalized[name].items()])
+            for name in names]
 
 
 def resolve_variants(scenario: api.Scenario, config: dict, specs: Iterable[str]) -> list[Variant]:
     """Variants given on the command line replace those of the scenario file."""
     given = [Variant(*parse_variant(spec, scenario.source)) for spec in specs]
-    variants = given or scenario_variants(config)
+    variants = given or scenario_variants(scenario, config)
     if len(variants) < 1:
         raise UserError(f"{scenario.source}: variants: none given; add [variants.NAME] tables "
                         "or --variant NAME=key=value,...")
@@ -129,7 +138,7 @@ def write_comparison(comparison: Comparison, out_dir: Path) -> Path:
     from .report import RunData, write_report  # plotly loads only when a report is written
 
     for variant, result in zip(comparison.variants, comparison.results):
-        result.save(out_dir / variant.name)
+        result.save(out_dir / variant.name, tables=api.RECORD_TABLES)
     write_tables({"compare": comparison.frame}, out_dir)
     runs = [RunData(variant.name, result.summary, result.config, result.recorded_tables())
             for variant, result in zip(comparison.variants, comparison.results)]
