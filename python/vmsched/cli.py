@@ -103,7 +103,7 @@ def run(
     except UserError as err:
         raise fail(str(err)) from err
     except RuntimeError as err:  # an invariant violated in validation mode
-        raise fail(f"{source.source}: {err}", code=1) from err
+        raise fail(str(err), code=1) from err
     finally:
         progress.close()
 
@@ -232,3 +232,7 @@ def bench(
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

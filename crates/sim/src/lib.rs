@@ -1,1 +1,24 @@
-//! vmsched-sim
+//! vmsched-sim: a mechanistic discrete-event simulator of double scheduling.
+//! The host schedules vCPUs on pCPUs, each guest kernel schedules tasks on its
+//! vCPUs, and task programs advance only while both levels run them.
+//!
+//! Entry point: [`run`] (scenario + options -> [`RunOutput`]).
+
+pub mod cfs;
+pub mod event;
+pub mod guest;
+pub mod histogram;
+pub mod host;
+pub mod ids;
+pub mod machine;
+pub mod pelt;
+pub mod rng;
+pub mod scenario;
+pub mod scenarios;
+pub mod summary;
+pub mod sync;
+pub mod workloads;
+pub mod world;
+
+pub use scenario::{parse, Scenario, ScenarioError};
+pub use world::{run, RunOptions, RunOutput};

@@ -1,0 +1,330 @@
+//! End-to-end planner tests: hand-worked exact tables, properties over random
+//! inputs, verifier rejection of corrupted tables, formats and determinism.
+
+use proptest::prelude::*;
+use vmsched_plan::format::{from_binary, from_json, to_binary, to_json};
+use vmsched_plan::periods::HYPERPERIOD_NS as H;
+use vmsched_plan::table::{Placement, VcpuEntry};
+use vmsched_plan::{plan_text, verify, Allocation, CoreTable, InputKind, PlanError, Table, Violation};
+
+fn spans(table: &Table, core: usize) -> Vec<(&str, u32, u64, u64)> {
+    table.cores[core]
+        .allocations
+        .iter()
+        .map(|a| {
+            let v = &table.vcpus[a.vcpu as usize];
+            (v.vm.as_str(), v.vcpu, a.start_ns, a.end_ns)
+        })
+        .collect()
+}
+
+#[test]
+fn three_vcpus_on_one_core_exact_table() {
+    // a: U = 1/4, L = 100 ms -> T = H/2, C = 12,837,825
+    // b: U = 1/4, L = 30 ms  -> T = H/6 = 17,117,100 (2 x 3/4 x T <= 30 ms), C = 4,279,275
+    // c: U = 1/2, L = 100 ms -> T = H/2, C = 25,675,650
+    // EDF by hand (ties to the earlier vCPU): b, a, b, c (preempted at 2H/6), b, c; twice.
+    let input = r#"
+        [host]
+        cores = 1
+        [[vm]]
+        name = "a"
+        utilization = 0.25
+        latency_ms = 100
+        [[vm]]
+        name = "b"
+        utilization = 0.25
+        latency_ms = 30
+        [[vm]]
+        name = "c"
+        utilization = 0.5
+        latency_ms = 100
+    "#;
+    let plan = plan_text(input, InputKind::Toml).unwrap();
+    let t = &plan.table;
+    assert_eq!(t.table_length_ns, 102_702_600);
+    let half = [
+        ("b", 0, 0, 4_279_275),
+        ("a", 0, 4_279_275, 17_117_100),
+        ("b", 0, 17_117_100, 21_396_375),
+        ("c", 0, 21_396_375, 34_234_200),
+        ("b", 0, 34_234_200, 38_513_475),
+        ("c", 0, 38_513_475, 51_351_300),
+    ];
+    let mut expected: Vec<(&str, u32, u64, u64)> = half.to_vec();
+    expected.extend(half.iter().map(|&(vm, v, s, e)| (vm, v, s + H / 2, e + H / 2)));
+    assert_eq!(spans(t, 0), expected);
+    let periods: Vec<(u64, u64)> = t.vcpus.iter().map(|v| (v.period_ns, v.budget_ns)).collect();
+    assert_eq!(periods, vec![(51_351_300, 12_837_825), (17_117_100, 4_279_275), (51_351_300, 25_675_650)]);
+    assert!(plan.report.splits.is_empty() && plan.report.clusters.is_empty());
+    // Slice length is the shortest allocation (b's 4,279,275 ns).
+    assert_eq!(t.cores[0].slice_ns, 4_279_275);
+    assert_eq!(t.cores[0].slices.len(), 24);
+}
+
+#[test]
+fn one_split_exact_table() {
+    // Three vCPUs at U = 0.6 on two cores (T = H, C = 0.6 H). WFD puts v0 on core 0
+    // and v1 on core 1; v2 fits nowhere and is split with C=D: a zero-laxity head of
+    // 0.4 H at the period start on core 0, then a 0.2 H tail (released at 0.4 H) on
+    // core 1, which EDF runs after v1 (equal deadlines, v1 first).
+    let input = r#"
+        [host]
+        cores = 2
+        [[vm]]
+        name = "v"
+        vcpus = 3
+        utilization = 0.6
+        latency_ms = 100
+    "#;
+    let plan = plan_text(input, InputKind::Toml).unwrap();
+    let t = &plan.table;
+    assert_eq!(spans(t, 0), vec![("v", 2, 0, 41_081_040), ("v", 0, 41_081_040, H)]);
+    assert_eq!(spans(t, 1), vec![("v", 1, 0, 61_621_560), ("v", 2, 61_621_560, 82_162_080)]);
+    assert_eq!(plan.report.splits.len(), 1);
+    assert_eq!(t.vcpus[2].placement, Placement::Split);
+    assert_eq!(t.vcpus[2].cores, vec![0, 1]);
+    // Second-level data: only core-local vCPUs are home; v2 trails the core it last ran on.
+    assert_eq!(t.cores[0].home_vcpus, vec![0]);
+    assert_eq!(t.cores[1].home_vcpus, vec![1]);
+    assert_eq!(t.trailing_core(2, 50_000_000), Some(0));
+    assert_eq!(t.trailing_core(2, 90_000_000), Some(1));
+    assert_eq!(t.second_level_candidates(1, 90_000_000), vec![1, 2]);
+}
+
+#[test]
+fn paper_figure_3_setting_plans_at_full_load() {
+    // Tableau Sec. 7.1: 44 cores, 176 single-vCPU VMs at U = 0.25, latency goal 1 ms.
+    let mut input = String::from("[host]\ncores = 44\n");
+    for i in 0..176 {
+        input.push_str(&format!("[[vm]]\nname = \"vm{i}\"\nutilization = 0.25\nlatency_ms = 1\n"));
+    }
+    let plan = plan_text(&input, InputKind::Toml).unwrap();
+    assert!(plan.report.splits.is_empty() && plan.report.clusters.is_empty());
+    assert!(plan.report.cores.iter().all(|c| (c.utilization - 1.0).abs() < 1e-12));
+}
+
+#[test]
+fn identical_input_gives_byte_identical_tables() {
+    let input = r#"{"host": {"cores": 3}, "vm": [
+        {"name": "x", "vcpus": 4, "utilization": 0.37, "latency_ms": 7},
+        {"name": "y", "vcpus": 3, "utilization": 0.41, "latency_ms": 45}]}"#;
+    let a = plan_text(input, InputKind::Json).unwrap();
+    let b = plan_text(input, InputKind::Json).unwrap();
+    assert_eq!(to_json(&a.table), to_json(&b.table));
+    assert_eq!(to_binary(&a.table), to_binary(&b.table));
+}
+
+#[test]
+fn formats_round_trip_and_binary_checksum_catches_corruption() {
+    let input = "[host]\ncores = 2\n[[vm]]\nname = \"v\"\nvcpus = 3\nutilization = 0.6\nlatency_ms = 10\n";
+    let table = plan_text(input, InputKind::Toml).unwrap().table;
+    assert_eq!(from_json(&to_json(&table)).unwrap(), table);
+    let bytes = to_binary(&table);
+    assert_eq!(from_binary(&bytes).unwrap(), table);
+    assert_eq!(&bytes[..8], b"VMSTABLE");
+    let mut corrupt = bytes.clone();
+    corrupt[40] ^= 1;
+    assert_eq!(from_binary(&corrupt).unwrap_err(), "checksum mismatch");
+}
+
+#[test]
+fn input_errors_name_the_field_and_the_fix() {
+    let over = "[host]\ncores = 1\n[[vm]]\nname = \"a\"\nvcpus = 3\nutilization = 0.5\nlatency_ms = 10\n";
+    let PlanError::Input(e) = plan_text(over, InputKind::Toml).unwrap_err() else { panic!() };
+    assert_eq!(e.path, "vm");
+    assert!(e.message.contains("exceeds the 1 guest cores"), "{}", e.message);
+
+    let bad_u = "[host]\ncores = 4\n[[vm]]\nname = \"a\"\nutilization = 0.5\n[[vm]]\nname = \"b\"\nutilization = 1.5\n";
+    let PlanError::Input(e) = plan_text(bad_u, InputKind::Toml).unwrap_err() else { panic!() };
+    assert_eq!(e.path, "vm[1].utilization");
+
+    let tiny_l = "[host]\ncores = 4\n[[vm]]\nname = \"a\"\nutilization = 0.5\nlatency_ms = 0.05\n";
+    let PlanError::Input(e) = plan_text(tiny_l, InputKind::Toml).unwrap_err() else { panic!() };
+    assert_eq!(e.path, "vm[0].latency_ms");
+    assert!(e.message.contains("raise latency_ms to at least 0.1001"), "{}", e.message);
+
+    let unknown_core = "[host]\ncores = 4\nreserved = [0]\n[[host.group]]\ncores = [1, 9]\n";
+    let PlanError::Input(e) = plan_text(unknown_core, InputKind::Toml).unwrap_err() else { panic!() };
+    assert_eq!(e.path, "host.group[0].cores[1]");
+    assert!(e.message.contains("unknown core 9; guest cores are 1..=4"), "{}", e.message);
+
+    let typo = r#"{"host": {"cores": 2}, "vm": [{"name": "a", "utilisation": 0.5}]}"#;
+    let PlanError::Input(e) = plan_text(typo, InputKind::Json).unwrap_err() else { panic!() };
+    assert_eq!(e.path, "vm[0].utilisation");
+}
+
+#[test]
+fn fair_share_defaults_fill_the_cores_by_weight() {
+    let input = "[host]\ncores = 2\nreserved = [0]\n[[vm]]\nname = \"a\"\nweight = 512\n[[vm]]\nname = \"b\"\nvcpus = 2\n";
+    let plan = plan_text(input, InputKind::Toml).unwrap();
+    let u: Vec<f64> = plan.table.vcpus.iter().map(|v| v.utilization).collect();
+    // weights 512 : 256 : 256 over two cores -> 1.0, 0.5, 0.5; the 1.0 gets its own core.
+    assert_eq!(u, vec![1.0, 0.5, 0.5]);
+    assert_eq!(plan.table.vcpus[0].placement, Placement::Dedicated);
+    assert_eq!(plan.table.cores.iter().map(|c| c.core).collect::<Vec<_>>(), vec![1, 2]);
+    assert!(plan.table.vcpus.iter().all(|v| v.latency_ms == 30.0));
+}
+
+// ---- verifier against hand-built tables ----
+
+fn entry(vm: &str, u: f64, latency_ms: f64) -> VcpuEntry {
+    VcpuEntry {
+        vm: vm.into(),
+        vcpu: 0,
+        utilization: u,
+        latency_ms,
+        period_ns: H,
+        budget_ns: (u * H as f64) as u64,
+        placement: Placement::Partitioned,
+        cores: vec![],
+    }
+}
+
+fn table(cores: Vec<Vec<(u32, u64, u64)>>, vcpus: Vec<VcpuEntry>) -> Table {
+    Table {
+        table_length_ns: H,
+        cores: cores
+            .into_iter()
+            .enumerate()
+            .map(|(c, allocs)| {
+                let allocations = allocs.into_iter().map(|(vcpu, start_ns, end_ns)| Allocation { vcpu, start_ns, end_ns }).collect();
+                CoreTable::new(c as u32, allocations, vec![], H)
+            })
+            .collect(),
+        vcpus,
+    }
+}
+
+fn good() -> Table {
+    table(vec![vec![(0, 0, H / 2)], vec![(1, H / 2, H)]], vec![entry("a", 0.5, 60.0), entry("b", 0.5, 60.0)])
+}
+
+#[test]
+fn verifier_accepts_a_correct_table() {
+    assert_eq!(verify(&good()), vec![]);
+}
+
+#[test]
+fn verifier_rejects_overlap_on_a_core() {
+    let t = table(vec![vec![(0, 0, H / 2), (1, H / 2 - 5, H - 5)], vec![]], good().vcpus);
+    assert!(verify(&t).contains(&Violation::CoreOverlap { core: 0, at_ns: H / 2 - 5 }));
+}
+
+#[test]
+fn verifier_rejects_a_vcpu_on_two_cores_at_once() {
+    let t = table(vec![vec![(0, 0, H / 2)], vec![(0, H / 2 - 10, H / 2 + 10), (1, H / 2 + 10, H)]], good().vcpus);
+    assert!(verify(&t).contains(&Violation::ParallelVcpu { vcpu: 0, at_ns: H / 2 - 10 }));
+}
+
+#[test]
+fn verifier_rejects_too_little_budget() {
+    let t = table(vec![vec![(0, 0, H / 2 - 1)], vec![(1, H / 2, H)]], good().vcpus);
+    let v = verify(&t);
+    assert!(matches!(v.as_slice(), [Violation::TooLittleService { vcpu: 0, received_ns, .. }] if *received_ns == H / 2 - 1));
+}
+
+#[test]
+fn verifier_rejects_too_long_blackout_across_the_wrap() {
+    // Served in [H/4, 3H/4): every gap inside the table is H/4 (25.7 ms), but the
+    // cyclic gap from 3H/4 around to H/4 of the next round is H/2 (51.4 ms) > 40 ms.
+    let t = table(vec![vec![(0, H / 4, 3 * H / 4)]], vec![entry("a", 0.5, 40.0)]);
+    assert_eq!(verify(&t), vec![Violation::BlackoutTooLong { vcpu: 0, blackout_ns: H / 2, latency_ns: 40_000_000 }]);
+}
+
+#[test]
+fn verifier_rejects_a_corrupt_slice_table() {
+    let mut t = good();
+    t.cores[1].slices[1] = vmsched_plan::table::NO_ALLOCATION;
+    assert!(verify(&t).contains(&Violation::BadSliceTable { core: 1, slice: 1 }));
+}
+
+// ---- properties ----
+
+fn input_text(cores: u32, vcpus: &[(f64, f64)]) -> String {
+    let mut s = format!("[host]\ncores = {cores}\n");
+    for (i, (u, l)) in vcpus.iter().enumerate() {
+        s.push_str(&format!("[[vm]]\nname = \"vm{i}\"\nutilization = {u}\nlatency_ms = {l}\n"));
+    }
+    s
+}
+
+/// Random task sets scaled to a target share of the cores (up to 99.5%: budgets
+/// are whole nanoseconds, so inputs right at 100% may be over-committed by
+/// rounding when no period gives an exact budget); U in thousandths.
+fn feasible_input() -> impl Strategy<Value = (u32, Vec<(f64, f64)>)> {
+    (1u32..6, 0.5f64..0.995, prop::collection::vec((0.05f64..1.0, prop::sample::select(vec![1.0, 2.5, 7.0, 30.0, 60.0, 100.0])), 1..20))
+        .prop_map(|(cores, load, raw)| {
+            let raw_total: f64 = raw.iter().map(|r| r.0).sum();
+            let scale = (cores as f64 * load / raw_total).min(1.0);
+            let vcpus = raw.into_iter().map(|(u, l)| (((u * scale * 1000.0).floor() / 1000.0).max(0.001), l)).collect();
+            (cores, vcpus)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn feasible_inputs_always_plan_and_verify((cores, vcpus) in feasible_input()) {
+        let plan = plan_text(&input_text(cores, &vcpus), InputKind::Toml);
+        let plan = match plan { Ok(p) => p, Err(e) => return Err(TestCaseError::fail(e.to_string())) };
+        prop_assert!(verify(&plan.table).is_empty());
+        // Lookup through the slice table agrees with a linear scan.
+        for core in &plan.table.cores {
+            for probe in 0..200u64 {
+                let t = probe * (H / 200) + probe;
+                prop_assert_eq!(core.lookup(t), core.lookup_linear(t));
+            }
+            for a in &core.allocations {
+                prop_assert_eq!(core.lookup(a.start_ns), Some(a));
+                prop_assert_eq!(core.lookup(a.end_ns - 1), Some(a));
+            }
+        }
+    }
+
+    #[test]
+    fn over_utilized_inputs_are_always_rejected(cores in 1u32..6, extra in 0.01f64..2.0, n in 1usize..20) {
+        let u = ((cores as f64 + extra) / n as f64).min(1.0);
+        prop_assume!(u * n as f64 > cores as f64 + 1e-9);
+        let vcpus = vec![(u, 50.0); n];
+        match plan_text(&input_text(cores, &vcpus), InputKind::Toml) {
+            Err(PlanError::Input(e)) => prop_assert_eq!(e.path, "vm"),
+            other => prop_assert!(false, "expected rejection, got {:?}", other.map(|p| p.report)),
+        }
+    }
+
+    #[test]
+    fn verifier_catches_a_shortened_allocation((cores, vcpus) in feasible_input(), pick in any::<prop::sample::Index>()) {
+        let mut table = plan_text(&input_text(cores, &vcpus), InputKind::Toml).unwrap().table;
+        let all: Vec<(usize, usize)> = table.cores.iter().enumerate()
+            .flat_map(|(c, core)| (0..core.allocations.len()).map(move |a| (c, a))).collect();
+        let (c, a) = all[pick.index(all.len())];
+        let vcpu = table.cores[c].allocations[a].vcpu as usize;
+        // Remove the whole allocation: its vCPU loses service it was counting on
+        // unless it had surplus, and its blackout grows.
+        let removed = table.cores[c].allocations.remove(a);
+        let rebuilt = CoreTable::new(table.cores[c].core, table.cores[c].allocations.clone(), vec![], H);
+        table.cores[c] = rebuilt;
+        let received: u64 = table.cores.iter().flat_map(|k| &k.allocations).filter(|x| x.vcpu as usize == vcpu)
+            .map(|x| x.end_ns - x.start_ns).sum();
+        let needed = table.vcpus[vcpu].utilization * H as f64 - 1e-6;
+        let v = verify(&table);
+        if (received as f64) < needed {
+            prop_assert!(v.iter().any(|x| matches!(x, Violation::TooLittleService { vcpu: w, .. } if *w as usize == vcpu)),
+                "removed {:?}, violations {:?}", removed, v);
+        }
+    }
+}
+
+#[test]
+fn cluster_fallback_plans_and_verifies_when_splitting_fails() {
+    // 3.895 cores of demand on 4 cores with short periods (1 and 7 ms goals):
+    // C=D splitting runs out of room and the planner grows clusters.
+    let vcpus = [(0.855, 7.0), (0.479, 100.0), (0.732, 7.0), (0.882, 1.0), (0.534, 1.0), (0.413, 1.0)];
+    let plan = plan_text(&input_text(4, &vcpus), InputKind::Toml).unwrap();
+    assert!(!plan.report.clusters.is_empty());
+    assert!(plan.report.attempts > 1);
+    assert!(plan.table.vcpus.iter().any(|v| v.placement == Placement::Clustered));
+    assert_eq!(verify(&plan.table), vec![]);
+}

@@ -1,0 +1,324 @@
+//! Linux CFS runqueue mechanics shared by the host (vCPU threads under KVM) and
+//! the guest (tasks inside a VM): vruntime, weights, slices, sleeper placement,
+//! tick and wakeup preemption. Both levels run this one implementation; only
+//! the clock differs (the guest passes its steal-free task clock).
+//!
+//! Source: kernel/sched/fair.c of Linux 6.5, the last release with the CFS
+//! pick (before EEVDF); function names below refer to that file.
+
+use std::collections::BTreeSet;
+
+use crate::scenario::CfsTunables;
+
+/// NICE_0_LOAD after scale_load_down (kernel/sched/sched.h).
+pub const NICE_0_LOAD: u64 = 1024;
+/// WEIGHT_IDLEPRIO (kernel/sched/sched.h): the weight of a SCHED_IDLE entity.
+pub const WEIGHT_IDLEPRIO: u64 = 3;
+/// sched_nr_latency (fair.c): beyond this many runnable entities the period
+/// stretches to nr * min_granularity.
+const SCHED_NR_LATENCY: u64 = 8;
+/// Unscaled defaults (fair.c): sysctl_sched_latency = 6 ms,
+/// sysctl_sched_min_granularity = 0.75 ms, sysctl_sched_wakeup_granularity = 1 ms.
+const BASE_LATENCY_NS: u64 = 6_000_000;
+const BASE_MIN_GRANULARITY_NS: u64 = 750_000;
+const BASE_WAKEUP_GRANULARITY_NS: u64 = 1_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tunables {
+    pub latency_ns: u64,
+    pub min_granularity_ns: u64,
+    pub wakeup_granularity_ns: u64,
+}
+
+impl Tunables {
+    /// get_update_sysctl_factor() with SCHED_TUNABLESCALING_LOG (the default):
+    /// factor = 1 + ilog2(min(ncpus, 8)), so 24 ms / 3 ms / 4 ms from 8 CPUs up.
+    pub fn linux_default(ncpus: u32) -> Self {
+        let cpus = ncpus.clamp(1, 8);
+        let factor = 1 + (31 - cpus.leading_zeros()) as u64;
+        Tunables {
+            latency_ns: BASE_LATENCY_NS * factor,
+            min_granularity_ns: BASE_MIN_GRANULARITY_NS * factor,
+            wakeup_granularity_ns: BASE_WAKEUP_GRANULARITY_NS * factor,
+        }
+    }
+
+    pub fn with_overrides(ncpus: u32, o: &CfsTunables) -> Self {
+        let d = Self::linux_default(ncpus);
+        Tunables {
+            latency_ns: o.latency_ns.unwrap_or(d.latency_ns),
+            min_granularity_ns: o.min_granularity_ns.unwrap_or(d.min_granularity_ns),
+            wakeup_granularity_ns: o.wakeup_granularity_ns.unwrap_or(d.wakeup_granularity_ns),
+        }
+    }
+
+    /// __sched_period()
+    fn period(&self, nr: u64) -> u64 {
+        if nr > SCHED_NR_LATENCY {
+            nr * self.min_granularity_ns
+        } else {
+            self.latency_ns
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Entity {
+    pub vruntime: u64,
+    pub weight: u64,
+    pub exec_start: u64,
+    pub sum_exec: u64,
+    pub prev_sum_exec: u64,
+    pub on_rq: bool,
+}
+
+/// calc_delta_fair(): wall delta scaled to virtual time by the entity weight.
+pub fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
+    if weight == NICE_0_LOAD {
+        delta
+    } else {
+        (delta as u128 * NICE_0_LOAD as u128 / weight as u128) as u64
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// place_entity(initial=0): a sleeper gets at most half a latency of
+    /// credit (GENTLE_FAIR_SLEEPERS).
+    Wakeup,
+    /// place_entity(initial=1): a new entity starts one vslice behind
+    /// (START_DEBIT).
+    New,
+    /// A migrated runnable entity keeps its lag relative to min_vruntime.
+    Keep,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct CfsRq {
+    timeline: BTreeSet<(u64, u32)>,
+    pub curr: Option<u32>,
+    /// Sum of weights of entities on the runqueue, curr included.
+    pub load: u64,
+    pub nr_running: u32,
+    pub min_vruntime: u64,
+}
+
+impl CfsRq {
+    /// update_curr(): charge the running entity for the time since exec_start.
+    pub fn update_curr(&mut self, ents: &mut [Entity], now: u64) {
+        if let Some(c) = self.curr {
+            let e = &mut ents[c as usize];
+            let delta = now.saturating_sub(e.exec_start);
+            e.exec_start = now;
+            e.sum_exec += delta;
+            e.vruntime += calc_delta_fair(delta, e.weight);
+        }
+        self.update_min_vruntime(ents);
+    }
+
+    fn update_min_vruntime(&mut self, ents: &[Entity]) {
+        let curr_v = self.curr.filter(|&c| ents[c as usize].on_rq).map(|c| ents[c as usize].vruntime);
+        let left_v = self.timeline.first().map(|&(v, _)| v);
+        let candidate = match (curr_v, left_v) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => return,
+        };
+        self.min_vruntime = self.min_vruntime.max(candidate);
+    }
+
+    /// sched_vslice(): the entity's slice in virtual time.
+    fn vslice(&self, ents: &[Entity], id: u32, t: &Tunables) -> u64 {
+        calc_delta_fair(self.slice_for(ents[id as usize].weight, ents[id as usize].on_rq, t), ents[id as usize].weight)
+    }
+
+    fn slice_for(&self, weight: u64, on_rq: bool, t: &Tunables) -> u64 {
+        let nr = self.nr_running as u64 + u64::from(!on_rq);
+        let load = self.load + if on_rq { 0 } else { weight };
+        (t.period(nr) as u128 * weight as u128 / load.max(1) as u128) as u64
+    }
+
+    /// sched_slice(): the entity's share of the period in wall time.
+    pub fn slice(&self, ents: &[Entity], id: u32, t: &Tunables) -> u64 {
+        let e = &ents[id as usize];
+        self.slice_for(e.weight, e.on_rq, t)
+    }
+
+    /// enqueue_entity() with place_entity().
+    pub fn enqueue(&mut self, ents: &mut [Entity], id: u32, how: Placement, t: &Tunables, now: u64) {
+        self.update_curr(ents, now);
+        match how {
+            Placement::Wakeup => {
+                let thresh = t.latency_ns / 2;
+                let floor = self.min_vruntime.saturating_sub(thresh);
+                let e = &mut ents[id as usize];
+                e.vruntime = e.vruntime.max(floor);
+            }
+            Placement::New => {
+                let v = self.min_vruntime + self.vslice(ents, id, t);
+                ents[id as usize].vruntime = v;
+            }
+            Placement::Keep => {}
+        }
+        let e = &mut ents[id as usize];
+        debug_assert!(!e.on_rq, "entity {id} enqueued twice");
+        e.on_rq = true;
+        self.load += e.weight;
+        self.nr_running += 1;
+        if self.curr != Some(id) {
+            self.timeline.insert((e.vruntime, id));
+        }
+    }
+
+    /// dequeue_entity(): removes a queued or the current entity.
+    pub fn dequeue(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+        self.update_curr(ents, now);
+        let e = &mut ents[id as usize];
+        debug_assert!(e.on_rq, "entity {id} dequeued while not queued");
+        if self.curr != Some(id) {
+            self.timeline.remove(&(e.vruntime, id));
+        }
+        e.on_rq = false;
+        self.load -= e.weight;
+        self.nr_running -= 1;
+        self.update_min_vruntime(ents);
+    }
+
+    /// __pick_first_entity()
+    pub fn first(&self) -> Option<u32> {
+        self.timeline.first().map(|&(_, id)| id)
+    }
+
+    /// Queued (not running) entities in vruntime order.
+    pub fn queued(&self) -> impl DoubleEndedIterator<Item = u32> + '_ {
+        self.timeline.iter().map(|&(_, id)| id)
+    }
+
+    /// set_next_entity(): the entity leaves the timeline while it runs.
+    pub fn set_curr(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+        let e = &mut ents[id as usize];
+        self.timeline.remove(&(e.vruntime, id));
+        e.exec_start = now;
+        e.prev_sum_exec = e.sum_exec;
+        self.curr = Some(id);
+    }
+
+    /// put_prev_entity(): the running entity goes back to the timeline.
+    pub fn put_prev(&mut self, ents: &mut [Entity], now: u64) {
+        if let Some(c) = self.curr.take() {
+            self.curr = Some(c);
+            self.update_curr(ents, now);
+            self.curr = None;
+            let e = &ents[c as usize];
+            if e.on_rq {
+                self.timeline.insert((e.vruntime, c));
+            }
+        }
+    }
+
+    /// check_preempt_tick(): should the current entity yield at this tick?
+    pub fn tick_preempt(&self, ents: &[Entity], t: &Tunables) -> bool {
+        let Some(c) = self.curr else { return false };
+        let e = &ents[c as usize];
+        let ideal = self.slice(ents, c, t);
+        let ran = e.sum_exec - e.prev_sum_exec;
+        if ran > ideal {
+            return true;
+        }
+        if ran < t.min_granularity_ns {
+            return false;
+        }
+        match self.first() {
+            Some(f) => {
+                let first = &ents[f as usize];
+                e.vruntime > first.vruntime && e.vruntime - first.vruntime > ideal
+            }
+            None => false,
+        }
+    }
+
+    /// wakeup_preempt_entity() == 1: does the woken `se` preempt curr?
+    pub fn wakeup_preempts(&self, ents: &[Entity], se: u32, t: &Tunables) -> bool {
+        let Some(c) = self.curr else { return true };
+        let (cv, sv) = (ents[c as usize].vruntime, ents[se as usize].vruntime);
+        cv > sv && cv - sv > calc_delta_fair(t.wakeup_granularity_ns, ents[se as usize].weight)
+    }
+
+    /// Time until the current entity's slice runs out (for HRTICK).
+    pub fn slice_left(&self, ents: &[Entity], t: &Tunables) -> Option<u64> {
+        let c = self.curr?;
+        let e = &ents[c as usize];
+        Some(self.slice(ents, c, t).saturating_sub(e.sum_exec - e.prev_sum_exec))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tunables_scale_with_log_of_cpu_count() {
+        assert_eq!(Tunables::linux_default(1).latency_ns, 6_000_000);
+        assert_eq!(Tunables::linux_default(2).latency_ns, 12_000_000);
+        assert_eq!(Tunables::linux_default(4).min_granularity_ns, 2_250_000);
+        assert_eq!(Tunables::linux_default(64), Tunables::linux_default(8));
+        assert_eq!(Tunables::linux_default(8).wakeup_granularity_ns, 4_000_000);
+    }
+
+    fn ents(weights: &[u64]) -> Vec<Entity> {
+        weights.iter().map(|&w| Entity { weight: w, ..Default::default() }).collect()
+    }
+
+    #[test]
+    fn slices_split_the_period_by_weight() {
+        let t = Tunables::linux_default(1);
+        let mut e = ents(&[1024, 2048]);
+        let mut rq = CfsRq::default();
+        rq.enqueue(&mut e, 0, Placement::Keep, &t, 0);
+        rq.enqueue(&mut e, 1, Placement::Keep, &t, 0);
+        assert_eq!(rq.slice(&e, 0, &t), 2_000_000);
+        assert_eq!(rq.slice(&e, 1, &t), 4_000_000);
+    }
+
+    #[test]
+    fn heavier_entity_accrues_vruntime_slower() {
+        let t = Tunables::linux_default(1);
+        let mut e = ents(&[1024, 2048]);
+        let mut rq = CfsRq::default();
+        rq.enqueue(&mut e, 1, Placement::Keep, &t, 0);
+        rq.set_curr(&mut e, 1, 0);
+        rq.update_curr(&mut e, 1_000_000);
+        assert_eq!(e[1].vruntime, 500_000);
+        assert_eq!(e[1].sum_exec, 1_000_000);
+    }
+
+    #[test]
+    fn sleeper_credit_is_half_a_latency() {
+        let t = Tunables::linux_default(1);
+        let mut e = ents(&[1024, 1024]);
+        let mut rq = CfsRq::default();
+        rq.enqueue(&mut e, 0, Placement::Keep, &t, 0);
+        rq.set_curr(&mut e, 0, 0);
+        rq.update_curr(&mut e, 100_000_000);
+        assert_eq!(rq.min_vruntime, 100_000_000);
+        rq.enqueue(&mut e, 1, Placement::Wakeup, &t, 100_000_000);
+        assert_eq!(e[1].vruntime, 100_000_000 - 3_000_000);
+        // vdiff 3 ms > wakeup granularity 1 ms: the sleeper preempts.
+        assert!(rq.wakeup_preempts(&e, 1, &t));
+    }
+
+    #[test]
+    fn tick_preempts_after_the_ideal_slice() {
+        let t = Tunables::linux_default(1);
+        let mut e = ents(&[1024, 1024]);
+        let mut rq = CfsRq::default();
+        rq.enqueue(&mut e, 0, Placement::Keep, &t, 0);
+        rq.enqueue(&mut e, 1, Placement::Keep, &t, 0);
+        rq.set_curr(&mut e, 0, 0);
+        rq.update_curr(&mut e, 2_900_000);
+        assert!(!rq.tick_preempt(&e, &t));
+        rq.update_curr(&mut e, 3_100_000);
+        assert!(rq.tick_preempt(&e, &t));
+    }
+}

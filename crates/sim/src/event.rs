@@ -1,0 +1,70 @@
+//! The event queue: a binary heap ordered by (time, sequence number). The
+//! sequence number breaks ties in insertion order, so a run is a pure function
+//! of its scenario and seed.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::ids::{PcpuId, TaskId, VcpuId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Event {
+    /// The host timer tick of a pCPU.
+    HostTick(PcpuId),
+    /// A host policy's own timer (slice end, bandwidth refill, ...).
+    HostTimer(u64),
+    /// The guest timer tick of a vCPU: fires only while the vCPU runs.
+    GuestTick(VcpuId),
+    /// The task current on a vCPU reaches the end of its compute or spin
+    /// budget; stale when the vCPU's plan generation moved on.
+    Progress(VcpuId, u64),
+    /// A virtual interrupt reaches a vCPU's pending set.
+    IrqRaise(u32),
+    /// A device (disk) finishes the IO of a task.
+    DeviceDone(TaskId),
+    /// A sleeping task's timer expires (raised as a timer interrupt).
+    SleepDone(TaskId),
+    /// The next open-loop arrival of a workload.
+    Arrival(u32),
+    /// A workload starts its tasks.
+    WorkloadStart(u32),
+    CapacityChange(u32),
+    Sample,
+}
+
+#[derive(Default)]
+pub struct EventQueue {
+    heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    seq: u64,
+}
+
+impl EventQueue {
+    pub fn push(&mut self, time: u64, ev: Event) {
+        self.seq += 1;
+        self.heap.push(Reverse((time, self.seq, ev)));
+    }
+    pub fn pop(&mut self) -> Option<(u64, Event)> {
+        self.heap.pop().map(|Reverse((t, _, e))| (t, e))
+    }
+    pub fn peek_time(&self) -> Option<u64> {
+        self.heap.peek().map(|Reverse((t, _, _))| *t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn equal_times_pop_in_insertion_order() {
+        let mut q = EventQueue::default();
+        q.push(5, Event::Sample);
+        q.push(3, Event::HostTick(9));
+        q.push(5, Event::HostTick(1));
+        q.push(5, Event::HostTick(0));
+        assert_eq!(q.pop(), Some((3, Event::HostTick(9))));
+        assert_eq!(q.pop(), Some((5, Event::Sample)));
+        assert_eq!(q.pop(), Some((5, Event::HostTick(1))));
+        assert_eq!(q.pop(), Some((5, Event::HostTick(0))));
+        assert_eq!(q.pop(), None);
+    }
+}

@@ -1,0 +1,530 @@
+//! Linux's scheduler inside a VM: per-vCPU runqueues with the RT class
+//! (SCHED_FIFO / SCHED_RR) above CFS (SCHED_NORMAL, SCHED_IDLE), wakeup
+//! placement by select_idle_sibling() within the LLC the guest believes in,
+//! capacity-aware placement, periodic, newly-idle and nohz-idle balancing, PELT
+//! utilization, and steal time taken out of the task clock and into the irq
+//! pressure that lowers each vCPU's believed capacity.
+//!
+//! Source: kernel/sched/{fair,rt,core,pelt}.c of Linux 6.5; functions named
+//! below refer to those files.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::{GuestView, HostState, TickOut};
+use crate::cfs::{CfsRq, Entity, Placement, Tunables, WEIGHT_IDLEPRIO};
+use crate::pelt::Pelt;
+use crate::scenario::{Guest, Policy};
+
+/// fits_capacity(): util fits when util * 1280 < capacity * 1024 (20% margin).
+fn fits_capacity(util: f64, capacity: u32) -> bool {
+    util * 1280.0 < capacity as f64 * 1024.0
+}
+/// BUSY_FACTOR of sd_init() (kernel/sched/topology.c).
+const BUSY_FACTOR: u64 = 16;
+
+#[derive(Debug, Clone)]
+pub struct GTask {
+    pub policy: Policy,
+    pub rt_priority: u32,
+    pub allowed: Vec<bool>,
+    pub cpu: u32,
+    pub util: Pelt,
+    pub rr_left: u64,
+    pub migrations: u64,
+    pub runnable: bool,
+}
+
+impl GTask {
+    fn is_rt(&self) -> bool {
+        matches!(self.policy, Policy::Fifo | Policy::Rr)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct GuestRq {
+    cfs: CfsRq,
+    /// RT tasks by priority (higher first), FIFO order within a priority. A
+    /// running RT task stays at the head of its list, as in Linux.
+    rt: BTreeMap<std::cmp::Reverse<u32>, VecDeque<u32>>,
+    rt_nr: u32,
+    curr: Option<u32>,
+    /// Runnable SCHED_IDLE tasks (curr included), for sched_idle_cpu().
+    idle_policy_nr: u32,
+    /// Task clock when the current RR task was last charged.
+    rr_mark: u64,
+    clock_task: u64,
+    clock_last: u64,
+    steal_seen: u64,
+    irq: Pelt,
+    capacity: u32,
+    next_balance: [u64; 2],
+}
+
+impl GuestRq {
+    fn nr_running(&self) -> u32 {
+        self.rt_nr + self.cfs.nr_running
+    }
+}
+
+pub struct GuestLinux {
+    tun: Tunables,
+    tick_ns: u64,
+    rr_slice_ns: u64,
+    hrtick: bool,
+    steal_accounting: bool,
+    llc_of: Vec<u32>,
+    arch_capacity: Vec<u32>,
+    rqs: Vec<GuestRq>,
+    ents: Vec<Entity>,
+    pub tasks: Vec<GTask>,
+}
+
+impl GuestLinux {
+    pub fn new(cfg: &Guest, nv: u32) -> Self {
+        let mut llc_of = vec![0; nv as usize];
+        for (g, grp) in cfg.llc_groups.iter().enumerate() {
+            for &c in grp {
+                llc_of[c as usize] = g as u32;
+            }
+        }
+        let arch_capacity = if cfg.capacity.is_empty() { vec![1024; nv as usize] } else { cfg.capacity.clone() };
+        let rqs = arch_capacity.iter().map(|&c| GuestRq { capacity: c, ..Default::default() }).collect();
+        GuestLinux {
+            tun: Tunables::with_overrides(nv, &cfg.cfs),
+            tick_ns: 1_000_000_000 / cfg.hz as u64,
+            rr_slice_ns: (cfg.rr_timeslice_ms * 1e6) as u64,
+            hrtick: cfg.hrtick,
+            steal_accounting: cfg.steal_accounting,
+            llc_of,
+            arch_capacity,
+            rqs,
+            ents: Vec::new(),
+            tasks: Vec::new(),
+        }
+    }
+
+    pub fn tick_ns(&self) -> u64 {
+        self.tick_ns
+    }
+
+    /// Registers a task (not yet runnable); returns its VM-local index.
+    pub fn add_task(&mut self, policy: Policy, rt_priority: u32, allowed: Vec<bool>, nice0_weight: u64) -> u32 {
+        let weight = if policy == Policy::Idle { WEIGHT_IDLEPRIO } else { nice0_weight };
+        let cpu = allowed.iter().position(|&a| a).unwrap_or(0) as u32;
+        self.ents.push(Entity { weight, ..Default::default() });
+        self.tasks.push(GTask { policy, rt_priority, allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0, runnable: false });
+        (self.tasks.len() - 1) as u32
+    }
+
+    pub fn curr(&self, v: u32) -> Option<u32> {
+        self.rqs[v as usize].curr
+    }
+    pub fn nr_running(&self, v: u32) -> u32 {
+        self.rqs[v as usize].nr_running()
+    }
+    pub fn capacity(&self, v: u32) -> u32 {
+        self.rqs[v as usize].capacity
+    }
+    pub fn nr_vcpus(&self) -> u32 {
+        self.rqs.len() as u32
+    }
+
+    /// update_rq_clock_task(): the task clock advances by wall time minus the
+    /// steal published since the last update (never more than the wall delta),
+    /// and the steal feeds the irq PELT signal (update_irq_load_avg()).
+    fn update_clock(&mut self, view: &GuestView, v: u32) {
+        let rq = &mut self.rqs[v as usize];
+        let delta = view.now - rq.clock_last;
+        rq.clock_last = view.now;
+        let steal = if self.steal_accounting {
+            (view.steal_published[v as usize] - rq.steal_seen).min(delta)
+        } else {
+            0
+        };
+        rq.steal_seen += steal;
+        rq.clock_task += delta - steal;
+        rq.irq.add_busy(view.now, steal);
+    }
+
+    /// Current task clock of vCPU `v` (for callers outside a scheduler path).
+    pub fn clock_task(&mut self, view: &GuestView, v: u32) -> u64 {
+        self.update_clock(view, v);
+        self.rqs[v as usize].clock_task
+    }
+
+    /// update_cpu_capacity() / scale_rt_capacity(): arch capacity scaled by
+    /// the share not taken by irq and steal pressure.
+    fn update_capacity(&mut self, v: u32) {
+        let rq = &mut self.rqs[v as usize];
+        let arch = self.arch_capacity[v as usize] as f64;
+        let irq = rq.irq.avg.min(arch);
+        rq.capacity = ((arch * (arch - irq) / arch).max(1.0)) as u32;
+    }
+
+    fn is_idle(&self, view: &GuestView, v: u32) -> bool {
+        self.rqs[v as usize].nr_running() == 0 && view.host_state[v as usize] != HostState::Preempted
+    }
+
+    /// sched_idle_cpu(): every runnable task there is SCHED_IDLE.
+    fn sched_idle_cpu(&self, v: u32) -> bool {
+        let rq = &self.rqs[v as usize];
+        rq.nr_running() > 0 && rq.nr_running() == rq.idle_policy_nr
+    }
+
+    /// select_task_rq(): where a waking task goes.
+    pub fn select_rq(&mut self, view: &GuestView, t: u32) -> u32 {
+        let task = &self.tasks[t as usize];
+        let prev = if task.allowed[task.cpu as usize] {
+            task.cpu
+        } else {
+            task.allowed.iter().position(|&a| a).expect("task has an allowed vCPU") as u32
+        };
+        if task.is_rt() {
+            return self.select_rq_rt(t, prev);
+        }
+        self.select_idle_sibling(view, t, prev)
+    }
+
+    /// select_task_rq_rt(): stay unless prev runs an RT task of equal or
+    /// higher priority; then find_lowest_rq() for a CPU running lower work.
+    fn select_rq_rt(&self, t: u32, prev: u32) -> u32 {
+        let prio = self.tasks[t as usize].rt_priority;
+        let blocks = |v: u32| match self.rqs[v as usize].curr {
+            Some(c) => self.tasks[c as usize].is_rt() && self.tasks[c as usize].rt_priority >= prio,
+            None => false,
+        };
+        if !blocks(prev) {
+            return prev;
+        }
+        let allowed = &self.tasks[t as usize].allowed;
+        (0..self.nr_vcpus())
+            .filter(|&v| allowed[v as usize] && !blocks(v))
+            .min_by_key(|&v| (self.rqs[v as usize].rt_nr, v))
+            .unwrap_or(prev)
+    }
+
+    /// select_idle_sibling(): prev if idle, else an idle vCPU in prev's LLC
+    /// (scanning from prev); with asymmetric believed capacities
+    /// select_idle_capacity(): the first idle vCPU the task fits, else the
+    /// idle vCPU of largest capacity.
+    fn select_idle_sibling(&self, view: &GuestView, t: u32, prev: u32) -> u32 {
+        let idle_ok = |v: u32| self.is_idle(view, v) || self.sched_idle_cpu(v);
+        let allowed = &self.tasks[t as usize].allowed;
+        let n = self.nr_vcpus();
+        let asym = self.arch_capacity.iter().any(|&c| c != self.arch_capacity[0]);
+        if asym {
+            let util = self.tasks[t as usize].util.avg;
+            let idle: Vec<u32> = (0..n).map(|i| (prev + i) % n).filter(|&v| allowed[v as usize] && idle_ok(v)).collect();
+            if let Some(&v) = idle.iter().find(|&&v| fits_capacity(util, self.rqs[v as usize].capacity)) {
+                return v;
+            }
+            if let Some(&v) = idle.iter().max_by_key(|&&v| (self.rqs[v as usize].capacity, std::cmp::Reverse(v))) {
+                return v;
+            }
+            return prev;
+        }
+        if idle_ok(prev) {
+            return prev;
+        }
+        let llc = self.llc_of[prev as usize];
+        (1..n)
+            .map(|i| (prev + i) % n)
+            .find(|&v| self.llc_of[v as usize] == llc && allowed[v as usize] && idle_ok(v))
+            .unwrap_or(prev)
+    }
+
+    /// Enqueues a runnable task on `v`; returns whether it should preempt the
+    /// task running there (check_preempt_curr()).
+    pub fn enqueue(&mut self, view: &GuestView, t: u32, v: u32, new_task: bool) -> bool {
+        self.update_clock(view, v);
+        let now = self.rqs[v as usize].clock_task;
+        let task = &mut self.tasks[t as usize];
+        if task.cpu != v {
+            task.migrations += 1;
+        }
+        task.cpu = v;
+        task.runnable = true;
+        // A blocked task's utilization decays while it sleeps.
+        task.util.update(now.max(task.util.last), false);
+        let rq = &mut self.rqs[v as usize];
+        let curr = rq.curr;
+        if task.is_rt() {
+            rq.rt.entry(std::cmp::Reverse(task.rt_priority)).or_default().push_back(t);
+            rq.rt_nr += 1;
+            task.rr_left = self.rr_slice_ns;
+            return match curr {
+                None => true,
+                Some(c) => !self.tasks[c as usize].is_rt() || self.tasks[c as usize].rt_priority < self.tasks[t as usize].rt_priority,
+            };
+        }
+        if task.policy == Policy::Idle {
+            rq.idle_policy_nr += 1;
+        }
+        let how = if new_task { Placement::New } else { Placement::Wakeup };
+        rq.cfs.enqueue(&mut self.ents, t, how, &self.tun, now);
+        match curr {
+            None => true,
+            Some(c) => {
+                let (cp, tp) = (self.tasks[c as usize].policy, self.tasks[t as usize].policy);
+                if self.tasks[c as usize].is_rt() {
+                    false
+                } else if cp == Policy::Idle && tp != Policy::Idle {
+                    true
+                } else if tp == Policy::Idle && cp != Policy::Idle {
+                    false
+                } else {
+                    self.rqs[v as usize].cfs.wakeup_preempts(&self.ents, t, &self.tun)
+                }
+            }
+        }
+    }
+
+    fn dequeue(&mut self, t: u32) {
+        let v = self.tasks[t as usize].cpu;
+        let now = self.rqs[v as usize].clock_task;
+        let task = &mut self.tasks[t as usize];
+        task.runnable = false;
+        let rq = &mut self.rqs[v as usize];
+        if task.is_rt() {
+            let q = rq.rt.get_mut(&std::cmp::Reverse(task.rt_priority)).expect("rt list");
+            q.retain(|&x| x != t);
+            if q.is_empty() {
+                rq.rt.remove(&std::cmp::Reverse(task.rt_priority));
+            }
+            rq.rt_nr -= 1;
+        } else {
+            if task.policy == Policy::Idle {
+                rq.idle_policy_nr -= 1;
+            }
+            rq.cfs.dequeue(&mut self.ents, t, now);
+        }
+    }
+
+    /// The current task of `v` blocks (dequeue_task() with DEQUEUE_SLEEP).
+    pub fn block_curr(&mut self, view: &GuestView, v: u32) {
+        self.update_clock(view, v);
+        let t = self.rqs[v as usize].curr.expect("blocking vCPU has a current task");
+        let now = self.rqs[v as usize].clock_task;
+        self.tasks[t as usize].util.update(now, true);
+        self.dequeue(t);
+    }
+
+    /// pick_next_task(): puts the previous task back (if still runnable),
+    /// balances when the runqueue is empty, and picks by class.
+    pub fn pick_next(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        self.update_clock(view, v);
+        let now = self.rqs[v as usize].clock_task;
+        if let Some(prev) = self.rqs[v as usize].curr.take() {
+            let task = &mut self.tasks[prev as usize];
+            task.util.update(now, true);
+            if !task.is_rt() && self.rqs[v as usize].cfs.curr == Some(prev) {
+                self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
+            }
+        }
+        if self.rqs[v as usize].nr_running() == 0 {
+            self.newidle_balance(view, v);
+        }
+        let rq = &mut self.rqs[v as usize];
+        let next = if let Some((_, q)) = rq.rt.iter().next() {
+            q.front().copied()
+        } else if let Some(f) = rq.cfs.first() {
+            rq.cfs.set_curr(&mut self.ents, f, now);
+            Some(f)
+        } else {
+            None
+        };
+        rq.curr = next;
+        rq.rr_mark = now;
+        if let Some(n) = next {
+            let task = &mut self.tasks[n as usize];
+            task.util.update(now, false);
+        }
+        next
+    }
+
+    /// With HRTICK, how long until the current task's slice ends.
+    pub fn hrtick_delay(&self, v: u32) -> Option<u64> {
+        if !self.hrtick {
+            return None;
+        }
+        let rq = &self.rqs[v as usize];
+        let c = rq.curr?;
+        let task = &self.tasks[c as usize];
+        match task.policy {
+            Policy::Rr => Some(task.rr_left),
+            Policy::Fifo => None,
+            _ if rq.cfs.nr_running > 1 => rq.cfs.slice_left(&self.ents, &self.tun),
+            _ => None,
+        }
+    }
+
+    /// The slice checks of task_tick_fair() / task_tick_rt() (also run by
+    /// the HRTICK timer): charges the current task and tells whether it
+    /// should yield. An expired RR task goes to the tail of its list when
+    /// others share its priority.
+    pub fn slice_expired(&mut self, view: &GuestView, v: u32) -> bool {
+        self.update_clock(view, v);
+        let now = self.rqs[v as usize].clock_task;
+        let Some(c) = self.rqs[v as usize].curr else { return false };
+        self.tasks[c as usize].util.update(now, true);
+        match self.tasks[c as usize].policy {
+            Policy::Fifo => false,
+            Policy::Rr => {
+                let rq = &mut self.rqs[v as usize];
+                let ran = now - rq.rr_mark;
+                rq.rr_mark = now;
+                let task = &mut self.tasks[c as usize];
+                task.rr_left = task.rr_left.saturating_sub(ran);
+                if task.rr_left > 0 {
+                    return false;
+                }
+                task.rr_left = self.rr_slice_ns;
+                let q = self.rqs[v as usize].rt.get_mut(&std::cmp::Reverse(task.rt_priority)).expect("rt list");
+                if q.len() > 1 {
+                    q.retain(|&x| x != c);
+                    q.push_back(c);
+                    return true;
+                }
+                false
+            }
+            _ => {
+                let rq = &mut self.rqs[v as usize];
+                rq.cfs.update_curr(&mut self.ents, now);
+                rq.cfs.tick_preempt(&self.ents, &self.tun)
+            }
+        }
+    }
+
+    /// The stopper of active balancing (migration_cpu_stop()): the running
+    /// task of `v` is put back and moved to `to`; `v` must pick again.
+    pub fn detach_curr_to(&mut self, view: &GuestView, v: u32, to: u32) -> u32 {
+        self.update_clock(view, v);
+        let now = self.rqs[v as usize].clock_task;
+        let t = self.rqs[v as usize].curr.take().expect("running task");
+        self.tasks[t as usize].util.update(now, true);
+        if !self.tasks[t as usize].is_rt() {
+            self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
+        }
+        self.move_queued(view, t, v, to);
+        t
+    }
+
+    /// scheduler_tick() on a running vCPU: slice accounting, periodic load
+    /// balance (with capacity update), misfit detection and nohz-idle kick.
+    pub fn tick(&mut self, view: &GuestView, v: u32) -> TickOut {
+        let mut out = TickOut { resched: self.slice_expired(view, v), kick: None };
+        let now = view.now;
+        for level in 0..2 {
+            if now < self.rqs[v as usize].next_balance[level] {
+                continue;
+            }
+            let span = self.span(v, level);
+            let busy = self.rqs[v as usize].curr.is_some();
+            let interval = span.len() as u64 * 1_000_000 * if busy { BUSY_FACTOR } else { 1 };
+            self.rqs[v as usize].next_balance[level] = now + interval;
+            self.update_capacity(v);
+            if self.balance(view, v, &span) {
+                out.resched = true;
+            }
+        }
+        // nohz_balancer_kick(): hand a queued task to an idle vCPU.
+        if self.rqs[v as usize].nr_running() >= 2 {
+            let idle = (0..self.nr_vcpus()).find(|&w| w != v && self.is_idle(view, w) && view.host_state[w as usize] == HostState::Halted);
+            if let Some(w) = idle {
+                if let Some(t) = self.pullable(v, w) {
+                    self.move_queued(view, t, v, w);
+                    out.kick = Some(w);
+                }
+            }
+        }
+        out
+    }
+
+    fn span(&self, v: u32, level: usize) -> Vec<u32> {
+        let n = self.nr_vcpus();
+        match level {
+            0 => (0..n).filter(|&w| self.llc_of[w as usize] == self.llc_of[v as usize]).collect(),
+            _ => (0..n).collect(),
+        }
+    }
+
+    /// A queued (not running) task on `from` that may run on `to`.
+    fn pullable(&self, from: u32, to: u32) -> Option<u32> {
+        let rq = &self.rqs[from as usize];
+        let curr = rq.curr;
+        let ok = |t: &u32| Some(*t) != curr && self.tasks[*t as usize].allowed[to as usize];
+        rq.cfs.queued().rev().find(ok).or_else(|| rq.rt.values().flat_map(|q| q.iter().copied()).find(|t| ok(t)))
+    }
+
+    fn move_queued(&mut self, view: &GuestView, t: u32, from: u32, to: u32) {
+        self.update_clock(view, from);
+        let lag = self.ents[t as usize].vruntime as i64 - self.rqs[from as usize].cfs.min_vruntime as i64;
+        self.dequeue(t);
+        self.update_clock(view, to);
+        let base = self.rqs[to as usize].cfs.min_vruntime as i64;
+        self.ents[t as usize].vruntime = (base + lag).max(0) as u64;
+        let task = &mut self.tasks[t as usize];
+        let rt = task.is_rt();
+        task.migrations += 1;
+        task.cpu = to;
+        task.runnable = true;
+        let now = self.rqs[to as usize].clock_task;
+        let rq = &mut self.rqs[to as usize];
+        if rt {
+            rq.rt.entry(std::cmp::Reverse(task.rt_priority)).or_default().push_back(t);
+            rq.rt_nr += 1;
+        } else {
+            if task.policy == Policy::Idle {
+                rq.idle_policy_nr += 1;
+            }
+            rq.cfs.enqueue(&mut self.ents, t, Placement::Keep, &self.tun, now);
+        }
+    }
+
+    /// load_balance() toward `v`: pull one task from the busiest vCPU of the
+    /// span when that reduces the imbalance in runnable tasks.
+    fn balance(&mut self, view: &GuestView, v: u32, span: &[u32]) -> bool {
+        let this = self.rqs[v as usize].nr_running();
+        let busiest = span
+            .iter()
+            .copied()
+            .filter(|&w| w != v && self.rqs[w as usize].nr_running() >= this + 2)
+            .max_by_key(|&w| (self.rqs[w as usize].nr_running(), std::cmp::Reverse(w)));
+        let Some(b) = busiest else { return false };
+        let Some(t) = self.pullable(b, v) else { return false };
+        self.move_queued(view, t, b, v);
+        this == 0
+    }
+
+    /// newidle_balance(): an idle vCPU pulls from the busiest vCPU in the VM.
+    fn newidle_balance(&mut self, view: &GuestView, v: u32) {
+        let span = self.span(v, 1);
+        self.balance(view, v, &span);
+    }
+
+    /// Whether the running task of `v` no longer fits the vCPU's believed
+    /// capacity and an idle vCPU of larger capacity could take it
+    /// (update_misfit_status() + the misfit case of load_balance()).
+    pub fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        let c = self.rqs[v as usize].curr?;
+        self.update_capacity(v);
+        let util = self.tasks[c as usize].util.avg;
+        let cap = self.rqs[v as usize].capacity;
+        if fits_capacity(util, cap) {
+            return None;
+        }
+        // capacity_greater(): at least ~5% more (x * 1024 > y * 1078).
+        let allowed = &self.tasks[c as usize].allowed;
+        (0..self.nr_vcpus())
+            .filter(|&w| w != v && allowed[w as usize] && self.is_idle(view, w))
+            .filter(|&w| self.rqs[w as usize].capacity as u64 * 1024 > cap as u64 * 1078)
+            .max_by_key(|&w| (self.rqs[w as usize].capacity, std::cmp::Reverse(w)))
+    }
+
+    /// The stopper's move of the (just switched-out) task `t` to `to`
+    /// (active load balance / migration_cpu_stop()).
+    pub fn migrate_runnable(&mut self, view: &GuestView, t: u32, to: u32) {
+        let from = self.tasks[t as usize].cpu;
+        self.move_queued(view, t, from, to);
+    }
+}

@@ -1,0 +1,369 @@
+//! Linux CFS scheduling vCPU threads, as KVM runs them: per-pCPU runqueues,
+//! wakeup placement and preemption, tick preemption, newly-idle, periodic and
+//! nohz-idle load balancing for unpinned vCPUs, and CFS bandwidth control.
+//!
+//! Source: kernel/sched/fair.c (Linux 6.5) unless noted.
+
+use super::{HostOut, HostPolicy, HostView};
+use crate::cfs::{CfsRq, Entity, Placement, Tunables};
+use crate::ids::{PcpuId, VcpuId};
+
+/// sd->busy_factor = 16 (sd_init(), kernel/sched/topology.c): a busy CPU
+/// balances 16 times less often.
+const BUSY_FACTOR: u64 = 16;
+
+/// A cpu.max cgroup: `quota` of runtime per `period`, shared by its members.
+#[derive(Debug, Clone)]
+pub struct BandwidthGroup {
+    pub quota_ns: u64,
+    pub period_ns: u64,
+    pub phase_ns: u64,
+    pub members: Vec<VcpuId>,
+}
+
+struct GroupState {
+    cfg: BandwidthGroup,
+    runtime_left: i64,
+    last_charge: u64,
+    throttled: Vec<VcpuId>,
+    /// Bumped whenever the expiry estimate changes; stale timers are ignored.
+    expiry_gen: u64,
+}
+
+/// Timer tokens: kind in the top byte, generation in the middle, id below.
+const T_EXPIRE: u64 = 1 << 56;
+const T_REFILL: u64 = 2 << 56;
+
+pub struct HostCfs {
+    tun: Tunables,
+    rqs: Vec<CfsRq>,
+    ents: Vec<Entity>,
+    /// Runqueue each vCPU is on (or last ran on).
+    cpu_of: Vec<PcpuId>,
+    group_of: Vec<Option<u32>>,
+    groups: Vec<GroupState>,
+    throttled: Vec<bool>,
+    /// Next periodic balance per pCPU, for the socket and the machine level.
+    next_balance: Vec<[u64; 2]>,
+}
+
+impl HostCfs {
+    pub fn new(tun: Tunables, pcpus: u32, weights: &[u64], initial_cpu: &[PcpuId], groups: Vec<BandwidthGroup>) -> Self {
+        let mut group_of = vec![None; weights.len()];
+        for (g, grp) in groups.iter().enumerate() {
+            for &v in &grp.members {
+                group_of[v as usize] = Some(g as u32);
+            }
+        }
+        HostCfs {
+            tun,
+            rqs: vec![CfsRq::default(); pcpus as usize],
+            ents: weights.iter().map(|&w| Entity { weight: w, ..Default::default() }).collect(),
+            cpu_of: initial_cpu.to_vec(),
+            group_of,
+            groups: groups
+                .into_iter()
+                .map(|cfg| GroupState { runtime_left: cfg.quota_ns as i64, cfg, last_charge: 0, throttled: Vec::new(), expiry_gen: 0 })
+                .collect(),
+            throttled: vec![false; weights.len()],
+            next_balance: vec![[0; 2]; pcpus as usize],
+        }
+    }
+
+    /// update_curr() on pCPU p, charging bandwidth runtime too.
+    fn update_curr(&mut self, view: &HostView, p: PcpuId) {
+        let rq = &mut self.rqs[p as usize];
+        let before = rq.curr.map(|c| self.ents[c as usize].sum_exec);
+        rq.update_curr(&mut self.ents, view.now);
+        if let (Some(c), Some(b)) = (rq.curr, before) {
+            if let Some(g) = self.group_of[c as usize] {
+                self.groups[g as usize].runtime_left -= (self.ents[c as usize].sum_exec - b) as i64;
+            }
+        }
+    }
+
+    fn is_idle(&self, view: &HostView, p: PcpuId) -> bool {
+        view.running_on[p as usize].is_none() && self.rqs[p as usize].nr_running == 0
+    }
+
+    /// select_task_rq_fair() for a waking vCPU thread, reduced to
+    /// select_idle_sibling(): the previous CPU if idle, else an idle CPU
+    /// sharing its LLC (socket), else the previous CPU.
+    fn select_cpu(&self, view: &HostView, v: VcpuId) -> PcpuId {
+        let prev = self.cpu_of[v as usize];
+        if view.may_run(v, prev) && self.is_idle(view, prev) {
+            return prev;
+        }
+        let m = view.machine;
+        let socket = m.socket_of[prev as usize];
+        let n = m.pcpus;
+        // Scan the LLC starting after prev, as select_idle_cpu() does.
+        for i in 1..=n {
+            let p = (prev + i) % n;
+            if m.socket_of[p as usize] == socket && view.may_run(v, p) && self.is_idle(view, p) {
+                return p;
+            }
+        }
+        if view.may_run(v, prev) {
+            prev
+        } else {
+            (0..n).find(|&p| view.may_run(v, p)).expect("vCPU has an allowed pCPU")
+        }
+    }
+
+    fn enqueue(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId, how: Placement) {
+        self.update_curr(view, p);
+        self.rqs[p as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
+        self.cpu_of[v as usize] = p;
+        // check_preempt_wakeup()
+        let rq = &self.rqs[p as usize];
+        if view.running_on[p as usize].is_none() || rq.wakeup_preempts(&self.ents, v, &self.tun) {
+            out.resched.push(p);
+        }
+    }
+
+    /// Moves a queued (not running) vCPU between runqueues, keeping its lag
+    /// relative to min_vruntime (migrate_task_rq_fair()).
+    fn migrate(&mut self, view: &HostView, v: VcpuId, from: PcpuId, to: PcpuId) {
+        self.update_curr(view, from);
+        self.rqs[from as usize].dequeue(&mut self.ents, v, view.now);
+        let lag = self.ents[v as usize].vruntime as i64 - self.rqs[from as usize].min_vruntime as i64;
+        self.update_curr(view, to);
+        let base = self.rqs[to as usize].min_vruntime as i64;
+        self.ents[v as usize].vruntime = (base + lag).max(0) as u64;
+        self.rqs[to as usize].enqueue(&mut self.ents, v, Placement::Keep, &self.tun, view.now);
+        self.cpu_of[v as usize] = to;
+    }
+
+    /// A queued vCPU on `from` that may run on `to`, least urgent first (the
+    /// tail of the timeline, as detach_tasks() takes from the list's tail).
+    fn pullable(&self, view: &HostView, from: PcpuId, to: PcpuId) -> Option<VcpuId> {
+        self.rqs[from as usize].queued().rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize])
+    }
+
+    /// load_balance() toward `p` over `span`: pull from the busiest CPU when
+    /// moving one vCPU reduces the load imbalance.
+    fn balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, span: &[PcpuId]) -> bool {
+        let this_load = self.rqs[p as usize].load;
+        let busiest = span
+            .iter()
+            .copied()
+            .filter(|&q| q != p && self.rqs[q as usize].nr_running >= 2)
+            .max_by_key(|&q| (self.rqs[q as usize].load, std::cmp::Reverse(q)));
+        let Some(b) = busiest else { return false };
+        let Some(v) = self.pullable(view, b, p) else { return false };
+        let w = self.ents[v as usize].weight;
+        // Moving w must leave the busiest no lighter than this CPU
+        // (calculate_imbalance(): migrate only to reduce the imbalance).
+        if self.rqs[b as usize].load < this_load + 2 * w && this_load != 0 {
+            return false;
+        }
+        self.migrate(view, v, b, p);
+        out.resched.push(p);
+        true
+    }
+
+    fn span(&self, view: &HostView, p: PcpuId, level: usize) -> Vec<PcpuId> {
+        let m = view.machine;
+        match level {
+            0 => m.socket_pcpus(m.socket_of[p as usize]).collect(),
+            _ => (0..m.pcpus).collect(),
+        }
+    }
+
+    fn throttle(&mut self, view: &HostView, out: &mut HostOut, g: usize) {
+        let members = self.groups[g].cfg.members.clone();
+        for v in members {
+            if self.throttled[v as usize] || !self.ents[v as usize].on_rq {
+                continue;
+            }
+            self.throttled[v as usize] = true;
+            self.groups[g].throttled.push(v);
+            let p = self.cpu_of[v as usize];
+            if self.rqs[p as usize].curr == Some(v) {
+                // Running: it leaves at the reschedule (put_prev sees it throttled).
+                out.resched.push(p);
+            } else {
+                self.update_curr(view, p);
+                self.rqs[p as usize].dequeue(&mut self.ents, v, view.now);
+            }
+        }
+    }
+
+    fn arm_expiry(&mut self, view: &HostView, out: &mut HostOut, g: usize) {
+        let running = self.groups[g]
+            .cfg
+            .members
+            .iter()
+            .filter(|&&v| self.rqs[self.cpu_of[v as usize] as usize].curr == Some(v))
+            .count() as i64;
+        let st = &mut self.groups[g];
+        st.expiry_gen += 1;
+        if running > 0 && st.throttled.is_empty() {
+            let left = st.runtime_left.max(0);
+            let at = view.now + (left + running - 1) as u64 / running as u64;
+            out.timers.push((at, T_EXPIRE | (st.expiry_gen << 24) | g as u64));
+        }
+    }
+
+    /// Re-derives the expiry estimate of the group of `v`, if it has one.
+    fn group_changed(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        if let Some(g) = self.group_of[v as usize] {
+            self.charge_group(view, g as usize);
+            self.arm_expiry(view, out, g as usize);
+        }
+    }
+
+    /// Brings the group's runtime up to date by charging its running members.
+    fn charge_group(&mut self, view: &HostView, g: usize) {
+        let members = self.groups[g].cfg.members.clone();
+        for v in members {
+            let p = self.cpu_of[v as usize];
+            if self.rqs[p as usize].curr == Some(v) {
+                self.update_curr(view, p);
+            }
+        }
+        self.groups[g].last_charge = view.now;
+    }
+}
+
+impl HostPolicy for HostCfs {
+    fn name(&self) -> &'static str {
+        "cfs"
+    }
+
+    fn start(&mut self, _view: &HostView, out: &mut HostOut) {
+        for (g, st) in self.groups.iter().enumerate() {
+            out.timers.push((st.cfg.phase_ns + st.cfg.period_ns, T_REFILL | g as u64));
+        }
+    }
+
+    fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        if let Some(g) = self.group_of[v as usize] {
+            self.charge_group(view, g as usize);
+            if self.groups[g as usize].runtime_left <= 0 {
+                // A throttled cgroup holds its woken threads until the refill.
+                self.throttled[v as usize] = true;
+                self.groups[g as usize].throttled.push(v);
+                return;
+            }
+        }
+        let p = self.select_cpu(view, v);
+        self.enqueue(view, out, v, p, Placement::Wakeup);
+    }
+
+    fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
+        self.update_curr(view, p);
+        let rq = &mut self.rqs[p as usize];
+        if self.ents[v as usize].on_rq {
+            rq.dequeue(&mut self.ents, v, view.now);
+        }
+        if rq.curr == Some(v) {
+            rq.put_prev(&mut self.ents, view.now);
+        }
+        self.group_changed(view, out, v);
+    }
+
+    fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
+        self.update_curr(view, p);
+        if let Some(pv) = prev {
+            if self.rqs[p as usize].curr == Some(pv) {
+                if self.throttled[pv as usize] && self.ents[pv as usize].on_rq {
+                    self.rqs[p as usize].dequeue(&mut self.ents, pv, view.now);
+                }
+                self.rqs[p as usize].put_prev(&mut self.ents, view.now);
+            }
+        }
+        if self.rqs[p as usize].nr_running == 0 {
+            // newidle_balance(): an idle CPU pulls before it idles.
+            let span = self.span(view, p, 1);
+            self.balance(view, out, p, &span);
+        }
+        let next = self.rqs[p as usize].first();
+        if let Some(n) = next {
+            self.rqs[p as usize].set_curr(&mut self.ents, n, view.now);
+        }
+        if let Some(pv) = prev {
+            self.group_changed(view, out, pv);
+        }
+        if let Some(n) = next {
+            if prev != Some(n) {
+                self.group_changed(view, out, n);
+            }
+        }
+        out.resched.retain(|&q| q != p);
+        next
+    }
+
+    fn tick(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId) {
+        self.update_curr(view, p);
+        if self.rqs[p as usize].tick_preempt(&self.ents, &self.tun) {
+            out.resched.push(p);
+        }
+        let busy = view.running_on[p as usize].is_some();
+        for level in 0..2 {
+            if view.now < self.next_balance[p as usize][level] {
+                continue;
+            }
+            let span = self.span(view, p, level);
+            // sd->balance_interval starts at the domain weight in ms.
+            let interval = span.len() as u64 * 1_000_000 * if busy { BUSY_FACTOR } else { 1 };
+            self.next_balance[p as usize][level] = view.now + interval;
+            self.balance(view, out, p, &span);
+        }
+        // nohz_balancer_kick(): a CPU with more than one runnable thread wakes
+        // an idle CPU to pull one.
+        if self.rqs[p as usize].nr_running >= 2 {
+            let m = view.machine;
+            for q in 0..m.pcpus {
+                if self.is_idle(view, q) {
+                    if let Some(v) = self.pullable(view, p, q) {
+                        self.migrate(view, v, p, q);
+                        out.resched.push(q);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
+        let g = (token & 0xff_ffff) as usize;
+        let gen = (token >> 24) & 0xffff_ffff;
+        match token & (0xff << 56) {
+            T_EXPIRE => {
+                if gen != self.groups[g].expiry_gen & 0xffff_ffff {
+                    return;
+                }
+                self.charge_group(view, g);
+                if self.groups[g].runtime_left <= 0 {
+                    self.throttle(view, out, g);
+                } else {
+                    self.arm_expiry(view, out, g);
+                }
+            }
+            T_REFILL => {
+                self.charge_group(view, g);
+                let st = &mut self.groups[g];
+                // No carry-over of unused quota: cpu.max.burst defaults to 0.
+                st.runtime_left = st.cfg.quota_ns as i64;
+                out.timers.push((view.now + st.cfg.period_ns, T_REFILL | g as u64));
+                let woken = std::mem::take(&mut st.throttled);
+                for v in woken {
+                    self.throttled[v as usize] = false;
+                    if !self.ents[v as usize].on_rq {
+                        let p = self.cpu_of[v as usize];
+                        // unthrottle_cfs_rq() enqueues with ENQUEUE_WAKEUP.
+                        self.enqueue(view, out, v, p, Placement::Wakeup);
+                    }
+                }
+                self.arm_expiry(view, out, g);
+            }
+            _ => unreachable!("unknown host timer token {token:#x}"),
+        }
+    }
+
+    fn nr_running(&self, p: PcpuId) -> u32 {
+        self.rqs[p as usize].nr_running
+    }
+}

@@ -1,0 +1,115 @@
+//! The physical machine: sockets -> cores -> hardware threads (pCPUs), per-core
+//! capacity on Linux's 1024 scale, SMT slowdown and cache-line distances.
+
+use crate::ids::PcpuId;
+use crate::scenario::Host;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Distance {
+    SameThread,
+    Smt,
+    Socket,
+    CrossSocket,
+}
+
+#[derive(Debug, Clone)]
+pub struct Machine {
+    pub pcpus: u32,
+    pub socket_of: Vec<u32>,
+    pub core_of: Vec<u32>,
+    /// Hardware threads of each core.
+    pub threads_of_core: Vec<Vec<PcpuId>>,
+    pub core_capacity: Vec<u32>,
+    pub smt_factor: f64,
+    latency_ns: [u64; 4],
+}
+
+impl Machine {
+    pub fn new(h: &Host) -> Self {
+        let ncores = h.sockets * h.cores_per_socket;
+        let mut socket_of = Vec::new();
+        let mut core_of = Vec::new();
+        let mut threads_of_core = vec![Vec::new(); ncores as usize];
+        // Linux numbers the first thread of every core first, then the
+        // siblings (the usual x86 enumeration: cpu N and N+ncores are SMT
+        // siblings).
+        for t in 0..h.threads_per_core {
+            for c in 0..ncores {
+                let p = t * ncores + c;
+                socket_of.push(c / h.cores_per_socket);
+                core_of.push(c);
+                threads_of_core[c as usize].push(p);
+            }
+        }
+        let core_capacity = if h.core_capacity.is_empty() {
+            vec![h.capacity; ncores as usize]
+        } else {
+            h.core_capacity.clone()
+        };
+        Machine {
+            pcpus: ncores * h.threads_per_core,
+            socket_of,
+            core_of,
+            threads_of_core,
+            core_capacity,
+            smt_factor: h.smt_factor,
+            latency_ns: [0, h.distances.smt_ns, h.distances.socket_ns, h.distances.cross_socket_ns],
+        }
+    }
+
+    pub fn distance(&self, a: PcpuId, b: PcpuId) -> Distance {
+        if a == b {
+            Distance::SameThread
+        } else if self.core_of[a as usize] == self.core_of[b as usize] {
+            Distance::Smt
+        } else if self.socket_of[a as usize] == self.socket_of[b as usize] {
+            Distance::Socket
+        } else {
+            Distance::CrossSocket
+        }
+    }
+
+    /// Cache-line transfer latency between two hardware threads.
+    pub fn line_latency_ns(&self, a: PcpuId, b: PcpuId) -> u64 {
+        self.latency_ns[self.distance(a, b) as usize]
+    }
+
+    pub fn siblings(&self, p: PcpuId) -> impl Iterator<Item = PcpuId> + '_ {
+        self.threads_of_core[self.core_of[p as usize] as usize].iter().copied().filter(move |&q| q != p)
+    }
+
+    /// Work rate of pCPU `p` in work-ns per ns (1.0 = capacity 1024 alone).
+    pub fn rate(&self, p: PcpuId, sibling_busy: bool) -> f64 {
+        let cap = self.core_capacity[self.core_of[p as usize] as usize] as f64 / 1024.0;
+        if sibling_busy {
+            cap * self.smt_factor
+        } else {
+            cap
+        }
+    }
+
+    pub fn socket_pcpus(&self, s: u32) -> impl Iterator<Item = PcpuId> + '_ {
+        (0..self.pcpus).filter(move |&p| self.socket_of[p as usize] == s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topology_and_distances() {
+        let h: Host = toml::from_str("sockets=2\ncores_per_socket=2\nthreads_per_core=2").unwrap();
+        let m = Machine::new(&h);
+        assert_eq!(m.pcpus, 8);
+        // cores 0..4, pCPU p and p+4 are siblings
+        assert_eq!(m.distance(0, 4), Distance::Smt);
+        assert_eq!(m.distance(0, 1), Distance::Socket);
+        assert_eq!(m.distance(0, 2), Distance::CrossSocket);
+        assert_eq!(m.distance(3, 3), Distance::SameThread);
+        assert_eq!(m.siblings(1).collect::<Vec<_>>(), vec![5]);
+        assert!(m.line_latency_ns(0, 4) < m.line_latency_ns(0, 1));
+        assert!(m.line_latency_ns(0, 1) < m.line_latency_ns(0, 2));
+        assert_eq!(m.rate(0, true), 0.65);
+    }
+}

@@ -1,0 +1,783 @@
+//! The one scenario schema. Everything a run needs is described here, parsed with
+//! serde from TOML (or JSON), with unknown fields rejected so a typo is an error,
+//! and every error carries the dotted path of the offending field.
+//!
+//! Units are part of the field names (`_ms`, `_us`, `_ns`); the engine works in
+//! integer nanoseconds and converts once, in [`crate::build`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Simulated time to run.
+    pub duration_ms: f64,
+    #[serde(default)]
+    pub host: Host,
+    #[serde(default)]
+    pub overheads: Overheads,
+    #[serde(default)]
+    pub metrics: Metrics,
+    #[serde(rename = "vm", default)]
+    pub vms: Vec<Vm>,
+    /// Named sets of dotted-key overrides, for `vmsched compare`.
+    #[serde(default)]
+    pub variants: BTreeMap<String, BTreeMap<String, toml::Value>>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    #[serde(default = "one")]
+    pub sockets: u32,
+    #[serde(default = "one")]
+    pub cores_per_socket: u32,
+    #[serde(default = "one")]
+    pub threads_per_core: u32,
+    /// Capacity of every core on Linux's 1024 scale (SCHED_CAPACITY_SCALE,
+    /// include/linux/sched.h). `core_capacity` overrides it per core.
+    #[serde(default = "capacity_scale")]
+    pub capacity: u32,
+    #[serde(default)]
+    pub core_capacity: Vec<u32>,
+    /// Throughput of one hardware thread when its SMT sibling is also busy,
+    /// relative to running alone. Intel reports Hyper-Threading adds up to about
+    /// 30% throughput for two threads on one core (Intel, "Hyper-Threading
+    /// Technology Architecture and Microarchitecture", ITJ 2002), i.e. each
+    /// thread runs at about 0.65 of its solo speed.
+    #[serde(default = "smt_factor")]
+    pub smt_factor: f64,
+    #[serde(default)]
+    pub capacity_changes: Vec<CapacityChange>,
+    #[serde(default)]
+    pub distances: Distances,
+    #[serde(default)]
+    pub policy: HostPolicyKind,
+    /// Host timer frequency. CONFIG_HZ=250 is the x86 default of Debian/RHEL
+    /// kernel configs (kernel/Kconfig.hz default HZ_250).
+    #[serde(default = "hz_default")]
+    pub hz: u32,
+    #[serde(default)]
+    pub cfs: CfsTunables,
+}
+
+impl Default for Host {
+    fn default() -> Self {
+        toml::from_str("").expect("host defaults")
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+fn capacity_scale() -> u32 {
+    1024
+}
+fn smt_factor() -> f64 {
+    0.65
+}
+fn hz_default() -> u32 {
+    250
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum HostPolicyKind {
+    /// Linux CFS scheduling vCPU threads, as under KVM.
+    #[default]
+    Cfs,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityChange {
+    pub at_ms: f64,
+    pub core: u32,
+    pub capacity: u32,
+}
+
+/// Cache-line transfer latency between two hardware threads by distance. The
+/// defaults are the orders of magnitude the vSched paper's vtop measures
+/// (section 3.1, Figure 10: tens of ns for SMT siblings, about 100 ns inside a
+/// socket, about twice that across sockets).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Distances {
+    #[serde(default = "d_smt")]
+    pub smt_ns: u64,
+    #[serde(default = "d_socket")]
+    pub socket_ns: u64,
+    #[serde(default = "d_cross")]
+    pub cross_socket_ns: u64,
+}
+fn d_smt() -> u64 {
+    25
+}
+fn d_socket() -> u64 {
+    100
+}
+fn d_cross() -> u64 {
+    200
+}
+impl Default for Distances {
+    fn default() -> Self {
+        Distances { smt_ns: d_smt(), socket_ns: d_socket(), cross_socket_ns: d_cross() }
+    }
+}
+
+/// Optional explicit CFS tunables (nanoseconds). When absent, Linux's defaults
+/// scaled by CPU count apply (see `cfs::Tunables::linux_default`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CfsTunables {
+    pub latency_ns: Option<u64>,
+    pub min_granularity_ns: Option<u64>,
+    pub wakeup_granularity_ns: Option<u64>,
+}
+
+/// Costs of virtualization and scheduling events, charged as time in which the
+/// affected CPU makes no progress on guest work.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Overheads {
+    /// Host context switch between two vCPU threads, including VM entry: a few
+    /// microseconds on KVM (Tableau paper, section 7.1 measures 1-3 us scheduler
+    /// plus switch costs).
+    #[serde(default = "oh_vcpu_switch")]
+    pub vcpu_switch_ns: u64,
+    /// Guest context switch between two tasks (Linux: about 1-2 us incl. cache
+    /// effects; lmbench lat_ctx order of magnitude).
+    #[serde(default = "oh_task_switch")]
+    pub task_switch_ns: u64,
+    /// A VM exit and re-entry (e.g. the x2APIC ICR write that sends an IPI):
+    /// about 1.2 us round trip on modern Intel (Agesen et al., "Software
+    /// techniques for avoiding hardware virtualization exits", ATC'12).
+    #[serde(default = "oh_vm_exit")]
+    pub vm_exit_ns: u64,
+    /// Latency from IPI send to delivery into a running vCPU (posted interrupt).
+    #[serde(default = "oh_ipi")]
+    pub ipi_delivery_ns: u64,
+    /// Guest interrupt handler time (entry, handler, exit).
+    #[serde(default = "oh_irq")]
+    pub irq_handler_ns: u64,
+}
+fn oh_vcpu_switch() -> u64 {
+    2_000
+}
+fn oh_task_switch() -> u64 {
+    1_500
+}
+fn oh_vm_exit() -> u64 {
+    1_200
+}
+fn oh_ipi() -> u64 {
+    1_000
+}
+fn oh_irq() -> u64 {
+    2_000
+}
+impl Default for Overheads {
+    fn default() -> Self {
+        toml::from_str("").expect("overhead defaults")
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metrics {
+    /// Interval of the per-interval samples table.
+    #[serde(default = "sample_ms")]
+    pub sample_interval_ms: f64,
+}
+fn sample_ms() -> f64 {
+    10.0
+}
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics { sample_interval_ms: sample_ms() }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Vm {
+    pub name: String,
+    #[serde(default = "one")]
+    pub vcpus: u32,
+    /// Host CFS weight of each vCPU thread; 1024 is nice 0
+    /// (sched_prio_to_weight[20], kernel/sched/core.c).
+    #[serde(default = "capacity_scale")]
+    pub weight: u32,
+    /// pCPU of each vCPU (one entry per vCPU). Mutually exclusive with `cpus`.
+    #[serde(default)]
+    pub pin: Vec<u32>,
+    /// pCPUs any vCPU of this VM may run on (default: all).
+    #[serde(default)]
+    pub cpus: Vec<u32>,
+    /// CFS bandwidth control (cpu.max) applied on the host.
+    pub bandwidth: Option<Bandwidth>,
+    #[serde(default)]
+    pub guest: Guest,
+    #[serde(rename = "workload", default)]
+    pub workloads: Vec<Workload>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bandwidth {
+    pub quota_ms: f64,
+    /// cpu.max period; 100 ms is the kernel default (default_cfs_period(),
+    /// kernel/sched/fair.c).
+    #[serde(default = "bw_period")]
+    pub period_ms: f64,
+    /// `vcpu`: one cgroup per vCPU thread; `vm`: one for the whole VM.
+    #[serde(default)]
+    pub per: BandwidthScope,
+    /// Offset of the first period start, to stagger vCPUs or VMs.
+    #[serde(default)]
+    pub phase_ms: f64,
+}
+fn bw_period() -> f64 {
+    100.0
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BandwidthScope {
+    #[default]
+    Vcpu,
+    Vm,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Guest {
+    #[serde(default = "hz_default")]
+    pub hz: u32,
+    /// SCHED_RR timeslice. Linux's default is 100 ms (RR_TIMESLICE,
+    /// include/linux/sched/rt.h), tunable via sched_rr_timeslice_ms.
+    #[serde(default = "rr_timeslice")]
+    pub rr_timeslice_ms: f64,
+    /// HRTICK scheduler feature: enforce slices with a high-resolution timer
+    /// instead of at the next tick (kernel/sched/features.h, off by default).
+    #[serde(default)]
+    pub hrtick: bool,
+    /// Groups of vCPUs the guest believes share a last-level cache; default one
+    /// group with every vCPU (what a VM sees with a flat virtual topology).
+    #[serde(default)]
+    pub llc_groups: Vec<Vec<u32>>,
+    /// Capacity the guest believes each vCPU has (default 1024 each).
+    #[serde(default)]
+    pub capacity: Vec<u32>,
+    /// CONFIG_PARAVIRT_TIME_ACCOUNTING: steal time excluded from the task clock
+    /// and counted as irq pressure that lowers the believed capacity.
+    #[serde(default = "yes")]
+    pub steal_accounting: bool,
+    #[serde(default)]
+    pub cfs: CfsTunables,
+}
+fn rr_timeslice() -> f64 {
+    100.0
+}
+fn yes() -> bool {
+    true
+}
+impl Default for Guest {
+    fn default() -> Self {
+        toml::from_str("").expect("guest defaults")
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    #[default]
+    Normal,
+    /// SCHED_IDLE: weight 3 (WEIGHT_IDLEPRIO), preempted by any normal wakeup.
+    Idle,
+    Fifo,
+    Rr,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncKind {
+    #[default]
+    None,
+    /// Blocking barrier (futex): waiters sleep, the last arriver wakes them.
+    Barrier,
+    /// Spinning barrier: waiters busy-wait for the generation to change.
+    SpinBarrier,
+    /// Spin for `spin_us`, then block.
+    SpinBlockBarrier,
+    /// Kernel spinlock around each critical section.
+    Spinlock,
+    /// Futex mutex (spin-then-block) around each critical section.
+    Mutex,
+}
+
+impl SyncKind {
+    pub fn is_lock(self) -> bool {
+        matches!(self, SyncKind::Spinlock | SyncKind::Mutex)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Distribution {
+    #[default]
+    Exponential,
+    Constant,
+    /// Bimodal: 90% at the mean's 0.5x, 10% at 5.5x (mean preserved).
+    Bimodal,
+}
+
+/// One workload: a generator of tasks and their programs. `kind` selects the
+/// generator; each kind reads the fields that concern it and rejects none of
+/// the others' defaults, so that the schema stays one table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default = "one")]
+    pub threads: u32,
+    #[serde(default)]
+    pub policy: Policy,
+    /// RT priority for fifo/rr (1..99).
+    #[serde(default = "rt_prio")]
+    pub rt_priority: u32,
+    /// Guest vCPUs the threads may run on (default all); `pin_threads` pins
+    /// thread i to affinity[i % len].
+    #[serde(default)]
+    pub affinity: Vec<u32>,
+    #[serde(default)]
+    pub pin_threads: bool,
+    /// Compute per unit of work (hog chunk, parallel grain, burst mean,
+    /// request service mean, pipeline stage work), at capacity 1024.
+    #[serde(default = "work_us")]
+    pub work_us: f64,
+    #[serde(default)]
+    pub work_dist: Distribution,
+    /// Mean sleep between bursts (bursty), think time.
+    #[serde(default = "work_us")]
+    pub sleep_us: f64,
+    /// Phases for parallel programs (0 = unbounded).
+    #[serde(default)]
+    pub phases: u32,
+    #[serde(default)]
+    pub sync: SyncKind,
+    /// Critical section length and count per grain (spinlock / mutex).
+    #[serde(default = "cs_us")]
+    pub cs_us: f64,
+    #[serde(default = "one")]
+    pub locks: u32,
+    /// Spin budget before blocking (spin-then-block barriers and mutexes).
+    #[serde(default = "spin_us")]
+    pub spin_us: f64,
+    /// Extra work of the slowest thread relative to the mean, per phase.
+    #[serde(default)]
+    pub imbalance: f64,
+    #[serde(default)]
+    pub tlb_shootdowns_per_s: f64,
+    #[serde(default)]
+    pub work_stealing: bool,
+    /// Open-loop arrival rate (server, ping) or sequential reads per second cap.
+    #[serde(default = "rate")]
+    pub rate_per_s: f64,
+    /// vCPU receiving device interrupts (NIC / disk).
+    #[serde(default)]
+    pub irq_vcpu: u32,
+    /// Device latency for IO (disk read).
+    #[serde(default = "device_us")]
+    pub device_us: f64,
+    #[serde(default = "stages")]
+    pub stages: u32,
+    /// Gaps shorter than this are not recorded by the latency probe.
+    #[serde(default = "gap_us")]
+    pub gap_threshold_us: f64,
+    /// Start time of the workload.
+    #[serde(default)]
+    pub start_ms: f64,
+}
+fn rt_prio() -> u32 {
+    50
+}
+fn work_us() -> f64 {
+    1000.0
+}
+fn cs_us() -> f64 {
+    2.0
+}
+/// glibc's adaptive mutex spins up to 100 iterations (PTHREAD_MUTEX_ADAPTIVE_NP,
+/// `__mutex_aconf.spin_count`); at tens of ns per iteration that is a few us.
+fn spin_us() -> f64 {
+    5.0
+}
+fn rate() -> f64 {
+    100.0
+}
+fn device_us() -> f64 {
+    100.0
+}
+fn stages() -> u32 {
+    3
+}
+fn gap_us() -> f64 {
+    10.0
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    Hog,
+    Filler,
+    Bursty,
+    Parallel,
+    Pipeline,
+    Server,
+    Ping,
+    DiskRead,
+    LatencyProbe,
+}
+
+impl WorkloadKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Hog => "hog",
+            WorkloadKind::Filler => "filler",
+            WorkloadKind::Bursty => "bursty",
+            WorkloadKind::Parallel => "parallel",
+            WorkloadKind::Pipeline => "pipeline",
+            WorkloadKind::Server => "server",
+            WorkloadKind::Ping => "ping",
+            WorkloadKind::DiskRead => "disk_read",
+            WorkloadKind::LatencyProbe => "latency_probe",
+        }
+    }
+}
+
+fn rt_range_ok(p: u32) -> bool {
+    (1..=99).contains(&p)
+}
+
+/// A scenario problem: where (dotted field path) and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioError {
+    pub path: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.reason)
+        } else {
+            write!(f, "{}: {}", self.path, self.reason)
+        }
+    }
+}
+
+fn err(path: impl Into<String>, reason: impl Into<String>) -> ScenarioError {
+    ScenarioError { path: path.into(), reason: reason.into() }
+}
+
+/// Parses TOML text, applies `dotted.key=value` overrides, and checks the
+/// result both structurally (serde, with field paths) and semantically.
+pub fn parse(text: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+    let mut doc: toml::Table = text.parse::<toml::Table>().map_err(|e| {
+        let span = e.span().map(|s| line_of(text, s.start)).unwrap_or_default();
+        err(span, e.message().to_string())
+    })?;
+    for ov in overrides {
+        apply_override(&mut doc, ov)?;
+    }
+    from_table(doc)
+}
+
+fn line_of(text: &str, offset: usize) -> String {
+    format!("line {}", text[..offset.min(text.len())].matches('\n').count() + 1)
+}
+
+/// Parses a scenario already in table form (JSON input goes through here too).
+pub fn from_table(doc: toml::Table) -> Result<Scenario, ScenarioError> {
+    let scenario: Scenario = serde_path_to_error::deserialize(toml::Value::Table(doc))
+        .map_err(|e| err(clean_path(&e.path().to_string()), e.inner().to_string()))?;
+    check(&scenario)?;
+    Ok(scenario)
+}
+
+/// serde_path_to_error renders array positions as `vm[1]`; a top-level error
+/// renders as `.`, which we show as no path.
+fn clean_path(p: &str) -> String {
+    if p == "." {
+        String::new()
+    } else {
+        p.to_string()
+    }
+}
+
+/// `key.sub[2].field=value`: the value is parsed as a TOML value, or taken as a
+/// string when it does not parse (so `--set name=foo` works unquoted).
+pub fn apply_override(doc: &mut toml::Table, ov: &str) -> Result<(), ScenarioError> {
+    let (key, raw) = ov
+        .split_once('=')
+        .ok_or_else(|| err(ov, "override must be key=value"))?;
+    let key = key.trim();
+    let value: toml::Value = format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let mut parts: Vec<(String, Option<usize>)> = Vec::new();
+    for seg in key.split('.') {
+        let (name, index) = match seg.split_once('[') {
+            Some((n, rest)) => {
+                let idx = rest
+                    .strip_suffix(']')
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .ok_or_else(|| err(key, format!("bad index in `{seg}`")))?;
+                (n.to_string(), Some(idx))
+            }
+            None => (seg.to_string(), None),
+        };
+        if name.is_empty() {
+            return Err(err(key, "empty key segment"));
+        }
+        parts.push((name, index));
+    }
+    let mut table = doc;
+    for (i, (name, index)) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        match index {
+            None if last => {
+                table.insert(name.clone(), value);
+                return Ok(());
+            }
+            None => {
+                let entry = table
+                    .entry(name.clone())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                table = entry
+                    .as_table_mut()
+                    .ok_or_else(|| err(key, format!("`{name}` is not a table")))?;
+            }
+            Some(idx) => {
+                let arr = table
+                    .get_mut(name)
+                    .and_then(|v| v.as_array_mut())
+                    .ok_or_else(|| err(key, format!("`{name}` is not a list")))?;
+                let len = arr.len();
+                let elem = arr
+                    .get_mut(*idx)
+                    .ok_or_else(|| err(key, format!("index {idx} out of range (len {len})")))?;
+                if last {
+                    *elem = value;
+                    return Ok(());
+                }
+                table = elem
+                    .as_table_mut()
+                    .ok_or_else(|| err(key, format!("`{name}[{idx}]` is not a table")))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Semantic checks serde cannot express.
+fn check(s: &Scenario) -> Result<(), ScenarioError> {
+    if !(s.duration_ms > 0.0 && s.duration_ms.is_finite()) {
+        return Err(err("duration_ms", "must be a positive number of milliseconds"));
+    }
+    let h = &s.host;
+    for (f, v) in [
+        ("host.sockets", h.sockets),
+        ("host.cores_per_socket", h.cores_per_socket),
+        ("host.threads_per_core", h.threads_per_core),
+        ("host.hz", h.hz),
+    ] {
+        if v == 0 {
+            return Err(err(f, "must be at least 1"));
+        }
+    }
+    if h.hz > 10_000 {
+        return Err(err("host.hz", "must be at most 10000"));
+    }
+    let ncores = h.sockets * h.cores_per_socket;
+    let npcpu = ncores * h.threads_per_core;
+    if !h.core_capacity.is_empty() && h.core_capacity.len() != ncores as usize {
+        return Err(err(
+            "host.core_capacity",
+            format!("has {} entries but the host has {ncores} cores", h.core_capacity.len()),
+        ));
+    }
+    if h.capacity == 0 || h.core_capacity.iter().any(|&c| c == 0) {
+        return Err(err("host.capacity", "capacities must be positive"));
+    }
+    if !(h.smt_factor > 0.0 && h.smt_factor <= 1.0) {
+        return Err(err("host.smt_factor", "must be in (0, 1]"));
+    }
+    for (i, c) in h.capacity_changes.iter().enumerate() {
+        if c.core >= ncores {
+            return Err(err(format!("host.capacity_changes[{i}].core"), format!("no core {} (host has {ncores})", c.core)));
+        }
+        if c.capacity == 0 || !(c.at_ms >= 0.0) {
+            return Err(err(format!("host.capacity_changes[{i}]"), "capacity must be positive and at_ms >= 0"));
+        }
+    }
+    if !(s.metrics.sample_interval_ms > 0.0) {
+        return Err(err("metrics.sample_interval_ms", "must be positive"));
+    }
+    if s.vms.is_empty() {
+        return Err(err("vm", "a scenario needs at least one [[vm]]"));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let p = format!("vm[{vi}]");
+        if !names.insert(vm.name.as_str()) {
+            return Err(err(format!("{p}.name"), format!("duplicate VM name `{}`", vm.name)));
+        }
+        if vm.vcpus == 0 {
+            return Err(err(format!("{p}.vcpus"), "must be at least 1"));
+        }
+        if vm.weight == 0 {
+            return Err(err(format!("{p}.weight"), "must be positive"));
+        }
+        if !vm.pin.is_empty() && !vm.cpus.is_empty() {
+            return Err(err(format!("{p}.pin"), "give either `pin` or `cpus`, not both"));
+        }
+        if !vm.pin.is_empty() && vm.pin.len() != vm.vcpus as usize {
+            return Err(err(format!("{p}.pin"), format!("has {} entries for {} vCPUs", vm.pin.len(), vm.vcpus)));
+        }
+        for (field, list) in [("pin", &vm.pin), ("cpus", &vm.cpus)] {
+            if let Some(bad) = list.iter().find(|&&c| c >= npcpu) {
+                return Err(err(format!("{p}.{field}"), format!("no pCPU {bad} (host has {npcpu})")));
+            }
+        }
+        if let Some(bw) = &vm.bandwidth {
+            if !(bw.quota_ms > 0.0 && bw.period_ms > 0.0) {
+                return Err(err(format!("{p}.bandwidth"), "quota_ms and period_ms must be positive"));
+            }
+            // cpu.max accepts periods from 1 ms to 1 s (max_cfs_quota_period,
+            // min_cfs_quota_period in kernel/sched/core.c).
+            if bw.period_ms < 1.0 || bw.period_ms > 1000.0 {
+                return Err(err(format!("{p}.bandwidth.period_ms"), "must be between 1 and 1000 ms"));
+            }
+            if bw.phase_ms < 0.0 {
+                return Err(err(format!("{p}.bandwidth.phase_ms"), "must be >= 0"));
+            }
+        }
+        let g = &vm.guest;
+        if g.hz == 0 || g.hz > 10_000 {
+            return Err(err(format!("{p}.guest.hz"), "must be between 1 and 10000"));
+        }
+        if !(g.rr_timeslice_ms > 0.0) {
+            return Err(err(format!("{p}.guest.rr_timeslice_ms"), "must be positive"));
+        }
+        if !g.capacity.is_empty() && g.capacity.len() != vm.vcpus as usize {
+            return Err(err(format!("{p}.guest.capacity"), format!("has {} entries for {} vCPUs", g.capacity.len(), vm.vcpus)));
+        }
+        let mut seen = vec![false; vm.vcpus as usize];
+        for (gi, grp) in g.llc_groups.iter().enumerate() {
+            for &c in grp {
+                if c >= vm.vcpus || seen[c as usize] {
+                    return Err(err(format!("{p}.guest.llc_groups[{gi}]"), format!("vCPU {c} is out of range or in two groups")));
+                }
+                seen[c as usize] = true;
+            }
+        }
+        if !g.llc_groups.is_empty() && seen.iter().any(|s| !s) {
+            return Err(err(format!("{p}.guest.llc_groups"), "every vCPU must be in exactly one group"));
+        }
+        for (wi, w) in vm.workloads.iter().enumerate() {
+            check_workload(w, vm, &format!("{p}.workload[{wi}]"))?;
+        }
+    }
+    for (name, ovs) in &s.variants {
+        if ovs.is_empty() {
+            return Err(err(format!("variants.{name}"), "a variant needs at least one override"));
+        }
+    }
+    Ok(())
+}
+
+fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
+    if w.threads == 0 {
+        return Err(err(format!("{p}.threads"), "must be at least 1"));
+    }
+    if let Some(bad) = w.affinity.iter().find(|&&c| c >= vm.vcpus) {
+        return Err(err(format!("{p}.affinity"), format!("no vCPU {bad} (VM has {})", vm.vcpus)));
+    }
+    if w.irq_vcpu >= vm.vcpus {
+        return Err(err(format!("{p}.irq_vcpu"), format!("no vCPU {} (VM has {})", w.irq_vcpu, vm.vcpus)));
+    }
+    if matches!(w.policy, Policy::Fifo | Policy::Rr) && !rt_range_ok(w.rt_priority) {
+        return Err(err(format!("{p}.rt_priority"), "must be 1..=99"));
+    }
+    for (f, v) in [("work_us", w.work_us), ("cs_us", w.cs_us), ("rate_per_s", w.rate_per_s), ("device_us", w.device_us)] {
+        if !(v > 0.0 && v.is_finite()) {
+            return Err(err(format!("{p}.{f}"), "must be a positive number"));
+        }
+    }
+    for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms), ("gap_threshold_us", w.gap_threshold_us)] {
+        if !(v >= 0.0 && v.is_finite()) {
+            return Err(err(format!("{p}.{f}"), "must be a non-negative number"));
+        }
+    }
+    if w.locks == 0 {
+        return Err(err(format!("{p}.locks"), "must be at least 1"));
+    }
+    if w.kind == WorkloadKind::Pipeline && w.stages < 2 {
+        return Err(err(format!("{p}.stages"), "a pipeline needs at least 2 stages"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: &str = "name='t'\nduration_ms=10\n[[vm]]\nname='a'\n";
+
+    #[test]
+    fn unknown_field_is_named_with_its_path() {
+        let e = parse(&format!("{MIN}vcpuz=2\n"), &[]).unwrap_err();
+        assert_eq!(e.path, "vm[0].vcpuz");
+        assert!(e.reason.contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_is_named_with_its_path() {
+        let e = parse(&format!("{MIN}[[vm.workload]]\nkind='hog'\nthreads='x'\n"), &[]).unwrap_err();
+        assert_eq!(e.path, "vm[0].workload[0].threads");
+    }
+
+    #[test]
+    fn override_sets_nested_and_indexed_fields() {
+        let s = parse(MIN, &["vm[0].vcpus=4".into(), "host.hz=1000".into(), "seed=7".into()]).unwrap();
+        assert_eq!(s.vms[0].vcpus, 4);
+        assert_eq!(s.host.hz, 1000);
+        assert_eq!(s.seed, 7);
+    }
+
+    #[test]
+    fn semantic_errors_name_the_field() {
+        let e = parse(&format!("{MIN}pin=[0,5]\nvcpus=2\n"), &[]).unwrap_err();
+        assert_eq!(e.path, "vm[0].pin");
+        let e = parse(MIN, &["duration_ms=-1".into()]).unwrap_err();
+        assert_eq!(e.path, "duration_ms");
+        let e = parse(MIN, &["vm[3].vcpus=1".into()]).unwrap_err();
+        assert!(e.reason.contains("out of range"));
+    }
+}

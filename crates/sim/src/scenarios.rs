@@ -1,0 +1,42 @@
+//! Built-in scenarios, embedded from the repository's `scenarios/` folder so
+//! that the binary and the Python package carry them.
+
+pub struct Builtin {
+    pub name: &'static str,
+    pub toml: &'static str,
+}
+
+macro_rules! builtin {
+    ($($name:literal),* $(,)?) => {
+        &[$(Builtin { name: $name, toml: include_str!(concat!("../../../scenarios/", $name, ".toml")) }),*]
+    };
+}
+
+pub const BUILTINS: &[Builtin] = builtin!(
+    "default",
+    "two-vms-one-pcpu",
+    "anubis-table1",
+    "vcpu-stacking",
+    "lock-holder-preemption",
+    "stalled-running-task",
+    "bench-mixed-64",
+    "bench-simpy-rr",
+);
+
+pub fn find(name: &str) -> Option<&'static Builtin> {
+    BUILTINS.iter().find(|b| b.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses_and_is_named_after_its_file() {
+        for b in BUILTINS {
+            let s = crate::parse(b.toml, &[]).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            assert_eq!(s.name, b.name);
+            assert!(!s.description.is_empty(), "{} has no description", b.name);
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The run summary (summary.json): per VM, vCPU, workload and lock metrics.
+//! Only simulated quantities go in, so the same scenario and seed give
+//! byte-identical summaries.
+
+use serde_json::{json, Map, Value};
+
+use crate::world::World;
+
+fn latency(h: &crate::histogram::Histogram) -> Value {
+    json!({
+        "count": h.count(),
+        "p50": h.quantile(0.50),
+        "p95": h.quantile(0.95),
+        "p99": h.quantile(0.99),
+        "max": h.max(),
+        "mean": (h.mean() * 1000.0).round() / 1000.0,
+    })
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+pub fn summarize(w: &World) -> Value {
+    let dur = w.end.max(1) as f64;
+    let mut vms = Vec::new();
+    let mut locks = Map::new();
+    for vm in &w.vms {
+        let vcpus: Vec<Value> = (0..vm.nv)
+            .map(|i| {
+                let vc = &w.vcpus[(vm.first_vcpu + i) as usize];
+                json!({
+                    "index": i,
+                    "cpu_time_ns": vc.cpu_ns,
+                    "steal_ns": vc.steal_ns,
+                    "halted_ns": vc.halted_ns,
+                    "preemptions": vc.preemptions,
+                    "context_switches": vc.context_switches,
+                    "migrations": vc.migrations,
+                    "capacity_believed": vm.guest.capacity(i),
+                })
+            })
+            .collect();
+        let cpu: u64 = (0..vm.nv).map(|i| w.vcpus[(vm.first_vcpu + i) as usize].cpu_ns).sum();
+        let steal: u64 = (0..vm.nv).map(|i| w.vcpus[(vm.first_vcpu + i) as usize].steal_ns).sum();
+        let ctx: u64 = (0..vm.nv).map(|i| w.vcpus[(vm.first_vcpu + i) as usize].context_switches).sum();
+        let task_migrations: u64 = vm.guest.tasks.iter().map(|t| t.migrations).sum();
+        let spin: u64 = vm.tasks.iter().map(|&t| w.tasks[t as usize].spin_ns).sum();
+        let ipis: Map<String, Value> = crate::world::irq_kind_names().iter().zip(vm.ipis.iter()).map(|(k, &n)| (k.to_string(), json!(n))).collect();
+        let lock = json!({"lhp_count": vm.lhp_count, "lwp_count": vm.lwp_count, "spin_ns": spin});
+        locks.insert(vm.name.clone(), lock.clone());
+        vms.push(json!({
+            "name": vm.name,
+            "cpu_time_ns": cpu,
+            "steal_ns": steal,
+            "entitlement": round6(vm.entitlement),
+            "share": round6(cpu as f64 / dur),
+            "context_switches": ctx,
+            "migrations": task_migrations,
+            "task_slices": vm.task_slices,
+            "wakeups": vm.wakeups,
+            "ipis": ipis,
+            "interrupts": {
+                "count": vm.irq_count,
+                "pending_ns_mean": if vm.irq_count > 0 { vm.irq_pending_sum / vm.irq_count } else { 0 },
+                "pending_ns_max": vm.irq_pending_max,
+            },
+            "locks": lock,
+            "vcpus": vcpus,
+        }));
+    }
+    let workloads: Vec<Value> = w
+        .workloads
+        .iter()
+        .map(|wl| {
+            let cpu: u64 = wl.tasks.iter().map(|&t| w.tasks[t as usize].cpu_ns).sum();
+            let spin: u64 = wl.tasks.iter().map(|&t| w.tasks[t as usize].spin_ns).sum();
+            let active = (w.end.saturating_sub(wl.start_ns)).max(1) as f64;
+            let mut o = json!({
+                "name": wl.name,
+                "vm": w.vms[wl.vm as usize].name,
+                "kind": wl.kind.name(),
+                "threads": wl.tasks.len(),
+                "completed": wl.metrics.completed,
+                "throughput_per_s": round6(wl.metrics.completed as f64 * 1e9 / active),
+                "cpu_time_ns": cpu,
+                "spin_ns": spin,
+            });
+            if wl.metrics.has_latency {
+                o["latency_ns"] = latency(&wl.metrics.latency);
+            }
+            o
+        })
+        .collect();
+    let busy: u64 = w.pcpu_busy_ns.iter().sum();
+    json!({
+        "scenario": w.scenario.name,
+        "description": w.scenario.description,
+        "seed": w.scenario.seed,
+        "duration_ns": w.end,
+        "events": w.events,
+        "host": {"policy": w.host_name(), "pcpus": w.machine.pcpus, "busy_ns": busy},
+        "vms": vms,
+        "workloads": workloads,
+        "locks": locks,
+    })
+}

@@ -1,0 +1,218 @@
+//! Workload generators. Each kind (one file each) builds its tasks and gives
+//! every task a program: a source of operations the engine executes against
+//! the modelled machine. Programs only describe what a thread does next; how
+//! long it takes is decided by the scheduling of its vCPU and task.
+
+pub mod bursty;
+pub mod disk_read;
+pub mod hog;
+pub mod latency_probe;
+pub mod parallel;
+pub mod ping;
+pub mod pipeline;
+pub mod server;
+
+use rand::Rng as _;
+use rand_distr::{Distribution as _, Exp};
+
+use crate::histogram::Histogram;
+use crate::rng::Rng;
+use crate::scenario::{Distribution, Policy, SyncKind, Workload, WorkloadKind};
+
+/// One operation of a task program. Work is in ns at capacity 1024.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Compute(u64),
+    /// Kernel spinlock (queued, FIFO hand-off, preemption disabled).
+    Lock(u32),
+    Unlock(u32),
+    /// Futex mutex: spin for the mutex's budget, then block.
+    MutexLock(u32),
+    MutexUnlock(u32),
+    Barrier(u32),
+    /// Counting semaphore on a futex (condition wait / notify of a queue).
+    SemDown(u32),
+    SemUp(u32),
+    /// Flush the TLBs of the other vCPUs running this address space.
+    TlbShootdown,
+    /// Device IO of the given latency, completion interrupt to a vCPU.
+    Io { device_ns: u64, irq_vcpu: u32 },
+    Sleep(u64),
+    Exit,
+}
+
+/// Barrier waiting styles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierMode {
+    Block,
+    Spin,
+    SpinThenBlock,
+}
+
+/// Requests for synchronization objects, answered by the engine with ids.
+pub trait Objects {
+    fn spinlock(&mut self) -> u32;
+    fn mutex(&mut self, spin_ns: u64) -> u32;
+    fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64) -> u32;
+    fn semaphore(&mut self, initial: u32) -> u32;
+}
+
+/// A finished request (or item, or read) for the requests table.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestRow {
+    pub task: u32,
+    pub arrival_ns: u64,
+    /// Service start, where the workload distinguishes queueing from service.
+    pub start_ns: Option<u64>,
+    pub end_ns: u64,
+}
+
+#[derive(Default)]
+pub struct WorkloadMetrics {
+    pub completed: u64,
+    pub latency: Histogram,
+    pub has_latency: bool,
+    pub rows: Vec<RequestRow>,
+    pub record_rows: bool,
+    /// The time the first unit of work could start.
+    pub start_ns: u64,
+}
+
+impl WorkloadMetrics {
+    pub fn finish(&mut self, row: RequestRow) {
+        self.completed += 1;
+        self.latency.record(row.end_ns - row.arrival_ns);
+        if self.record_rows {
+            self.rows.push(row);
+        }
+    }
+}
+
+pub struct Cx<'a> {
+    pub now: u64,
+    pub rng: &'a mut Rng,
+    pub metrics: &'a mut WorkloadMetrics,
+}
+
+/// What an interrupt delivered to this workload does in the guest kernel.
+pub enum IrqAction {
+    Nothing,
+    /// Wake one waiter of the semaphore (a queued request).
+    SemUp(u32),
+}
+
+pub trait Program {
+    /// The next operation of thread `thread`, called when the previous one
+    /// completed and the thread is running.
+    fn next_op(&mut self, thread: u32, cx: &mut Cx) -> Op;
+    /// Open-loop arrivals: called at the workload start and at each arrival;
+    /// returns the delay to the next arrival and the payload of the device
+    /// interrupt this arrival raises (None: no arrivals).
+    fn arrival(&mut self, _cx: &mut Cx) -> Option<(u64, u64)> {
+        None
+    }
+    /// A device interrupt of this workload is handled in the guest kernel.
+    fn on_irq(&mut self, _payload: u64, _cx: &mut Cx) -> IrqAction {
+        IrqAction::Nothing
+    }
+}
+
+/// A thread of a workload as the engine should create it.
+pub struct ThreadSpec {
+    pub name: String,
+    pub policy: Policy,
+    pub rt_priority: u32,
+    /// Guest vCPUs it may run on (VM-local indices).
+    pub allowed: Vec<bool>,
+    /// Record scheduling gaps longer than this (latency probe).
+    pub record_gaps_over: Option<u64>,
+}
+
+pub struct Built {
+    pub program: Box<dyn Program>,
+    pub threads: Vec<ThreadSpec>,
+    /// vCPU receiving this workload's device interrupts.
+    pub irq_vcpu: u32,
+}
+
+pub fn us(x: f64) -> u64 {
+    (x * 1_000.0).round() as u64
+}
+
+/// Draws a work amount with the workload's distribution and mean.
+pub fn draw(dist: Distribution, mean_ns: f64, rng: &mut Rng) -> u64 {
+    let v = match dist {
+        Distribution::Constant => mean_ns,
+        Distribution::Exponential => Exp::new(1.0 / mean_ns).expect("positive mean").sample(rng),
+        Distribution::Bimodal => {
+            if rng.random::<f64>() < 0.9 {
+                mean_ns * 0.5
+            } else {
+                mean_ns * 5.5
+            }
+        }
+    };
+    (v.round() as u64).max(1)
+}
+
+pub fn exp_ns(mean_ns: f64, rng: &mut Rng) -> u64 {
+    draw(Distribution::Exponential, mean_ns, rng)
+}
+
+/// Thread specs honouring `affinity` and `pin_threads`.
+pub fn thread_specs(w: &Workload, label: &str, vcpus: u32) -> Vec<ThreadSpec> {
+    let set: Vec<u32> = if w.affinity.is_empty() { (0..vcpus).collect() } else { w.affinity.clone() };
+    (0..w.threads)
+        .map(|i| {
+            let mut allowed = vec![false; vcpus as usize];
+            if w.pin_threads {
+                allowed[set[i as usize % set.len()] as usize] = true;
+            } else {
+                for &c in &set {
+                    allowed[c as usize] = true;
+                }
+            }
+            ThreadSpec { name: format!("{label}/{i}"), policy: w.policy, rt_priority: w.rt_priority, allowed, record_gaps_over: None }
+        })
+        .collect()
+}
+
+pub fn build(w: &Workload, label: &str, vcpus: u32, objs: &mut dyn Objects) -> Built {
+    let threads = thread_specs(w, label, vcpus);
+    let program: Box<dyn Program> = match w.kind {
+        WorkloadKind::Hog => Box::new(hog::Hog::new(w)),
+        WorkloadKind::Filler => Box::new(hog::Hog::new(w)),
+        WorkloadKind::Bursty => Box::new(bursty::Bursty::new(w)),
+        WorkloadKind::Parallel => Box::new(parallel::Parallel::new(w, objs)),
+        WorkloadKind::Pipeline => Box::new(pipeline::Pipeline::new(w, objs)),
+        WorkloadKind::Server => Box::new(server::Server::new(w, objs)),
+        WorkloadKind::Ping => Box::new(ping::Ping::new(w)),
+        WorkloadKind::DiskRead => Box::new(disk_read::DiskRead::new(w)),
+        WorkloadKind::LatencyProbe => Box::new(latency_probe::LatencyProbe::new(w)),
+    };
+    let threads = match w.kind {
+        WorkloadKind::Filler => threads.into_iter().map(|t| ThreadSpec { policy: Policy::Idle, ..t }).collect(),
+        WorkloadKind::Ping => Vec::new(),
+        WorkloadKind::Pipeline => pipeline::Pipeline::threads(w, label, vcpus),
+        WorkloadKind::LatencyProbe => threads
+            .into_iter()
+            .map(|t| ThreadSpec { record_gaps_over: Some(us(w.gap_threshold_us)), ..t })
+            .collect(),
+        _ => threads,
+    };
+    Built { program, threads, irq_vcpu: w.irq_vcpu }
+}
+
+/// Maps the scenario's sync kind to the barrier or lock a program uses.
+pub fn sync_objects(w: &Workload, objs: &mut dyn Objects) -> (Option<u32>, Vec<u32>) {
+    let n = w.threads;
+    let spin = us(w.spin_us);
+    match w.sync {
+        SyncKind::None => (None, Vec::new()),
+        SyncKind::Barrier => (Some(objs.barrier(n, BarrierMode::Block, spin)), Vec::new()),
+        SyncKind::SpinBarrier => (Some(objs.barrier(n, BarrierMode::Spin, spin)), Vec::new()),
+        SyncKind::SpinBlockBarrier => (Some(objs.barrier(n, BarrierMode::SpinThenBlock, spin)), Vec::new()),
+        SyncKind::Spinlock => (None, (0..w.locks).map(|_| objs.spinlock()).collect()),
+        SyncKind::Mutex => (None, (0..w.locks).map(|_| objs.mutex(spin)).collect()),
+    }
+}

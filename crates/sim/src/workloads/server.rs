@@ -1,0 +1,59 @@
+//! Open-loop server: requests arrive as a Poisson stream at `rate_per_s` and
+//! raise a NIC interrupt on `irq_vcpu`; the handler queues the request and
+//! posts a semaphore that a pool of `threads` workers waits on (futex). A
+//! worker takes the oldest request, computes its service time (mean
+//! `work_us`, distribution `work_dist`) and replies. Latency = reply -
+//! arrival, split into queueing (until a worker takes it) and service.
+
+use std::collections::VecDeque;
+
+use super::{draw, exp_ns, us, Cx, IrqAction, Objects, Op, Program, RequestRow};
+use crate::scenario::{Distribution, Workload};
+
+pub struct Server {
+    mean_gap_ns: f64,
+    dist: Distribution,
+    service_mean: f64,
+    queue_sem: u32,
+    queue: VecDeque<u64>,
+    /// Per worker: the request it serves (arrival, start).
+    serving: Vec<Option<(u64, u64)>>,
+    waiting: Vec<bool>,
+}
+
+impl Server {
+    pub fn new(w: &Workload, objs: &mut dyn Objects) -> Self {
+        Server {
+            mean_gap_ns: 1e9 / w.rate_per_s,
+            dist: w.work_dist,
+            service_mean: us(w.work_us) as f64,
+            queue_sem: objs.semaphore(0),
+            queue: VecDeque::new(),
+            serving: vec![None; w.threads as usize],
+            waiting: vec![false; w.threads as usize],
+        }
+    }
+}
+
+impl Program for Server {
+    fn next_op(&mut self, thread: u32, cx: &mut Cx) -> Op {
+        let t = thread as usize;
+        if let Some((arrival, start)) = self.serving[t].take() {
+            cx.metrics.finish(RequestRow { task: thread, arrival_ns: arrival, start_ns: Some(start), end_ns: cx.now });
+        }
+        if std::mem::take(&mut self.waiting[t]) {
+            let arrival = self.queue.pop_front().expect("semaphore counts queued requests");
+            self.serving[t] = Some((arrival, cx.now));
+            return Op::Compute(draw(self.dist, self.service_mean, cx.rng));
+        }
+        self.waiting[t] = true;
+        Op::SemDown(self.queue_sem)
+    }
+    fn arrival(&mut self, cx: &mut Cx) -> Option<(u64, u64)> {
+        Some((exp_ns(self.mean_gap_ns, cx.rng), cx.now))
+    }
+    fn on_irq(&mut self, arrival: u64, _cx: &mut Cx) -> IrqAction {
+        self.queue.push_back(arrival);
+        IrqAction::SemUp(self.queue_sem)
+    }
+}

@@ -1,0 +1,231 @@
+//! Building a world from a scenario, and the public `run`.
+
+use std::collections::VecDeque;
+
+use super::record::Recorder;
+use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState, World};
+use crate::cfs::{Tunables, NICE_0_LOAD};
+use crate::event::{Event, EventQueue};
+use crate::guest::linux::GuestLinux;
+use crate::guest::HostState;
+use crate::host::cfs::{BandwidthGroup, HostCfs};
+use crate::host::{HostOut, HostPolicy, HostView};
+use crate::machine::Machine;
+use crate::rng::stream;
+use crate::scenario::{BandwidthScope, HostPolicyKind, Scenario, WorkloadKind};
+use crate::sync::{SyncObjects, VmObjects};
+use crate::workloads::{self, WorkloadMetrics};
+
+fn ms(x: f64) -> u64 {
+    (x * 1e6).round() as u64
+}
+
+impl World {
+    pub fn new(mut scenario: Scenario, opts: &RunOptions) -> World {
+        if let Some(seed) = opts.seed {
+            scenario.seed = seed;
+        }
+        let end = opts.duration_ns.unwrap_or_else(|| ms(scenario.duration_ms));
+        let machine = Machine::new(&scenario.host);
+        let np = machine.pcpus;
+        let mut vcpus = Vec::new();
+        let mut allowed = Vec::new();
+        let mut vms = Vec::new();
+        let mut weights = Vec::new();
+        let mut initial_cpu = Vec::new();
+        let mut groups = Vec::new();
+        for (vi, vm) in scenario.vms.iter().enumerate() {
+            let first = vcpus.len() as u32;
+            for i in 0..vm.vcpus {
+                let mask: Vec<bool> = if !vm.pin.is_empty() {
+                    (0..np).map(|p| p == vm.pin[i as usize]).collect()
+                } else if !vm.cpus.is_empty() {
+                    (0..np).map(|p| vm.cpus.contains(&p)).collect()
+                } else {
+                    vec![true; np as usize]
+                };
+                // Spread unpinned vCPUs round-robin over their allowed pCPUs.
+                let allowed_list: Vec<u32> = (0..np).filter(|&p| mask[p as usize]).collect();
+                let home = allowed_list[(first + i) as usize % allowed_list.len()];
+                initial_cpu.push(home);
+                allowed.push(mask);
+                weights.push(vm.weight as u64);
+                vcpus.push(Vcpu {
+                    vm: vi as u32,
+                    local: i,
+                    pcpu: None,
+                    last_pcpu: home,
+                    acct_last: 0,
+                    cpu_ns: 0,
+                    steal_ns: 0,
+                    halted_ns: 0,
+                    preemptions: 0,
+                    migrations: 0,
+                    context_switches: 0,
+                    curr_task: None,
+                    overhead: 0,
+                    plan_gen: 0,
+                    planned_at: None,
+                    pending: Vec::new(),
+                    need_resched: false,
+                    tick_pending: false,
+                    hrtick_gen: 0,
+                    state_since: 0,
+                    task_since: 0,
+                });
+            }
+            if let Some(bw) = &vm.bandwidth {
+                let members: Vec<u32> = (first..first + vm.vcpus).collect();
+                let g = |members: Vec<u32>| BandwidthGroup { quota_ns: ms(bw.quota_ms), period_ns: ms(bw.period_ms), phase_ns: ms(bw.phase_ms), members };
+                match bw.per {
+                    BandwidthScope::Vm => groups.push(g(members)),
+                    BandwidthScope::Vcpu => groups.extend(members.into_iter().map(|v| g(vec![v]))),
+                }
+            }
+            vms.push(VmState {
+                name: vm.name.clone(),
+                first_vcpu: first,
+                nv: vm.vcpus,
+                guest: GuestLinux::new(&vm.guest, vm.vcpus),
+                host_state: vec![HostState::Halted; vm.vcpus as usize],
+                steal_published: vec![0; vm.vcpus as usize],
+                tasks: Vec::new(),
+                entitlement: 0.0,
+                ipis: [0; irq::KINDS],
+                irq_count: 0,
+                irq_pending_sum: 0,
+                irq_pending_max: 0,
+                lhp_count: 0,
+                lwp_count: 0,
+                wakeups: 0,
+                task_slices: 0,
+            });
+        }
+        let host: Box<dyn HostPolicy> = match scenario.host.policy {
+            HostPolicyKind::Cfs => Box::new(HostCfs::new(Tunables::with_overrides(np, &scenario.host.cfs), np, &weights, &initial_cpu, groups)),
+        };
+        let mut sync = SyncObjects::default();
+        let mut tasks = Vec::new();
+        let mut wls = Vec::new();
+        for (vi, vm) in scenario.vms.iter().enumerate() {
+            for (wi, w) in vm.workloads.iter().enumerate() {
+                let label = if w.name.is_empty() { format!("{}/{}{}", vm.name, w.kind.name(), wi) } else { w.name.clone() };
+                let mut objs = VmObjects { sync: &mut sync, vm: vi as u32 };
+                let built = workloads::build(w, &label, vm.vcpus, &mut objs);
+                let widx = wls.len() as u32;
+                let mut ids = Vec::new();
+                for (thread, spec) in built.threads.into_iter().enumerate() {
+                    let local = vms[vi].guest.add_task(spec.policy, spec.rt_priority, spec.allowed, NICE_0_LOAD);
+                    let id = tasks.len() as u32;
+                    vms[vi].tasks.push(id);
+                    let home = vms[vi].first_vcpu + vms[vi].guest.tasks[local as usize].cpu;
+                    tasks.push(Task {
+                        vm: vi as u32,
+                        local,
+                        workload: widx,
+                        thread: thread as u32,
+                        name: spec.name,
+                        exec: Exec::Blocked,
+                        kseq: VecDeque::new(),
+                        preempt_count: 0,
+                        locks_held: 0,
+                        tlb_outstanding: 0,
+                        timer_vcpu: home,
+                        io_irq_vcpu: home,
+                        cpu_ns: 0,
+                        spin_ns: 0,
+                        runnable_ns: 0,
+                        runnable_since: None,
+                        context_switches: 0,
+                        last_vcpu: home,
+                        off_since: None,
+                        record_gaps_over: spec.record_gaps_over,
+                    });
+                    ids.push(id);
+                }
+                let has_latency = matches!(w.kind, WorkloadKind::Parallel | WorkloadKind::Pipeline | WorkloadKind::Server | WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::LatencyProbe)
+                    && !(w.kind == WorkloadKind::Parallel && w.sync.is_lock());
+                wls.push(WorkloadState {
+                    name: label.clone(),
+                    kind: w.kind,
+                    vm: vi as u32,
+                    program: built.program,
+                    rng: stream(scenario.seed, &format!("workload/{label}")),
+                    metrics: WorkloadMetrics { has_latency, record_rows: opts.record, ..Default::default() },
+                    tasks: ids,
+                    irq_vcpu: vms[vi].first_vcpu + built.irq_vcpu,
+                    start_ns: ms(w.start_ms),
+                });
+            }
+        }
+        let entitlements = super::record::entitlements(&scenario, &allowed, np);
+        for (vm, e) in vms.iter_mut().zip(entitlements) {
+            vm.entitlement = e;
+        }
+        let sample_ns = ms(scenario.metrics.sample_interval_ms).max(1);
+        World {
+            now: 0,
+            end,
+            queue: EventQueue::default(),
+            events: 0,
+            pcpu_curr: vec![None; np as usize],
+            pcpu_busy_ns: vec![0; np as usize],
+            host,
+            host_tick_ns: 1_000_000_000 / scenario.host.hz as u64,
+            allowed,
+            vcpus,
+            vms,
+            tasks,
+            sync,
+            workloads: wls,
+            irqs: Vec::new(),
+            free_irqs: Vec::new(),
+            ov: scenario.overheads.clone(),
+            validate: opts.validate,
+            recorder: Recorder::new(opts.record, opts.trace_window),
+            resched_pcpus: Vec::new(),
+            resched_vcpus: Vec::new(),
+            sample_ns,
+            machine,
+            scenario,
+        }
+    }
+
+    /// Arms the first events: ticks, policy timers, workload starts.
+    fn start(&mut self) {
+        let view = HostView { now: 0, machine: &self.machine, allowed: &self.allowed, running_on: &self.pcpu_curr };
+        let mut out = HostOut::default();
+        self.host.start(&view, &mut out);
+        for (at, token) in out.timers {
+            self.schedule(at, Event::HostTimer(token));
+        }
+        for p in 0..self.machine.pcpus {
+            self.schedule(self.host_tick_ns, Event::HostTick(p));
+        }
+        for v in 0..self.vcpus.len() as u32 {
+            let tick = self.vms[self.vcpus[v as usize].vm as usize].guest.tick_ns();
+            self.schedule(tick, Event::GuestTick(v));
+        }
+        let changes: Vec<u64> = self.scenario.host.capacity_changes.iter().map(|c| ms(c.at_ms)).collect();
+        for (i, at) in changes.into_iter().enumerate() {
+            self.schedule(at, Event::CapacityChange(i as u32));
+        }
+        for w in 0..self.workloads.len() {
+            self.schedule(self.workloads[w].start_ns, Event::WorkloadStart(w as u32));
+        }
+        if self.recorder.record {
+            self.schedule(self.sample_ns, Event::Sample);
+        }
+    }
+}
+
+/// Runs a scenario to its end and summarizes it.
+pub fn run(scenario: Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<RunOutput, String> {
+    let mut world = World::new(scenario, opts);
+    world.start();
+    world.run_loop(progress)?;
+    let summary = crate::summary::summarize(&world);
+    let mut recorder = std::mem::replace(&mut world.recorder, Recorder::new(false, None));
+    let tables = recorder.take_tables(&world);
+    Ok(RunOutput { summary, tables })
+}

@@ -1,0 +1,378 @@
+//! Task programs in time: each operation either completes at once, starts a
+//! compute or spin that progresses only while the task runs, or blocks the
+//! task. Futex operations run their kernel path: the hash-bucket spinlock is
+//! held while waiters are queued or woken, so a waker preempted in the middle
+//! stalls everyone behind that lock.
+
+use super::guest_glue::with_guest;
+use super::{irq, Exec, KStep, SpinOn, World};
+use crate::event::Event;
+use crate::guest::{GuestView, HostState};
+use crate::ids::{TaskId, VcpuId};
+use crate::workloads::{BarrierMode, Op};
+
+/// Bound on zero-time steps in one go; a program that never spends time is a
+/// bug in the program.
+const MAX_STEPS: u32 = 10_000;
+
+impl World {
+    /// Runs task `t` (current on running vCPU `v`) until it starts something
+    /// that takes time or blocks.
+    pub(super) fn advance(&mut self, t: TaskId, v: VcpuId) {
+        for _ in 0..MAX_STEPS {
+            if self.vcpus[v as usize].overhead > 0 || self.vcpus[v as usize].need_resched && self.tasks[t as usize].preempt_count == 0 {
+                // Overheads first (an IPI's exit, a handler); a deferred
+                // reschedule takes effect at this preemption point.
+                self.tasks[t as usize].exec = Exec::Ready;
+                if self.vcpus[v as usize].need_resched && self.tasks[t as usize].preempt_count == 0 {
+                    self.request_guest_resched_now(v);
+                }
+                self.plan(v);
+                return;
+            }
+            let step = match self.tasks[t as usize].kseq.pop_front() {
+                Some(s) => s,
+                None => {
+                    let w = self.tasks[t as usize].workload;
+                    let thread = self.tasks[t as usize].thread;
+                    let (program, mut cx) = self.cx_for(w);
+                    KStep::Op(program.next_op(thread, &mut cx))
+                }
+            };
+            if !self.step(t, v, step) {
+                return;
+            }
+        }
+        panic!("task {} made {MAX_STEPS} zero-time steps", self.tasks[t as usize].name);
+    }
+
+    fn request_guest_resched_now(&mut self, v: VcpuId) {
+        self.vcpus[v as usize].need_resched = false;
+        if !self.resched_vcpus.contains(&v) {
+            self.resched_vcpus.push(v);
+        }
+    }
+
+    /// Executes one step; returns whether the task goes on at once.
+    fn step(&mut self, t: TaskId, v: VcpuId, step: KStep) -> bool {
+        match step {
+            KStep::Op(op) => self.op(t, v, op),
+            KStep::WaitMutex(m) => {
+                let bucket = self.sync.mutexes[m as usize].bucket;
+                if self.sync.mutexes[m as usize].owner.is_none() {
+                    // The futex word changed: retry the lock (EAGAIN).
+                    self.tasks[t as usize].kseq.push_front(KStep::Op(Op::MutexLock(m)));
+                    return self.unlock(t, bucket);
+                }
+                self.sync.mutexes[m as usize].waiters.push_back(t);
+                self.unlock(t, bucket);
+                self.block(t, v);
+                false
+            }
+            KStep::WaitBarrier(b, gen) => {
+                let bucket = self.sync.barriers[b as usize].bucket;
+                if self.sync.barriers[b as usize].generation != gen {
+                    return self.unlock(t, bucket);
+                }
+                self.sync.barriers[b as usize].waiters.push(t);
+                self.unlock(t, bucket);
+                self.block(t, v);
+                false
+            }
+            KStep::WaitSem(s) => {
+                let sem = &mut self.sync.sems[s as usize];
+                let bucket = sem.bucket;
+                if sem.count > 0 {
+                    sem.count -= 1;
+                    return self.unlock(t, bucket);
+                }
+                sem.waiters.push_back(t);
+                self.unlock(t, bucket);
+                self.block(t, v);
+                false
+            }
+            KStep::WakeMutex(m) => {
+                if let Some(w) = self.sync.mutexes[m as usize].waiters.pop_front() {
+                    self.tasks[w as usize].kseq.push_front(KStep::Op(Op::MutexLock(m)));
+                    self.wake_task(w, Some(v), false);
+                }
+                true
+            }
+            KStep::WakeBarrier(b) => {
+                let waiters = std::mem::take(&mut self.sync.barriers[b as usize].waiters);
+                for w in waiters {
+                    self.wake_task(w, Some(v), false);
+                }
+                true
+            }
+            KStep::WakeSem(s) => {
+                match self.sync.sems[s as usize].waiters.pop_front() {
+                    // The woken waiter owns the unit it waited for.
+                    Some(w) => self.wake_task(w, Some(v), false),
+                    None => self.sync.sems[s as usize].count += 1,
+                }
+                true
+            }
+        }
+    }
+
+    fn op(&mut self, t: TaskId, v: VcpuId, op: Op) -> bool {
+        match op {
+            Op::Compute(work) => {
+                self.tasks[t as usize].exec = Exec::Compute(work as f64);
+                self.plan(v);
+                false
+            }
+            Op::Lock(l) => self.lock(t, l),
+            Op::Unlock(l) => self.unlock(t, l),
+            Op::MutexLock(m) => {
+                if self.sync.mutexes[m as usize].owner.is_none() {
+                    self.take_mutex(t, m);
+                    return true;
+                }
+                self.sync.mutexes[m as usize].spinners.push(t);
+                let budget = self.sync.mutexes[m as usize].spin_ns as f64;
+                self.spin(t, v, SpinOn::Mutex(m), Some(budget))
+            }
+            Op::MutexUnlock(m) => {
+                let mx = &mut self.sync.mutexes[m as usize];
+                debug_assert_eq!(mx.owner, Some(t));
+                mx.owner = None;
+                self.tasks[t as usize].locks_held -= 1;
+                // A spinner on a running vCPU sees the release first.
+                let running_spinner = self.sync.mutexes[m as usize].spinners.iter().copied().find(|&s| self.executing(s));
+                if let Some(s) = running_spinner {
+                    self.take_mutex(s, m);
+                    let sv = self.tasks[s as usize].last_vcpu;
+                    self.plan(sv);
+                } else if !self.sync.mutexes[m as usize].waiters.is_empty() {
+                    let bucket = self.sync.mutexes[m as usize].bucket;
+                    self.futex_path(t, bucket, KStep::WakeMutex(m));
+                }
+                true
+            }
+            Op::Barrier(b) => {
+                let bar = &mut self.sync.barriers[b as usize];
+                bar.arrived += 1;
+                let gen = bar.generation;
+                if bar.arrived == bar.parties {
+                    bar.arrived = 0;
+                    bar.generation += 1;
+                    let spinners = std::mem::take(&mut bar.spinners);
+                    let has_waiters = !bar.waiters.is_empty();
+                    let bucket = bar.bucket;
+                    for s in spinners {
+                        self.release_spinner(s);
+                    }
+                    if has_waiters {
+                        self.futex_path(t, bucket, KStep::WakeBarrier(b));
+                    }
+                    return true;
+                }
+                match bar.mode {
+                    BarrierMode::Block => {
+                        let bucket = bar.bucket;
+                        self.tasks[t as usize].kseq.extend([KStep::Op(Op::Lock(bucket)), KStep::WaitBarrier(b, gen)]);
+                        true
+                    }
+                    BarrierMode::Spin => {
+                        bar.spinners.push(t);
+                        self.spin(t, v, SpinOn::Barrier(b, gen), None)
+                    }
+                    BarrierMode::SpinThenBlock => {
+                        bar.spinners.push(t);
+                        let budget = bar.spin_ns as f64;
+                        self.spin(t, v, SpinOn::Barrier(b, gen), Some(budget))
+                    }
+                }
+            }
+            Op::SemDown(s) => {
+                let sem = &mut self.sync.sems[s as usize];
+                if sem.count > 0 {
+                    sem.count -= 1;
+                    return true;
+                }
+                let bucket = sem.bucket;
+                self.tasks[t as usize].kseq.extend([KStep::Op(Op::Lock(bucket)), KStep::WaitSem(s)]);
+                true
+            }
+            Op::SemUp(s) => {
+                let bucket = self.sync.sems[s as usize].bucket;
+                if self.sync.sems[s as usize].waiters.is_empty() {
+                    self.sync.sems[s as usize].count += 1;
+                } else {
+                    self.futex_path(t, bucket, KStep::WakeSem(s));
+                }
+                true
+            }
+            Op::TlbShootdown => self.tlb_shootdown(t, v),
+            Op::Io { device_ns, irq_vcpu } => {
+                let vm = self.tasks[t as usize].vm;
+                self.tasks[t as usize].io_irq_vcpu = self.vms[vm as usize].first_vcpu + irq_vcpu;
+                self.schedule(self.now + device_ns, Event::DeviceDone(t));
+                self.block(t, v);
+                false
+            }
+            Op::Sleep(ns) => {
+                self.tasks[t as usize].timer_vcpu = v;
+                self.schedule(self.now + ns, Event::SleepDone(t));
+                self.block(t, v);
+                false
+            }
+            Op::Exit => {
+                self.block(t, v);
+                self.tasks[t as usize].exec = Exec::Exited;
+                false
+            }
+        }
+    }
+
+    /// Whether the task is current on a vCPU that runs on a pCPU.
+    fn executing(&self, t: TaskId) -> bool {
+        let v = self.tasks[t as usize].last_vcpu;
+        self.vcpus[v as usize].curr_task == Some(t) && self.host_state(v) == HostState::Running
+    }
+
+    /// futex_wake(): take the hash-bucket lock, wake, release it.
+    fn futex_path(&mut self, t: TaskId, bucket: u32, wake: KStep) {
+        let q = &mut self.tasks[t as usize].kseq;
+        q.push_front(KStep::Op(Op::Unlock(bucket)));
+        q.push_front(wake);
+        q.push_front(KStep::Op(Op::Lock(bucket)));
+    }
+
+    fn spin(&mut self, t: TaskId, v: VcpuId, on: SpinOn, budget: Option<f64>) -> bool {
+        self.tasks[t as usize].exec = Exec::Spin { on, budget };
+        self.plan(v);
+        false
+    }
+
+    /// spin_lock(): preemption off; FIFO queue behind the owner.
+    fn lock(&mut self, t: TaskId, l: u32) -> bool {
+        self.tasks[t as usize].preempt_count += 1;
+        let lock = &mut self.sync.locks[l as usize];
+        if lock.owner.is_none() {
+            lock.owner = Some(t);
+            self.tasks[t as usize].locks_held += 1;
+            return true;
+        }
+        lock.queue.push_back(t);
+        let v = self.tasks[t as usize].last_vcpu;
+        self.spin(t, v, SpinOn::Lock(l), None)
+    }
+
+    /// spin_unlock(): hand the lock to the next waiter, preempted or not.
+    fn unlock(&mut self, t: TaskId, l: u32) -> bool {
+        let lock = &mut self.sync.locks[l as usize];
+        debug_assert_eq!(lock.owner, Some(t));
+        lock.owner = lock.queue.pop_front();
+        let next = lock.owner;
+        let vm = lock.vm;
+        let task = &mut self.tasks[t as usize];
+        task.locks_held -= 1;
+        task.preempt_count -= 1;
+        if let Some(n) = next {
+            self.tasks[n as usize].locks_held += 1;
+            if !self.executing(n) {
+                self.vms[vm as usize].lwp_count += 1;
+            }
+            self.release_spinner(n);
+        }
+        true
+    }
+
+    pub(super) fn take_mutex(&mut self, t: TaskId, m: u32) {
+        let mx = &mut self.sync.mutexes[m as usize];
+        mx.owner = Some(t);
+        mx.spinners.retain(|&s| s != t);
+        self.tasks[t as usize].locks_held += 1;
+        if matches!(self.tasks[t as usize].exec, Exec::Spin { .. }) {
+            self.tasks[t as usize].exec = Exec::Ready;
+        }
+    }
+
+    /// A busy-waiting task's condition holds: it goes on when it next runs.
+    fn release_spinner(&mut self, s: TaskId) {
+        debug_assert!(matches!(self.tasks[s as usize].exec, Exec::Spin { .. }));
+        let v = self.tasks[s as usize].last_vcpu;
+        let current = self.vcpus[v as usize].curr_task == Some(s);
+        if current {
+            self.account(v);
+        }
+        self.tasks[s as usize].exec = Exec::Ready;
+        if current {
+            self.plan(v);
+        }
+    }
+
+    /// A spin-then-block waiter gives up spinning and sleeps on the futex.
+    pub(super) fn spin_budget_expired(&mut self, t: TaskId, v: VcpuId, on: SpinOn) {
+        let next = match on {
+            SpinOn::Mutex(m) => {
+                self.sync.mutexes[m as usize].spinners.retain(|&s| s != t);
+                (self.sync.mutexes[m as usize].bucket, KStep::WaitMutex(m))
+            }
+            SpinOn::Barrier(b, gen) => {
+                self.sync.barriers[b as usize].spinners.retain(|&s| s != t);
+                (self.sync.barriers[b as usize].bucket, KStep::WaitBarrier(b, gen))
+            }
+            other => unreachable!("{other:?} has no spin budget"),
+        };
+        self.tasks[t as usize].exec = Exec::Ready;
+        self.tasks[t as usize].kseq.extend([KStep::Op(Op::Lock(next.0)), next.1]);
+        self.advance(t, v);
+    }
+
+    /// flush_tlb_mm_range(): IPI the other vCPUs running this address space
+    /// (the workload's threads) and spin until each acknowledges.
+    fn tlb_shootdown(&mut self, t: TaskId, v: VcpuId) -> bool {
+        let (vm, w) = (self.tasks[t as usize].vm, self.tasks[t as usize].workload);
+        let first = self.vms[vm as usize].first_vcpu;
+        let targets: Vec<VcpuId> = (first..first + self.vms[vm as usize].nv)
+            .filter(|&u| u != v)
+            .filter(|&u| self.vcpus[u as usize].curr_task.map(|c| self.tasks[c as usize].workload == w).unwrap_or(false))
+            .collect();
+        if targets.is_empty() {
+            return true;
+        }
+        // One exit for the multicast (KVM's PV send-IPI hypercall).
+        self.account(v);
+        self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
+        self.vms[vm as usize].ipis[irq::Kind::TlbShootdown as usize] += targets.len() as u64;
+        for &u in &targets {
+            self.raise(Some(v), u, irq::Kind::TlbShootdown, irq::What::TlbAck(t), self.ov.ipi_delivery_ns);
+        }
+        let task = &mut self.tasks[t as usize];
+        task.tlb_outstanding = targets.len() as u32;
+        task.preempt_count += 1;
+        self.spin(t, v, SpinOn::TlbAcks, None)
+    }
+
+    pub(super) fn tlb_ack(&mut self, sender: TaskId) {
+        let task = &mut self.tasks[sender as usize];
+        task.tlb_outstanding -= 1;
+        if task.tlb_outstanding == 0 {
+            task.preempt_count -= 1;
+            self.release_spinner(sender);
+        }
+    }
+
+    /// A device handler posts a semaphore: futex_wake() from interrupt
+    /// context on vCPU `v`.
+    pub(super) fn sem_up_from_irq(&mut self, s: u32, v: VcpuId) {
+        match self.sync.sems[s as usize].waiters.pop_front() {
+            Some(w) => self.wake_task(w, Some(v), false),
+            None => self.sync.sems[s as usize].count += 1,
+        }
+    }
+
+    /// The current task of `v` sleeps: dequeue it and schedule.
+    fn block(&mut self, t: TaskId, v: VcpuId) {
+        self.account(v);
+        self.tasks[t as usize].exec = Exec::Blocked;
+        let vm = self.tasks[t as usize].vm;
+        let local = self.vcpus[v as usize].local;
+        with_guest!(self, vm, |g, view| g.block_curr(&view, local));
+        self.guest_resched(v);
+    }
+}

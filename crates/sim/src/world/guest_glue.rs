@@ -1,0 +1,196 @@
+//! The guest side: task wakeups, guest reschedules and ticks, carried out by
+//! the VM's guest kernel on the engine's vCPUs.
+
+use super::{irq, Exec, World};
+use crate::guest::{GuestView, HostState};
+use crate::ids::{TaskId, VcpuId};
+
+/// Calls the guest kernel of VM `$vm` with its view of its vCPUs.
+macro_rules! with_guest {
+    ($w:expr, $vm:expr, |$g:ident, $view:ident| $body:expr) => {{
+        let now = $w.now;
+        let vm = &mut $w.vms[$vm as usize];
+        let $view = GuestView { now, host_state: &vm.host_state, steal_published: &vm.steal_published };
+        let $g = &mut vm.guest;
+        $body
+    }};
+}
+pub(super) use with_guest;
+
+impl World {
+    fn global_vcpu(&self, vm: u32, local: u32) -> VcpuId {
+        self.vms[vm as usize].first_vcpu + local
+    }
+
+    /// try_to_wake_up(): select a runqueue, enqueue, and preempt or kick the
+    /// target vCPU. `ctx` is the running vCPU doing the wakeup (None for the
+    /// engine starting a workload).
+    pub(super) fn wake_task(&mut self, t: TaskId, ctx: Option<VcpuId>, new_task: bool) {
+        let (vm, local) = (self.tasks[t as usize].vm, self.tasks[t as usize].local);
+        self.tasks[t as usize].exec = Exec::Ready;
+        self.tasks[t as usize].runnable_since = Some(self.now);
+        if !new_task {
+            self.vms[vm as usize].wakeups += 1;
+        }
+        let (target, preempt) = with_guest!(self, vm, |g, view| {
+            let target = g.select_rq(&view, local);
+            let preempt = g.enqueue(&view, local, target, new_task);
+            (target, preempt)
+        });
+        let tv = self.global_vcpu(vm, target);
+        if !preempt {
+            return;
+        }
+        if Some(tv) == ctx || (ctx.is_none() && self.host_state(tv) == HostState::Running) {
+            self.request_guest_resched(tv);
+        } else if ctx.is_none() && self.host_state(tv) == HostState::Halted {
+            // No running vCPU sends this wakeup (workload start): the engine
+            // delivers the reschedule directly.
+            self.raise(None, tv, irq::Kind::Reschedule, irq::What::Resched, 0);
+        } else if ctx.is_none() {
+            self.vcpus[tv as usize].need_resched = true;
+        } else {
+            // resched_curr() on another CPU: smp_send_reschedule().
+            self.send_ipi(ctx.unwrap(), tv, irq::Kind::Reschedule, irq::What::Resched);
+        }
+    }
+
+    /// set_tsk_need_resched(): acted upon now, or when the vCPU runs again,
+    /// or when the current task leaves its non-preemptible section.
+    pub(super) fn request_guest_resched(&mut self, v: VcpuId) {
+        let curr_locked = self.vcpus[v as usize].curr_task.map(|t| self.tasks[t as usize].preempt_count > 0).unwrap_or(false);
+        if self.host_state(v) != HostState::Running || curr_locked {
+            self.vcpus[v as usize].need_resched = true;
+        } else if !self.resched_vcpus.contains(&v) {
+            self.resched_vcpus.push(v);
+        }
+    }
+
+    /// __schedule() on a running vCPU: pick the next task, switch to it, or
+    /// halt the vCPU when nothing is runnable.
+    pub(super) fn guest_resched(&mut self, v: VcpuId) {
+        if self.host_state(v) != HostState::Running {
+            self.vcpus[v as usize].need_resched = true;
+            return;
+        }
+        if let Some(t) = self.vcpus[v as usize].curr_task {
+            if self.tasks[t as usize].preempt_count > 0 && matches!(self.tasks[t as usize].exec, Exec::Spin { .. } | Exec::Compute(_) | Exec::Ready) {
+                self.vcpus[v as usize].need_resched = true;
+                return;
+            }
+        }
+        self.vcpus[v as usize].need_resched = false;
+        self.account(v);
+        let vm = self.vcpus[v as usize].vm;
+        let local_v = self.vcpus[v as usize].local;
+        let next_local = with_guest!(self, vm, |g, view| g.pick_next(&view, local_v));
+        let next = next_local.map(|l| self.vms[vm as usize].tasks[l as usize]);
+        let prev = self.vcpus[v as usize].curr_task;
+        if next != prev {
+            self.switch_task(v, prev, next);
+        }
+        match next {
+            None => self.vcpu_halt(v),
+            Some(_) => {
+                self.arm_hrtick(v);
+                self.plan(v);
+            }
+        }
+    }
+
+    fn switch_task(&mut self, v: VcpuId, prev: Option<TaskId>, next: Option<TaskId>) {
+        let now = self.now;
+        let vm = self.vcpus[v as usize].vm as usize;
+        if let Some(p) = prev {
+            self.recorder.task_slice(v, p, self.vcpus[v as usize].task_since, now);
+            self.task_stops_executing(p);
+            let task = &mut self.tasks[p as usize];
+            self.vms[vm].task_slices += 1;
+            if matches!(task.exec, Exec::Ready | Exec::Compute(_) | Exec::Spin { .. }) {
+                task.runnable_since = Some(now);
+            }
+        }
+        let vc = &mut self.vcpus[v as usize];
+        vc.task_since = now;
+        vc.curr_task = next;
+        if let Some(n) = next {
+            vc.context_switches += 1;
+            vc.overhead += self.ov.task_switch_ns;
+            let task = &mut self.tasks[n as usize];
+            task.context_switches += 1;
+            task.last_vcpu = v;
+            if let Some(since) = task.runnable_since.take() {
+                task.runnable_ns += now - since;
+            }
+            self.task_starts_executing(n);
+        }
+    }
+
+    /// With HRTICK, a timer interrupt at the end of the current slice.
+    fn arm_hrtick(&mut self, v: VcpuId) {
+        let vm = self.vcpus[v as usize].vm;
+        let local = self.vcpus[v as usize].local;
+        if let Some(delay) = self.vms[vm as usize].guest.hrtick_delay(local) {
+            let vc = &mut self.vcpus[v as usize];
+            vc.hrtick_gen += 1;
+            let gen = vc.hrtick_gen;
+            self.raise(None, v, irq::Kind::Timer, irq::What::Hrtick(gen), delay.max(1));
+        }
+    }
+
+    pub(super) fn hrtick(&mut self, v: VcpuId, gen: u64) {
+        if self.vcpus[v as usize].hrtick_gen != gen {
+            return;
+        }
+        let vm = self.vcpus[v as usize].vm;
+        let local = self.vcpus[v as usize].local;
+        if with_guest!(self, vm, |g, view| g.slice_expired(&view, local)) {
+            self.request_guest_resched(v);
+        } else {
+            self.arm_hrtick(v);
+        }
+    }
+
+    /// scheduler_tick() of the guest on a running vCPU.
+    pub(super) fn guest_tick(&mut self, v: VcpuId) {
+        self.vcpus[v as usize].tick_pending = false;
+        self.account(v);
+        let vm = self.vcpus[v as usize].vm;
+        let local = self.vcpus[v as usize].local;
+        let out = with_guest!(self, vm, |g, view| g.tick(&view, local));
+        if out.resched {
+            self.request_guest_resched(v);
+        }
+        if let Some(w) = out.kick {
+            let wv = self.global_vcpu(vm, w);
+            self.send_ipi(v, wv, irq::Kind::Reschedule, irq::What::Resched);
+        }
+        // Misfit: the stopper moves the running task to a bigger idle vCPU.
+        let movable = self.vcpus[v as usize].curr_task.map(|t| self.tasks[t as usize].preempt_count == 0).unwrap_or(false);
+        if movable {
+            if let Some(w) = with_guest!(self, vm, |g, view| g.misfit_target(&view, local)) {
+                self.account(v);
+                with_guest!(self, vm, |g, view| g.detach_curr_to(&view, local, w));
+                let wv = self.global_vcpu(vm, w);
+                self.send_ipi(v, wv, irq::Kind::Reschedule, irq::What::Resched);
+                self.request_guest_resched(v);
+            }
+        }
+    }
+
+    /// A vCPU is back on a pCPU: deliver what waited, act on deferred
+    /// reschedules and ticks, and continue its task.
+    pub(super) fn vcpu_resumed(&mut self, v: VcpuId) {
+        self.deliver_pending(v);
+        if self.host_state(v) != HostState::Running {
+            return;
+        }
+        if std::mem::take(&mut self.vcpus[v as usize].tick_pending) {
+            self.guest_tick(v);
+        }
+        if self.vcpus[v as usize].curr_task.is_none() || self.vcpus[v as usize].need_resched {
+            self.request_guest_resched(v);
+        }
+        self.plan(v);
+    }
+}

@@ -1,0 +1,460 @@
+//! The engine: state of pCPUs, vCPUs, tasks and workloads, the event loop, and
+//! the glue that lets the host policy and the guest kernels act on it.
+//!
+//! - `mod.rs`: state, construction, event loop, accounting and progress;
+//! - `host_glue.rs`: vCPU halts, wakes and host reschedules;
+//! - `guest_glue.rs`: task wakeups, guest reschedules and ticks;
+//! - `irq.rs`: virtual interrupts and IPIs;
+//! - `exec.rs`: task programs and synchronization;
+//! - `record.rs`: samples, trace and tables; `validate.rs`: invariants.
+
+mod build;
+mod exec;
+mod guest_glue;
+mod host_glue;
+mod irq;
+pub mod record;
+mod validate;
+
+use std::collections::VecDeque;
+
+use crate::event::{Event, EventQueue};
+use crate::guest::linux::GuestLinux;
+use crate::guest::HostState;
+use crate::host::HostPolicy;
+use crate::ids::{PcpuId, TaskId, VcpuId, VmId};
+use crate::machine::Machine;
+use crate::rng::Rng;
+use crate::scenario::{Overheads, Scenario, WorkloadKind};
+use crate::sync::SyncObjects;
+use crate::workloads::{Cx, Op, Program, WorkloadMetrics};
+
+pub use build::run;
+use irq::Irq;
+use record::Recorder;
+
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub seed: Option<u64>,
+    pub duration_ns: Option<u64>,
+    /// Check the invariants after every event.
+    pub validate: bool,
+    /// Keep per-request rows, per-interval samples and per-task rows.
+    pub record: bool,
+    /// Keep timeline slices clipped to this window.
+    pub trace_window: Option<(u64, u64)>,
+}
+
+pub struct RunOutput {
+    pub summary: serde_json::Value,
+    pub tables: Option<record::Tables>,
+}
+
+pub struct Vcpu {
+    pub vm: VmId,
+    pub local: u32,
+    pub pcpu: Option<PcpuId>,
+    pub last_pcpu: PcpuId,
+    acct_last: u64,
+    pub cpu_ns: u64,
+    pub steal_ns: u64,
+    pub halted_ns: u64,
+    pub preemptions: u64,
+    pub migrations: u64,
+    pub context_switches: u64,
+    pub curr_task: Option<TaskId>,
+    /// Time the vCPU must spend on overheads (switches, exits, handlers)
+    /// before the current task progresses again.
+    overhead: u64,
+    plan_gen: u64,
+    /// Time of the live progress event, if any.
+    planned_at: Option<u64>,
+    pending: Vec<u32>,
+    need_resched: bool,
+    tick_pending: bool,
+    hrtick_gen: u64,
+    state_since: u64,
+    task_since: u64,
+}
+
+/// What a task is doing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Exec {
+    /// Fetch the next operation as soon as the task runs.
+    Ready,
+    /// Work left, in ns at capacity 1024.
+    Compute(f64),
+    /// Busy-waiting; with a budget (work-ns) it blocks when that runs out.
+    Spin { on: SpinOn, budget: Option<f64> },
+    Blocked,
+    Exited,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpinOn {
+    Lock(u32),
+    Mutex(u32),
+    Barrier(u32, u64),
+    TlbAcks,
+}
+
+/// Steps of kernel paths a task runs before its program continues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KStep {
+    Op(Op),
+    WaitMutex(u32),
+    WaitBarrier(u32, u64),
+    WaitSem(u32),
+    WakeMutex(u32),
+    WakeBarrier(u32),
+    WakeSem(u32),
+}
+
+pub struct Task {
+    pub vm: VmId,
+    pub local: u32,
+    pub workload: u32,
+    pub thread: u32,
+    pub name: String,
+    pub exec: Exec,
+    kseq: VecDeque<KStep>,
+    preempt_count: u32,
+    pub locks_held: u32,
+    tlb_outstanding: u32,
+    /// vCPU where the task armed its sleep timer.
+    timer_vcpu: VcpuId,
+    io_irq_vcpu: VcpuId,
+    pub cpu_ns: u64,
+    pub spin_ns: u64,
+    pub runnable_ns: u64,
+    runnable_since: Option<u64>,
+    pub context_switches: u64,
+    pub last_vcpu: VcpuId,
+    off_since: Option<u64>,
+    record_gaps_over: Option<u64>,
+}
+
+pub struct VmState {
+    pub name: String,
+    pub first_vcpu: VcpuId,
+    pub nv: u32,
+    pub guest: GuestLinux,
+    pub host_state: Vec<HostState>,
+    pub steal_published: Vec<u64>,
+    pub tasks: Vec<TaskId>,
+    pub entitlement: f64,
+    pub ipis: [u64; irq::KINDS],
+    pub irq_count: u64,
+    pub irq_pending_sum: u64,
+    pub irq_pending_max: u64,
+    pub lhp_count: u64,
+    pub lwp_count: u64,
+    pub wakeups: u64,
+    pub task_slices: u64,
+}
+
+pub struct WorkloadState {
+    pub name: String,
+    pub kind: WorkloadKind,
+    pub vm: VmId,
+    pub program: Box<dyn Program>,
+    pub rng: Rng,
+    pub metrics: WorkloadMetrics,
+    pub tasks: Vec<TaskId>,
+    pub irq_vcpu: VcpuId,
+    pub start_ns: u64,
+}
+
+pub struct World {
+    pub now: u64,
+    pub end: u64,
+    pub scenario: Scenario,
+    queue: EventQueue,
+    pub events: u64,
+    pub machine: Machine,
+    pub pcpu_curr: Vec<Option<VcpuId>>,
+    pub pcpu_busy_ns: Vec<u64>,
+    host: Box<dyn HostPolicy>,
+    host_tick_ns: u64,
+    allowed: Vec<Vec<bool>>,
+    pub vcpus: Vec<Vcpu>,
+    pub vms: Vec<VmState>,
+    pub tasks: Vec<Task>,
+    sync: SyncObjects,
+    pub workloads: Vec<WorkloadState>,
+    irqs: Vec<Irq>,
+    free_irqs: Vec<u32>,
+    ov: Overheads,
+    validate: bool,
+    pub recorder: Recorder,
+    resched_pcpus: Vec<PcpuId>,
+    resched_vcpus: Vec<VcpuId>,
+    sample_ns: u64,
+}
+
+impl World {
+    pub fn host_state(&self, v: VcpuId) -> HostState {
+        let vc = &self.vcpus[v as usize];
+        self.vms[vc.vm as usize].host_state[vc.local as usize]
+    }
+
+    fn set_host_state(&mut self, v: VcpuId, s: HostState) {
+        let old = self.host_state(v);
+        if old == s {
+            return;
+        }
+        let vc = &mut self.vcpus[v as usize];
+        self.recorder.vcpu_state(v, old, vc.state_since, self.now);
+        vc.state_since = self.now;
+        self.vms[vc.vm as usize].host_state[vc.local as usize] = s;
+    }
+
+    /// Work rate of the vCPU's pCPU now, SMT contention included.
+    fn rate(&self, v: VcpuId) -> f64 {
+        let p = self.vcpus[v as usize].pcpu.expect("rate of a running vCPU");
+        let sibling_busy = self.machine.siblings(p).any(|s| self.pcpu_curr[s as usize].is_some());
+        self.machine.rate(p, sibling_busy)
+    }
+
+    /// Brings the vCPU's time accounts and its task's progress up to now.
+    /// Called before every change of the vCPU's host state or current task.
+    fn account(&mut self, v: VcpuId) {
+        let now = self.now;
+        let vc = &self.vcpus[v as usize];
+        let d = now - vc.acct_last;
+        if d == 0 {
+            return;
+        }
+        let state = self.host_state(v);
+        let rate = if state == HostState::Running { self.rate(v) } else { 0.0 };
+        let vc = &mut self.vcpus[v as usize];
+        vc.acct_last = now;
+        match state {
+            HostState::Running => {
+                vc.cpu_ns += d;
+                self.pcpu_busy_ns[vc.pcpu.unwrap() as usize] += d;
+                let over = d.min(vc.overhead);
+                vc.overhead -= over;
+                let work = (d - over) as f64 * rate;
+                if let Some(t) = vc.curr_task {
+                    let task = &mut self.tasks[t as usize];
+                    task.cpu_ns += d;
+                    match &mut task.exec {
+                        Exec::Compute(left) => *left = (*left - work).max(0.0),
+                        Exec::Spin { budget, .. } => {
+                            task.spin_ns += d;
+                            if let Some(b) = budget {
+                                *b = (*b - work).max(0.0);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            HostState::Preempted => vc.steal_ns += d,
+            HostState::Halted => vc.halted_ns += d,
+        }
+    }
+
+    /// Schedules the next progress event of the vCPU's current task, and
+    /// lets a spinning task take a mutex that became free while it was not
+    /// running.
+    fn plan(&mut self, v: VcpuId) {
+        let overhead = self.vcpus[v as usize].overhead;
+        let task = self.vcpus[v as usize].curr_task.filter(|_| self.host_state(v) == HostState::Running);
+        let Some(t) = task else {
+            self.vcpus[v as usize].plan_gen += 1;
+            self.vcpus[v as usize].planned_at = None;
+            return;
+        };
+        if let Exec::Spin { on: SpinOn::Mutex(m), .. } = self.tasks[t as usize].exec {
+            if self.sync.mutexes[m as usize].owner.is_none() {
+                self.take_mutex(t, m);
+            }
+        }
+        let start = self.now + overhead;
+        let at = match self.tasks[t as usize].exec {
+            Exec::Ready => start,
+            Exec::Compute(left) => start + (left / self.rate(v)).ceil() as u64,
+            Exec::Spin { budget: Some(b), .. } => start + (b / self.rate(v)).ceil() as u64,
+            _ => {
+                self.vcpus[v as usize].plan_gen += 1;
+                self.vcpus[v as usize].planned_at = None;
+                return;
+            }
+        };
+        let vc = &mut self.vcpus[v as usize];
+        if vc.planned_at == Some(at) {
+            // The pending event already fires at that time.
+            return;
+        }
+        vc.plan_gen += 1;
+        vc.planned_at = Some(at);
+        self.queue.push(at, Event::Progress(v, vc.plan_gen));
+    }
+
+    fn on_progress(&mut self, v: VcpuId, gen: u64) {
+        if self.vcpus[v as usize].plan_gen != gen {
+            return;
+        }
+        self.vcpus[v as usize].planned_at = None;
+        self.account(v);
+        let t = self.vcpus[v as usize].curr_task.expect("progress of a task");
+        match self.tasks[t as usize].exec {
+            Exec::Ready | Exec::Compute(_) => self.advance(t, v),
+            Exec::Spin { on, budget: Some(_) } => self.spin_budget_expired(t, v, on),
+            other => unreachable!("progress event for task in state {other:?}"),
+        }
+    }
+
+    fn schedule(&mut self, at: u64, ev: Event) {
+        self.queue.push(at, ev);
+    }
+
+    fn cx_for(&mut self, w: u32) -> (&mut Box<dyn Program>, Cx<'_>) {
+        let wl = &mut self.workloads[w as usize];
+        (&mut wl.program, Cx { now: self.now, rng: &mut wl.rng, metrics: &mut wl.metrics })
+    }
+
+    /// Runs until the end of simulated time; `progress` is called about every
+    /// 1% of it.
+    pub fn run_loop(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), String> {
+        let step = (self.end / 100).max(1);
+        let mut next_report = step;
+        while let Some(t) = self.queue.peek_time() {
+            if t > self.end {
+                break;
+            }
+            let (t, ev) = self.queue.pop().expect("peeked");
+            if t < self.now {
+                return Err(format!("time went backwards: event at {t} ns after {} ns", self.now));
+            }
+            self.now = t;
+            self.events += 1;
+            self.dispatch(ev);
+            self.drain_rescheds();
+            if self.validate {
+                self.check_invariants().map_err(|e| format!("invariant violated at t={} ns after {ev:?}: {e}", self.now))?;
+            }
+            if self.now >= next_report {
+                progress(self.now, self.end);
+                next_report = self.now + step;
+            }
+        }
+        self.now = self.end;
+        for v in 0..self.vcpus.len() as u32 {
+            self.account(v);
+        }
+        for t in 0..self.tasks.len() {
+            if let Some(since) = self.tasks[t].runnable_since.take() {
+                self.tasks[t].runnable_ns += self.now - since;
+            }
+        }
+        if self.validate {
+            self.check_invariants().map_err(|e| format!("invariant violated at the end: {e}"))?;
+        }
+        let mut recorder = std::mem::replace(&mut self.recorder, Recorder::new(false, None));
+        recorder.close(self);
+        self.recorder = recorder;
+        progress(self.end, self.end);
+        Ok(())
+    }
+
+    fn dispatch(&mut self, ev: Event) {
+        match ev {
+            Event::HostTick(p) => {
+                self.schedule(self.now + self.host_tick_ns, ev);
+                self.host_call(|h, view, out| h.tick(view, out, p));
+            }
+            Event::HostTimer(token) => self.host_call(|h, view, out| h.timer(view, out, token)),
+            Event::GuestTick(v) => {
+                let tick = self.vms[self.vcpus[v as usize].vm as usize].guest.tick_ns();
+                self.schedule(self.now + tick, ev);
+                match self.host_state(v) {
+                    HostState::Running => self.guest_tick(v),
+                    HostState::Preempted => self.vcpus[v as usize].tick_pending = true,
+                    HostState::Halted => {}
+                }
+            }
+            Event::Progress(v, gen) => self.on_progress(v, gen),
+            Event::IrqRaise(id) => self.irq_arrives(id),
+            Event::DeviceDone(t) => {
+                let v = self.tasks[t as usize].io_irq_vcpu;
+                self.raise_now(v, irq::Kind::Device, irq::What::Wake(t));
+            }
+            Event::SleepDone(t) => {
+                let v = self.tasks[t as usize].timer_vcpu;
+                self.raise_now(v, irq::Kind::Timer, irq::What::Wake(t));
+            }
+            Event::Arrival(w) => self.arrival(w),
+            Event::WorkloadStart(w) => self.start_workload(w),
+            Event::CapacityChange(i) => {
+                let c = self.scenario.host.capacity_changes[i as usize].clone();
+                for v in 0..self.vcpus.len() as u32 {
+                    self.account(v);
+                }
+                self.machine.core_capacity[c.core as usize] = c.capacity;
+                for v in 0..self.vcpus.len() as u32 {
+                    self.plan(v);
+                }
+            }
+            Event::Sample => {
+                self.schedule(self.now + self.sample_ns, Event::Sample);
+                for v in 0..self.vcpus.len() as u32 {
+                    self.account(v);
+                }
+                record::sample(self);
+            }
+        }
+    }
+
+    fn arrival(&mut self, w: u32) {
+        let (program, mut cx) = self.cx_for(w);
+        if let Some((delay, payload)) = program.arrival(&mut cx) {
+            let v = self.workloads[w as usize].irq_vcpu;
+            self.raise_now(v, irq::Kind::Device, irq::What::Workload(w, payload));
+            self.schedule(self.now + delay, Event::Arrival(w));
+        }
+    }
+
+    fn start_workload(&mut self, w: u32) {
+        self.workloads[w as usize].metrics.start_ns = self.now;
+        for i in 0..self.workloads[w as usize].tasks.len() {
+            let t = self.workloads[w as usize].tasks[i];
+            self.wake_task(t, None, true);
+        }
+        self.arrival(w);
+    }
+
+    /// Processes the reschedule requests raised while handling an event, the
+    /// way Linux acts on need_resched on the way out of an interrupt.
+    fn drain_rescheds(&mut self) {
+        loop {
+            if let Some(p) = pop_front(&mut self.resched_pcpus) {
+                self.resched_pcpu(p);
+            } else if let Some(v) = pop_front(&mut self.resched_vcpus) {
+                self.guest_resched(v);
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+pub fn irq_kind_names() -> &'static [&'static str] {
+    &irq::KIND_NAMES
+}
+
+impl World {
+    pub fn host_name(&self) -> &'static str {
+        self.host.name()
+    }
+}
+
+fn pop_front<T>(v: &mut Vec<T>) -> Option<T> {
+    if v.is_empty() {
+        None
+    } else {
+        Some(v.remove(0))
+    }
+}

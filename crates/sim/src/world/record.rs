@@ -1,0 +1,337 @@
+//! What a run keeps beyond its summary: per-request rows, per-interval
+//! samples, per-task rows, and (inside a time window) the timeline slices and
+//! interrupts that a trace viewer shows.
+
+use serde::Serialize;
+
+use super::irq::{Irq, KIND_NAMES};
+use super::World;
+use crate::guest::HostState;
+use crate::ids::{PcpuId, TaskId, VcpuId};
+use crate::scenario::{BandwidthScope, Scenario};
+
+/// Column-oriented tables (name -> equal-length columns).
+#[derive(Debug, Default, Serialize)]
+pub struct Tables {
+    pub requests: Requests,
+    pub samples: Samples,
+    pub tasks: TaskRows,
+    pub pcpu_slices: Option<PcpuSlices>,
+    pub vcpu_states: Option<VcpuStates>,
+    pub task_slices: Option<TaskSlices>,
+    pub irqs: Option<IrqRows>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Requests {
+    pub workload: Vec<String>,
+    pub vm: Vec<String>,
+    pub task: Vec<String>,
+    pub arrival_ns: Vec<u64>,
+    pub start_ns: Vec<i64>,
+    pub end_ns: Vec<u64>,
+    pub latency_ns: Vec<u64>,
+    pub queue_ns: Vec<i64>,
+    pub service_ns: Vec<i64>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Samples {
+    pub time_ns: Vec<u64>,
+    pub metric: Vec<&'static str>,
+    pub vm: Vec<String>,
+    pub vcpu: Vec<i64>,
+    pub pcpu: Vec<i64>,
+    pub value: Vec<f64>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct TaskRows {
+    pub vm: Vec<String>,
+    pub task: Vec<String>,
+    pub workload: Vec<String>,
+    pub vcpu_last: Vec<u32>,
+    pub cpu_time_ns: Vec<u64>,
+    pub runnable_ns: Vec<u64>,
+    pub context_switches: Vec<u64>,
+    pub migrations: Vec<u64>,
+    pub spin_ns: Vec<u64>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct PcpuSlices {
+    pub pcpu: Vec<u32>,
+    pub vm: Vec<String>,
+    pub vcpu: Vec<u32>,
+    pub start_ns: Vec<u64>,
+    pub end_ns: Vec<u64>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct VcpuStates {
+    pub vm: Vec<String>,
+    pub vcpu: Vec<u32>,
+    pub state: Vec<&'static str>,
+    pub start_ns: Vec<u64>,
+    pub end_ns: Vec<u64>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct TaskSlices {
+    pub vm: Vec<String>,
+    pub vcpu: Vec<u32>,
+    pub task: Vec<String>,
+    pub start_ns: Vec<u64>,
+    pub end_ns: Vec<u64>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct IrqRows {
+    pub kind: Vec<&'static str>,
+    pub vm: Vec<String>,
+    pub src_vcpu: Vec<i64>,
+    pub dst_vcpu: Vec<u32>,
+    pub sent_ns: Vec<u64>,
+    pub delivered_ns: Vec<u64>,
+}
+
+/// Raw timeline events keyed by global ids; names are attached at the end.
+#[derive(Default)]
+struct Timeline {
+    pcpu: Vec<(PcpuId, VcpuId, u64, u64)>,
+    states: Vec<(VcpuId, HostState, u64, u64)>,
+    tasks: Vec<(VcpuId, TaskId, u64, u64)>,
+    irqs: Vec<(usize, u32, Option<VcpuId>, VcpuId, u64, u64)>,
+}
+
+pub struct Recorder {
+    pub record: bool,
+    window: Option<(u64, u64)>,
+    timeline: Timeline,
+    samples: Samples,
+    last_cpu: Vec<u64>,
+    last_steal: Vec<u64>,
+    last_time: u64,
+}
+
+impl Recorder {
+    pub fn new(record: bool, window: Option<(u64, u64)>) -> Self {
+        Recorder { record: record || window.is_some(), window, timeline: Timeline::default(), samples: Samples::default(), last_cpu: Vec::new(), last_steal: Vec::new(), last_time: 0 }
+    }
+
+    fn clip(&self, start: u64, end: u64) -> Option<(u64, u64)> {
+        let (a, b) = self.window?;
+        let (s, e) = (start.max(a), end.min(b));
+        (s < e).then_some((s, e))
+    }
+
+    pub fn vcpu_state(&mut self, v: VcpuId, state: HostState, start: u64, end: u64) {
+        if let Some((s, e)) = self.clip(start, end) {
+            self.timeline.states.push((v, state, s, e));
+        }
+    }
+    pub fn pcpu_slice(&mut self, p: PcpuId, v: VcpuId, start: u64, end: u64) {
+        if let Some((s, e)) = self.clip(start, end) {
+            self.timeline.pcpu.push((p, v, s, e));
+        }
+    }
+    pub fn task_slice(&mut self, v: VcpuId, t: TaskId, start: u64, end: u64) {
+        if let Some((s, e)) = self.clip(start, end) {
+            self.timeline.tasks.push((v, t, s, e));
+        }
+    }
+    pub fn irq(&mut self, irq: &Irq, vm: u32, now: u64) {
+        if let Some((a, b)) = self.window {
+            if now >= a && irq.sent_ns <= b {
+                self.timeline.irqs.push((irq.kind as usize, vm, irq.from, irq.to, irq.sent_ns, now));
+            }
+        }
+    }
+
+    /// Closes the intervals still open at the end of the run.
+    pub fn close(&mut self, w: &World) {
+        if self.window.is_none() {
+            return;
+        }
+        let now = w.now;
+        for (v, vc) in w.vcpus.iter().enumerate() {
+            let v = v as u32;
+            self.vcpu_state(v, w.host_state(v), vc.state_since, now);
+            if let Some(p) = vc.pcpu {
+                self.pcpu_slice(p, v, vc.state_since, now);
+            }
+            if let Some(t) = vc.curr_task {
+                self.task_slice(v, t, vc.task_since, now);
+            }
+        }
+    }
+
+    pub fn take_tables(&mut self, w: &World) -> Option<Tables> {
+        if !self.record {
+            return None;
+        }
+        let vm_name = |vm: u32| w.vms[vm as usize].name.clone();
+        let local = |v: VcpuId| w.vcpus[v as usize].local;
+        let mut t = Tables { samples: std::mem::take(&mut self.samples), ..Default::default() };
+        for wl in &w.workloads {
+            for r in &wl.metrics.rows {
+                let q = &mut t.requests;
+                q.workload.push(wl.name.clone());
+                q.vm.push(vm_name(wl.vm));
+                q.task.push(if r.task == u32::MAX { String::new() } else { w.tasks[wl.tasks[r.task as usize] as usize].name.clone() });
+                q.arrival_ns.push(r.arrival_ns);
+                q.end_ns.push(r.end_ns);
+                q.latency_ns.push(r.end_ns - r.arrival_ns);
+                match r.start_ns {
+                    Some(s) => {
+                        q.start_ns.push(s as i64);
+                        q.queue_ns.push((s - r.arrival_ns) as i64);
+                        q.service_ns.push((r.end_ns - s) as i64);
+                    }
+                    None => {
+                        q.start_ns.push(-1);
+                        q.queue_ns.push(-1);
+                        q.service_ns.push(-1);
+                    }
+                }
+            }
+        }
+        for task in &w.tasks {
+            let r = &mut t.tasks;
+            r.vm.push(vm_name(task.vm));
+            r.task.push(task.name.clone());
+            r.workload.push(w.workloads[task.workload as usize].name.clone());
+            r.vcpu_last.push(local(task.last_vcpu));
+            r.cpu_time_ns.push(task.cpu_ns);
+            r.runnable_ns.push(task.runnable_ns);
+            r.context_switches.push(task.context_switches);
+            r.migrations.push(w.vms[task.vm as usize].guest.tasks[task.local as usize].migrations);
+            r.spin_ns.push(task.spin_ns);
+        }
+        if self.window.is_some() {
+            let tl = std::mem::take(&mut self.timeline);
+            let mut ps = PcpuSlices::default();
+            for (p, v, s, e) in tl.pcpu {
+                ps.pcpu.push(p);
+                ps.vm.push(vm_name(w.vcpus[v as usize].vm));
+                ps.vcpu.push(local(v));
+                ps.start_ns.push(s);
+                ps.end_ns.push(e);
+            }
+            let mut vs = VcpuStates::default();
+            for (v, st, s, e) in tl.states {
+                vs.vm.push(vm_name(w.vcpus[v as usize].vm));
+                vs.vcpu.push(local(v));
+                vs.state.push(match st {
+                    HostState::Running => "running",
+                    HostState::Preempted => "preempted",
+                    HostState::Halted => "halted",
+                });
+                vs.start_ns.push(s);
+                vs.end_ns.push(e);
+            }
+            let mut ts = TaskSlices::default();
+            for (v, task, s, e) in tl.tasks {
+                ts.vm.push(vm_name(w.vcpus[v as usize].vm));
+                ts.vcpu.push(local(v));
+                ts.task.push(w.tasks[task as usize].name.clone());
+                ts.start_ns.push(s);
+                ts.end_ns.push(e);
+            }
+            let mut ir = IrqRows::default();
+            for (kind, vm, from, to, sent, delivered) in tl.irqs {
+                ir.kind.push(KIND_NAMES[kind]);
+                ir.vm.push(vm_name(vm));
+                ir.src_vcpu.push(from.map(|f| local(f) as i64).unwrap_or(-1));
+                ir.dst_vcpu.push(local(to));
+                ir.sent_ns.push(sent);
+                ir.delivered_ns.push(delivered);
+            }
+            t.pcpu_slices = Some(ps);
+            t.vcpu_states = Some(vs);
+            t.task_slices = Some(ts);
+            t.irqs = Some(ir);
+        }
+        Some(t)
+    }
+}
+
+/// One row per entity and metric for the interval that ends now.
+pub fn sample(w: &mut World) {
+    let now = w.now;
+    let r = &mut w.recorder;
+    let dt = (now - r.last_time).max(1) as f64;
+    r.last_time = now;
+    if r.last_cpu.is_empty() {
+        r.last_cpu = vec![0; w.vcpus.len()];
+        r.last_steal = vec![0; w.vcpus.len()];
+    }
+    let s = &mut r.samples;
+    let mut push = |metric: &'static str, vm: &str, vcpu: i64, pcpu: i64, value: f64| {
+        s.time_ns.push(now);
+        s.metric.push(metric);
+        s.vm.push(vm.to_string());
+        s.vcpu.push(vcpu);
+        s.pcpu.push(pcpu);
+        s.value.push(value);
+    };
+    for vm in &w.vms {
+        let mut used = 0;
+        for i in 0..vm.nv {
+            let v = (vm.first_vcpu + i) as usize;
+            let vc = &w.vcpus[v];
+            used += vc.cpu_ns - r.last_cpu[v];
+            push("vcpu_steal_frac", &vm.name, i as i64, -1, (vc.steal_ns - r.last_steal[v]) as f64 / dt);
+            push("vcpu_runqueue", &vm.name, i as i64, -1, vm.guest.nr_running(i) as f64);
+            r.last_cpu[v] = vc.cpu_ns;
+            r.last_steal[v] = vc.steal_ns;
+        }
+        push("vm_cpu_share", &vm.name, -1, -1, used as f64 / dt);
+        push("vm_entitlement", &vm.name, -1, -1, vm.entitlement);
+    }
+    for p in 0..w.machine.pcpus {
+        push("pcpu_runqueue", "", -1, p as i64, w.host.nr_running(p) as f64);
+    }
+}
+
+/// The pCPUs each VM is entitled to under weighted fair sharing when every
+/// vCPU is runnable: each pCPU is shared among the vCPUs allowed on it in
+/// proportion to weight (a vCPU allowed on k pCPUs brings weight/k to each),
+/// and a vCPU never gets more than one pCPU nor more than its bandwidth
+/// quota. This is a static reference, not a prediction of the run.
+pub fn entitlements(s: &Scenario, allowed: &[Vec<bool>], np: u32) -> Vec<f64> {
+    let mut demand = Vec::new();
+    let mut cap = Vec::new();
+    let mut owner = Vec::new();
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let bw_cap = vm.bandwidth.as_ref().map(|b| {
+            let share = b.quota_ms / b.period_ms;
+            if b.per == BandwidthScope::Vm { share / vm.vcpus as f64 } else { share }
+        });
+        for _ in 0..vm.vcpus {
+            demand.push(vm.weight as f64);
+            cap.push(bw_cap.unwrap_or(1.0).min(1.0));
+            owner.push(vi);
+        }
+    }
+    let mut share = vec![0.0; demand.len()];
+    let mut pressure = vec![0.0; np as usize];
+    for (v, mask) in allowed.iter().enumerate() {
+        let k = mask.iter().filter(|&&a| a).count() as f64;
+        for (p, &a) in mask.iter().enumerate() {
+            if a {
+                pressure[p] += demand[v] / k;
+            }
+        }
+    }
+    for (v, mask) in allowed.iter().enumerate() {
+        let k = mask.iter().filter(|&&a| a).count() as f64;
+        let got: f64 = mask.iter().enumerate().filter(|(_, &a)| a).map(|(p, _)| (demand[v] / k) / pressure[p]).sum();
+        share[v] = got.min(cap[v]);
+    }
+    let mut per_vm = vec![0.0; s.vms.len()];
+    for (v, &sh) in share.iter().enumerate() {
+        per_vm[owner[v]] += sh;
+    }
+    per_vm
+}

@@ -1,0 +1,54 @@
+//! Simulation invariants, checked after every event in validation mode.
+
+use super::{Exec, World};
+use crate::guest::HostState;
+
+impl World {
+    pub(super) fn check_invariants(&self) -> Result<(), String> {
+        // A pCPU runs at most one vCPU, and both sides agree on it.
+        for (p, curr) in self.pcpu_curr.iter().enumerate() {
+            if let Some(v) = curr {
+                let vc = &self.vcpus[*v as usize];
+                if vc.pcpu != Some(p as u32) || self.host_state(*v) != HostState::Running {
+                    return Err(format!("pCPU {p} claims vCPU {v}, which is {:?} on {:?}", self.host_state(*v), vc.pcpu));
+                }
+            }
+        }
+        let mut task_seen = vec![false; self.tasks.len()];
+        for (v, vc) in self.vcpus.iter().enumerate() {
+            let v = v as u32;
+            match (self.host_state(v), vc.pcpu) {
+                (HostState::Running, Some(p)) if self.pcpu_curr[p as usize] == Some(v) => {}
+                (HostState::Running, _) => return Err(format!("vCPU {v} running but not on a pCPU")),
+                (_, Some(p)) => return Err(format!("vCPU {v} not running but on pCPU {p}")),
+                _ => {}
+            }
+            // A vCPU runs at most one task; a task is current on at most one vCPU.
+            if let Some(t) = vc.curr_task {
+                if std::mem::replace(&mut task_seen[t as usize], true) {
+                    return Err(format!("task {} is current on two vCPUs", self.tasks[t as usize].name));
+                }
+                let g = &self.vms[vc.vm as usize].guest;
+                if g.curr(vc.local).map(|l| self.vms[vc.vm as usize].tasks[l as usize]) != Some(t) {
+                    return Err(format!("vCPU {v}: engine and guest disagree on the current task"));
+                }
+                if matches!(self.tasks[t as usize].exec, Exec::Blocked | Exec::Exited) {
+                    return Err(format!("vCPU {v} runs blocked task {}", self.tasks[t as usize].name));
+                }
+            }
+            // CPU time is conserved: running + preempted + halted = elapsed.
+            if vc.cpu_ns + vc.steal_ns + vc.halted_ns != vc.acct_last {
+                return Err(format!("vCPU {v}: cpu {} + steal {} + halted {} != accounted time {}", vc.cpu_ns, vc.steal_ns, vc.halted_ns, vc.acct_last));
+            }
+            if vc.acct_last > self.now {
+                return Err(format!("vCPU {v} accounted into the future"));
+            }
+        }
+        let busy: u64 = self.pcpu_busy_ns.iter().sum();
+        let run: u64 = self.vcpus.iter().map(|v| v.cpu_ns).sum();
+        if busy != run {
+            return Err(format!("pCPU busy time {busy} != vCPU CPU time {run}"));
+        }
+        Ok(())
+    }
+}

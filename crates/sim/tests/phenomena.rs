@@ -1,0 +1,74 @@
+//! The double-scheduling phenomena of the built-in scenarios, asserted from
+//! the mechanism: each comparison is between two runs that differ only in the
+//! one thing the phenomenon depends on.
+
+use serde_json::Value;
+use vmsched_sim::{run, scenarios, RunOptions};
+
+fn sim(name: &str, overrides: &[&str], ms: u64) -> Value {
+    let text = scenarios::find(name).unwrap().toml;
+    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let s = vmsched_sim::parse(text, &ov).unwrap();
+    let opts = RunOptions { validate: true, duration_ns: Some(ms * 1_000_000), ..Default::default() };
+    run(s, &opts, &mut |_, _| {}).unwrap().summary
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap()
+}
+
+#[test]
+fn two_vms_on_one_pcpu_split_it_and_steal_half() {
+    let s = sim("two-vms-one-pcpu", &[], 1000);
+    for vm in s["vms"].as_array().unwrap() {
+        let share = f(&vm["share"]);
+        let steal = f(&vm["steal_ns"]) / 1e9;
+        assert!((share - 0.5).abs() < 0.03, "share {share}");
+        assert!((steal - 0.5).abs() < 0.03, "steal {steal}");
+        // Each preemption hands the pCPU over: slices of the CFS period.
+        assert!(vm["vcpus"][0]["preemptions"].as_u64().unwrap() > 20);
+    }
+}
+
+#[test]
+fn ping_beside_a_cpu_bound_task_waits_for_the_competitor_slice() {
+    let alone = sim("anubis-table1", &["vm[0].workload[1].kind=\"ping\"", "vm[0].workload[1].rate_per_s=0.001"], 3000);
+    let mixed = sim("anubis-table1", &[], 3000);
+    let p = |s: &Value| f(&s["workloads"][0]["latency_ns"]["mean"]);
+    // Alone, the halted vCPU wakes with sleeper credit and preempts the hog
+    // VM at once; mixed, its vruntime is the hog's and it waits for a slice.
+    assert!(p(&mixed) > 5.0 * p(&alone), "mixed {} vs alone {}", p(&mixed), p(&alone));
+    assert!(f(&mixed["vms"][0]["vcpus"][0]["halted_ns"]) < 1e6);
+}
+
+#[test]
+fn stacked_vcpus_slow_a_barrier_program() {
+    let spread = sim("vcpu-stacking", &[], 1000);
+    let stacked = sim("vcpu-stacking", &["vm[0].pin=[0,0,0,0]"], 1000);
+    let done = |s: &Value| f(&s["workloads"][0]["completed"]);
+    assert!(done(&spread) > 1.5 * done(&stacked), "spread {} stacked {}", done(&spread), done(&stacked));
+}
+
+#[test]
+fn lock_holder_preemption_explains_the_overcommitted_slowdown() {
+    let alone = sim("lock-holder-preemption", &["vm[1].workload[0].kind=\"ping\"", "vm[1].workload[0].rate_per_s=0.001"], 1000);
+    let over = sim("lock-holder-preemption", &[], 1000);
+    let w = |s: &Value| f(&s["workloads"][0]["throughput_per_s"]);
+    let locks = |s: &Value| s["locks"]["locky"].clone();
+    assert!(w(&over) < 0.7 * w(&alone), "over {} alone {}", w(&over), w(&alone));
+    assert!(f(&locks(&over)["lhp_count"]) > 0.0);
+    assert_eq!(f(&locks(&alone)["lhp_count"]), 0.0);
+    let spin_share = |s: &Value| f(&locks(s)["spin_ns"]) / f(&s["workloads"][0]["cpu_time_ns"]);
+    assert!(spin_share(&over) > 2.0 * spin_share(&alone), "spin share over {} alone {}", spin_share(&over), spin_share(&alone));
+}
+
+#[test]
+fn a_running_task_stalls_while_its_vcpu_is_throttled() {
+    let s = sim("stalled-running-task", &[], 1000);
+    let task_cpu = f(&s["workloads"][0]["cpu_time_ns"]) / 1e9;
+    // Active 5 ms of every 10 ms: the thread gets about half a CPU although
+    // the VM's other vCPUs sit idle.
+    assert!((task_cpu - 0.5).abs() < 0.08, "task cpu {task_cpu}");
+    let halted: f64 = s["vms"][0]["vcpus"].as_array().unwrap().iter().map(|v| f(&v["halted_ns"])).sum::<f64>() / 1e9;
+    assert!(halted > 2.0, "idle vCPU time {halted}");
+}

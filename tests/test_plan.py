@@ -1,0 +1,154 @@
+"""`vmsched plan` end to end: the real CLI on files in a temporary directory."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmsched import _native
+
+VMSCHED = [sys.executable, "-c", "from vmsched.cli import main; main()"]
+TABLE_LENGTH_NS = 102_702_600  # Tableau Sec. 5 hyperperiod
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*VMSCHED, *args], cwd=cwd, capture_output=True, text=False, timeout=120)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+CONTRACT_INPUT = """
+[host]
+cores = 4
+
+[[vm]]
+name = "web"
+vcpus = 2
+utilization = 0.25
+latency_ms = 20
+
+[[vm]]
+name = "db"
+vcpus = 3
+utilization = 0.6
+latency_ms = 5
+"""
+
+
+def check_schema(table: dict) -> None:
+    length = table["table_length_ns"]
+    assert length == TABLE_LENGTH_NS
+    for core in table["cores"]:
+        assert isinstance(core["core"], int)
+        for a in core["allocations"]:
+            assert set(a) >= {"vm", "vcpu", "start_ns", "end_ns"}
+            assert 0 <= a["start_ns"] < a["end_ns"] <= length
+    for v in table["vcpus"]:
+        assert set(v) >= {"vm", "vcpu", "utilization", "latency_ms", "period_ns", "budget_ns"}
+        assert length % v["period_ns"] == 0
+        assert v["budget_ns"] >= v["utilization"] * v["period_ns"] - 1e-6
+
+
+def test_toml_plan_writes_a_verified_json_table(tmp_path: Path) -> None:
+    src = write(tmp_path / "hosts.toml", CONTRACT_INPUT)
+    result = run("plan", str(src), "--out", "table.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr.decode()
+    table = json.loads((tmp_path / "table.json").read_text())
+    check_schema(table)
+    assert [(v["vm"], v["vcpu"]) for v in table["vcpus"]] == [("web", 0), ("web", 1), ("db", 0), ("db", 1), ("db", 2)]
+    # Each vCPU gets at least U of the table.
+    for index, v in enumerate(table["vcpus"]):
+        served = sum(a["end_ns"] - a["start_ns"] for c in table["cores"] for a in c["allocations"]
+                     if (a["vm"], a["vcpu"]) == (v["vm"], v["vcpu"]))
+        assert served >= v["utilization"] * TABLE_LENGTH_NS - 1e-6, index
+    out = result.stdout.decode()
+    for needle in ("per-core reservation", "splits (C=D)", "clusters", "table size", "planning time", "verifier: PASS"):
+        assert needle in out
+    assert _native.verify_table_json((tmp_path / "table.json").read_text()) == []
+
+
+def test_json_input_and_stdout_output_match_toml(tmp_path: Path) -> None:
+    doc = {"host": {"cores": 4}, "vm": [
+        {"name": "web", "vcpus": 2, "utilization": 0.25, "latency_ms": 20},
+        {"name": "db", "vcpus": 3, "utilization": 0.6, "latency_ms": 5}]}
+    src_json = write(tmp_path / "hosts.json", json.dumps(doc))
+    src_toml = write(tmp_path / "hosts.toml", CONTRACT_INPUT)
+    from_json = run("plan", str(src_json), "--out", "-", cwd=tmp_path)
+    from_toml = run("plan", str(src_toml), "--out", "-", cwd=tmp_path)
+    assert from_json.returncode == 0 and from_toml.returncode == 0
+    assert from_json.stdout == from_toml.stdout  # same structure, same table, byte for byte
+    check_schema(json.loads(from_json.stdout))
+    assert b"verifier: PASS" in from_json.stderr
+
+
+def test_planning_is_deterministic(tmp_path: Path) -> None:
+    src = write(tmp_path / "hosts.toml", CONTRACT_INPUT)
+    for name in ("a.bin", "b.bin"):
+        assert run("plan", str(src), "--out", name, "--format", "bin", cwd=tmp_path).returncode == 0
+    a, b = (tmp_path / "a.bin").read_bytes(), (tmp_path / "b.bin").read_bytes()
+    assert a == b
+    assert a[:8] == b"VMSTABLE"
+    assert int.from_bytes(a[8:10], "little") == 1
+    decoded = json.loads(_native.binary_table_to_json(a))
+    check_schema(decoded)
+    corrupt = bytearray(a)
+    corrupt[20] ^= 0xFF
+    with pytest.raises(ValueError, match="checksum"):
+        _native.binary_table_to_json(bytes(corrupt))
+
+
+def test_explain_shows_periods_and_splits(tmp_path: Path) -> None:
+    src = write(tmp_path / "split.toml", '[host]\ncores = 2\n[[vm]]\nname = "v"\nvcpus = 3\nutilization = 0.6\nlatency_ms = 100\n')
+    result = run("plan", str(src), "--out", "t.json", "--explain", cwd=tmp_path)
+    assert result.returncode == 0
+    out = result.stdout.decode()
+    assert "split: v/2 into 2 pieces" in out
+    assert "102702600" in out  # T = H for U = 0.6, L = 100 ms
+    table = json.loads((tmp_path / "t.json").read_text())
+    assert [v["placement"] for v in table["vcpus"]] == ["partitioned", "partitioned", "split"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[host]\ncores = 2\n[[vm]]\nname = "a"\nutilization = 0\n', "vm[0].utilization: 0 is outside (0, 1]"),
+        ('[host]\ncores = 2\n[[vm]]\nname = "a"\n[[vm]]\nname = "b"\nutilization = 1.5\n', "vm[1].utilization: 1.5 is outside (0, 1]"),
+        ('[host]\ncores = 1\n[[vm]]\nname = "a"\nvcpus = 3\nutilization = 0.5\n', "vm: total utilization 1.500000 exceeds the 1 guest cores"),
+        ('[host]\ncores = 2\n[[vm]]\nname = "a"\nutilization = 0.5\nlatency_ms = 0.01\n', "vm[0].latency_ms: 0.01 ms cannot be enforced"),
+        ('[host]\ncores = 2\n[[host.group]]\ncores = [0, 7]\n', "host.group[0].cores[1]: unknown core 7"),
+        ('[host]\ncores = 2\n[[vm]]\nname = "a"\nlatency = 3\n', "vm[0].latency: unknown field `latency`, expected one of"),
+    ],
+)
+def test_bad_input_is_rejected_with_file_field_and_fix(tmp_path: Path, text: str, expected: str) -> None:
+    src = write(tmp_path / "bad.toml", text)
+    result = run("plan", str(src), "--out", "t.json", cwd=tmp_path)
+    assert result.returncode != 0
+    err = result.stderr.decode()
+    assert err.startswith(f"error: {src}: "), err
+    assert expected in err, err
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_unreadable_and_unknown_inputs_fail(tmp_path: Path) -> None:
+    missing = run("plan", str(tmp_path / "nope.toml"), "--out", "t.json", cwd=tmp_path)
+    assert missing.returncode != 0 and b"cannot read" in missing.stderr
+    odd = write(tmp_path / "hosts.yaml", "host: {}")
+    result = run("plan", str(odd), "--out", "t.json", cwd=tmp_path)
+    assert result.returncode != 0 and b"use a .toml or .json file" in result.stderr
+
+
+def test_paper_figure_3_setting_plans_quickly(tmp_path: Path) -> None:
+    lines = ["[host]", "cores = 44"]
+    for i in range(176):
+        lines += ["[[vm]]", f'name = "vm{i}"', "utilization = 0.25", "latency_ms = 1"]
+    table_json, table_bin, report_json = _native.plan_table("\n".join(lines), "toml")
+    report = json.loads(report_json)
+    assert report["verified"] and report["splits"] == [] and report["clusters"] == []
+    assert all(abs(c["utilization"] - 1.0) < 1e-12 for c in report["cores"])
+    check_schema(json.loads(table_json))
