@@ -67,5 +67,5 @@ def test_bad_variant_is_a_user_error(cli, two_variant_scenario, tmp_path):
 
 
 def test_variant_spec_keeps_commas_inside_values():
-    assert parse_variant("pin=vm.0.pin=[0,1],host.hz=1000", "cli") == ("pin", ["vm.0.pin=[0,1]", "host.hz=1000"])
+    assert parse_variant("pin=vm[0].pin=[0,1],host.hz=1000", "cli") == ("pin", ["vm[0].pin=[0,1]", "host.hz=1000"])
     assert parse_variant("base=", "cli") == ("base", [])

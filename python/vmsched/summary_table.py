@@ -1,6 +1,7 @@
 """The human summary of one run: host, per-VM, per-workload and lock tables."""
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -28,6 +29,11 @@ def steal_fraction(vm: dict, duration_ns: int) -> float:
     return vm["steal_ns"] / vcpu_time if vcpu_time else 0.0
 
 
+def _name_width(names) -> int:
+    """Names are what a reader scans for: keep them whole up to a reasonable width."""
+    return min(max((len(name) for name in names), default=0), 24)
+
+
 def _host_line(summary: dict) -> Text:
     host = summary["host"]
     capacity = host["pcpus"] * summary["duration_ns"]
@@ -40,10 +46,11 @@ def _host_line(summary: dict) -> Text:
 
 
 def _vm_table(summary: dict) -> Table:
-    table = Table(title="VMs", title_justify="left",
+    table = Table(title="VMs", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   caption="share and entitled in pCPUs; steal as a fraction of vCPU time", caption_justify="left")
     for header in ("VM", "vCPUs", "share", "entitled", "used", "steal", "ctx sw", "migr", "wakeups", "IPIs"):
-        table.add_column(header, justify="left" if header == "VM" else "right")
+        table.add_column(header, justify="left" if header == "VM" else "right", no_wrap=True,
+                         min_width=_name_width(vm["name"] for vm in summary["vms"]) if header == "VM" else None)
     for vm in summary["vms"]:
         ratio = vm["share"] / vm["entitlement"] if vm["entitlement"] else None
         table.add_row(
@@ -56,13 +63,15 @@ def _vm_table(summary: dict) -> Table:
 
 
 def _workload_table(summary: dict) -> Table:
-    table = Table(title="Workloads", title_justify="left")
-    for header in ("workload", "VM", "kind", "done", "per s", "p50", "p99", "max", "CPU time"):
-        table.add_column(header, justify="left" if header in ("workload", "VM", "kind") else "right")
+    table = Table(title="Workloads", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for header in ("workload", "VM", "done", "per s", "p50", "p99", "max", "CPU time"):
+        table.add_column(header, justify="left" if header in ("workload", "VM") else "right",
+                         no_wrap=True, min_width=_name_width(
+                             w["name"] for w in summary["workloads"]) if header == "workload" else None)
     for workload in summary["workloads"]:
         latency = workload.get("latency_ns") or {}
         table.add_row(
-            workload["name"], workload["vm"], workload["kind"], format_count(workload["completed"]),
+            workload["name"], workload["vm"], format_count(workload["completed"]),
             f"{workload['throughput_per_s']:,.4g}", format_ns(latency.get("p50")),
             format_ns(latency.get("p99")), format_ns(latency.get("max")),
             format_ns(workload.get("cpu_time_ns")))
@@ -70,7 +79,7 @@ def _workload_table(summary: dict) -> Table:
 
 
 def _lock_table(summary: dict) -> Table:
-    table = Table(title="Locks", title_justify="left")
+    table = Table(title="Locks", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for header in ("VM", "lock-holder preempted", "lock-waiter preempted", "spin time"):
         table.add_column(header, justify="left" if header == "VM" else "right")
     for vm, locks in summary["locks"].items():
