@@ -57,13 +57,18 @@ def load_scenario(spec: str | Path) -> Scenario:
     raise UserError(f"{spec}: unknown scenario; built-ins are {', '.join(sorted(builtins))}")
 
 
+def _user_error(err: ValueError) -> UserError:
+    """The engine's message, on one line (parser messages can span several)."""
+    return UserError(" ".join(line.strip() for line in str(err).splitlines() if line.strip()))
+
+
 def normalize(scenario: Scenario, overrides: Iterable[str] = ()) -> dict:
     """The scenario with defaults filled and overrides applied, checked by the engine's schema."""
     overrides = [check_override(item, scenario.source) for item in overrides]
     try:
         return json.loads(_native.validate_scenario(scenario.text, scenario.source, overrides))
     except ValueError as err:
-        raise UserError(str(err)) from err
+        raise _user_error(err) from err
 
 
 def _duration_ns(duration: int | str | None) -> int | None:
@@ -171,5 +176,5 @@ def run(scenario: str | Path | Scenario = DEFAULT_SCENARIO, seed: int | None = N
             source.text, source.source, overrides, seed, _duration_ns(duration),
             validate, record, trace_window, progress)
     except ValueError as err:
-        raise UserError(str(err)) from err
+        raise _user_error(err) from err
     return Result(summary_json, tables, source, overrides, config)
