@@ -34,7 +34,16 @@ def default_simpy_script() -> Path:
 
 
 def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    """Peak resident memory of this process. Linux carries getrusage's ru_maxrss across
+    exec, so a child started by a large parent would report the parent's peak; VmHWM
+    belongs to the process's own address space."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _engine_child(name: str, duration_ns: int | None) -> dict:
@@ -116,7 +125,7 @@ def print_bench(figures: dict, console) -> None:
     for name, measured in rows:
         table.add_row(name, f"{measured['sim_s']:g}", f"{measured['wall_s']:.3f}",
                       f"{measured['events_per_s']:,.0f}", f"{measured['sim_s_per_wall_s']:,.2f}",
-                      f"{measured['peak_rss_mb']:.0f}")
+                      f"{measured['peak_rss_mb']:.1f}")
     console.print(table)
     console.print(f"vmsched / SimPy, simulated seconds per wall second on the same model: "
                   f"[bold]{figures['speed_ratio']:.1f}x[/]")

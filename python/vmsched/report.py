@@ -124,6 +124,15 @@ def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
     return fig
 
 
+def first_span(states: pl.DataFrame, span_ns: int) -> pl.DataFrame:
+    """The states within the first span_ns of the table, clipped to it."""
+    if states.is_empty():
+        return states
+    end = states["start_ns"].min() + span_ns
+    return (states.filter(pl.col("start_ns") < end)
+            .with_columns(pl.min_horizontal("end_ns", pl.lit(end, dtype=states["end_ns"].dtype)).alias("end_ns")))
+
+
 def vcpu_timeline(run: RunData) -> go.Figure | None:
     states = run.frame("vcpu_states")
     if states.is_empty():
@@ -179,7 +188,8 @@ def build_report(runs: list[RunData], title: str) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>{_STYLE}</style></head><body>
 <h1>{html.escape(title)}</h1>
-<p>{html.escape(first.get("description", ""))} Seed {first["seed"]}, {first["duration_ns"] / 1e9:g} simulated s.</p>
+<p>{html.escape(first.get("description", ""))}</p>
+<p>Seed {first["seed"]}, {first["duration_ns"] / 1e9:g} simulated s.</p>
 <h2>Summary</h2>{summary_table_html(runs)}
 <h2>Charts</h2>{charts}
 <h2>Configuration</h2>{configs}
@@ -207,6 +217,8 @@ def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: 
         if window or "vcpu_states" not in run.frames:
             window = window or (0, min(run.summary["duration_ns"], DEFAULT_TIMELINE_NS))
             run.frames["vcpu_states"] = rerun_vcpu_states(run_dir, window)
+        else:  # a long traced window would make an unreadable (and heavy) timeline
+            run.frames["vcpu_states"] = first_span(run.frames["vcpu_states"], DEFAULT_TIMELINE_NS)
         runs = [run]
     title = title or f"vmsched: {runs[0].summary['scenario']}"
     return write_atomic(run_dir / "report.html", build_report(runs, title))
