@@ -98,13 +98,5 @@ def plan(
         console.print(f"wrote {out} ({table_format.value})")
 
 
-def _root() -> None:
-    """vmsched: CPU scheduling in virtualized clouds, simulated and probed."""
-
-
 def register(app: typer.Typer) -> None:
     app.command("plan")(plan)
-    # Typer runs a lone command as the whole program; an explicit root callback
-    # keeps `vmsched plan ...` a subcommand however many others are registered.
-    if app.registered_callback is None:
-        app.callback()(_root)

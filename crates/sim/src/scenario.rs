@@ -268,8 +268,12 @@ pub struct Guest {
     /// include/linux/sched/rt.h), tunable via sched_rr_timeslice_ms.
     #[serde(default = "rr_timeslice")]
     pub rr_timeslice_ms: f64,
-    /// HRTICK scheduler feature: enforce slices with a high-resolution timer
-    /// instead of at the next tick (kernel/sched/features.h, off by default).
+    /// HRTICK scheduler feature: enforce fair slices with a high-resolution
+    /// timer instead of at the next tick (kernel/sched/features.h, off by
+    /// default). vmsched extends it to SCHED_RR, whose timeslice Linux
+    /// charges in whole jiffies at the tick: with `hrtick` an RR slice is
+    /// exactly `rr_timeslice_ms` of runtime (an idealization, used by the
+    /// SimPy-equivalent benchmark).
     #[serde(default)]
     pub hrtick: bool,
     /// Groups of vCPUs the guest believes share a last-level cache; default one

@@ -50,7 +50,7 @@ struct GuestRq {
     curr: Option<u32>,
     /// Runnable SCHED_IDLE tasks (curr included), for sched_idle_cpu().
     idle_policy_nr: u32,
-    /// Task clock when the current RR task was last charged.
+    /// Task clock when the current RR task was last charged (RR hrtick).
     rr_mark: u64,
     clock_task: u64,
     clock_last: u64,
@@ -342,7 +342,7 @@ impl GuestLinux {
         next
     }
 
-    /// With HRTICK, how long until the current task's slice ends.
+    /// With HRTICK, how long until the current fair task's slice ends.
     pub fn hrtick_delay(&self, v: u32) -> Option<u64> {
         if !self.hrtick {
             return None;
@@ -350,6 +350,9 @@ impl GuestLinux {
         let rq = &self.rqs[v as usize];
         let c = rq.curr?;
         let task = &self.tasks[c as usize];
+        // Linux's HRTICK covers the fair class only (hrtick_start_fair());
+        // vmsched extends it to RR timeslices, charged by exact runtime, as
+        // an idealized model (see `Guest::hrtick`).
         match task.policy {
             Policy::Rr => Some(task.rr_left),
             Policy::Fifo => None,
@@ -358,10 +361,10 @@ impl GuestLinux {
         }
     }
 
-    /// The slice checks of task_tick_fair() / task_tick_rt() (also run by
-    /// the HRTICK timer): charges the current task and tells whether it
-    /// should yield. An expired RR task goes to the tail of its list when
-    /// others share its priority.
+    /// The slice checks of task_tick_fair() / task_tick_rt(), also run by
+    /// the hrtick timer: charges the current task and tells whether it should
+    /// yield. An expired RR task goes to the tail of its list when others
+    /// share its priority.
     pub fn slice_expired(&mut self, view: &GuestView, v: u32) -> bool {
         self.update_clock(view, v);
         let now = self.rqs[v as usize].clock_task;
@@ -370,11 +373,15 @@ impl GuestLinux {
         match self.tasks[c as usize].policy {
             Policy::Fifo => false,
             Policy::Rr => {
-                let rq = &mut self.rqs[v as usize];
-                let ran = now - rq.rr_mark;
-                rq.rr_mark = now;
+                // task_tick_rt() charges one jiffy per tick; with the RR
+                // hrtick extension the exact runtime is charged instead.
+                let charge = if self.hrtick {
+                    now - std::mem::replace(&mut self.rqs[v as usize].rr_mark, now)
+                } else {
+                    self.tick_ns
+                };
                 let task = &mut self.tasks[c as usize];
-                task.rr_left = task.rr_left.saturating_sub(ran);
+                task.rr_left = task.rr_left.saturating_sub(charge);
                 if task.rr_left > 0 {
                     return false;
                 }

@@ -69,7 +69,7 @@ impl World {
                     pending: Vec::new(),
                     need_resched: false,
                     tick_pending: false,
-                    hrtick_gen: 0,
+                    hrtick_at: None,
                     state_since: 0,
                     task_since: 0,
                 });

@@ -162,7 +162,7 @@ impl World {
                     let has_waiters = !bar.waiters.is_empty();
                     let bucket = bar.bucket;
                     for s in spinners {
-                        self.release_spinner(s);
+                        self.release_spinner(s, v);
                     }
                     if has_waiters {
                         self.futex_path(t, bucket, KStep::WakeBarrier(b));
@@ -276,7 +276,8 @@ impl World {
             if !self.executing(n) {
                 self.vms[vm as usize].lwp_count += 1;
             }
-            self.release_spinner(n);
+            let from = self.tasks[t as usize].last_vcpu;
+            self.release_spinner(n, from);
         }
         true
     }
@@ -292,12 +293,17 @@ impl World {
     }
 
     /// A busy-waiting task's condition holds: it goes on when it next runs.
-    fn release_spinner(&mut self, s: TaskId) {
+    /// A running spinner sees the release after the cache line moves from
+    /// the releasing vCPU's pCPU (`from`) to its own.
+    fn release_spinner(&mut self, s: TaskId, from: VcpuId) {
         debug_assert!(matches!(self.tasks[s as usize].exec, Exec::Spin { .. }));
         let v = self.tasks[s as usize].last_vcpu;
         let current = self.vcpus[v as usize].curr_task == Some(s);
         if current {
             self.account(v);
+            if let (Some(p), Some(q)) = (self.vcpus[from as usize].pcpu, self.vcpus[v as usize].pcpu) {
+                self.vcpus[v as usize].overhead += self.machine.line_latency_ns(p, q);
+            }
         }
         self.tasks[s as usize].exec = Exec::Ready;
         if current {
@@ -348,12 +354,13 @@ impl World {
         self.spin(t, v, SpinOn::TlbAcks, None)
     }
 
-    pub(super) fn tlb_ack(&mut self, sender: TaskId) {
+    /// vCPU `by` acknowledges a shootdown of task `sender`.
+    pub(super) fn tlb_ack(&mut self, sender: TaskId, by: VcpuId) {
         let task = &mut self.tasks[sender as usize];
         task.tlb_outstanding -= 1;
         if task.tlb_outstanding == 0 {
             task.preempt_count -= 1;
-            self.release_spinner(sender);
+            self.release_spinner(sender, by);
         }
     }
 

@@ -91,9 +91,14 @@ impl World {
         }
         match next {
             None => self.vcpu_halt(v),
-            Some(_) => {
+            Some(t) => {
                 self.arm_hrtick(v);
-                self.plan(v);
+                if self.tasks[t as usize].exec == Exec::Ready && self.vcpus[v as usize].overhead == 0 {
+                    // Nothing to wait for: the task continues at once.
+                    self.advance(t, v);
+                } else {
+                    self.plan(v);
+                }
             }
         }
     }
@@ -113,6 +118,7 @@ impl World {
         let vc = &mut self.vcpus[v as usize];
         vc.task_since = now;
         vc.curr_task = next;
+        vc.hrtick_at = None;
         if let Some(n) = next {
             vc.context_switches += 1;
             vc.overhead += self.ov.task_switch_ns;
@@ -126,23 +132,23 @@ impl World {
         }
     }
 
-    /// With HRTICK, a timer interrupt at the end of the current slice.
+    /// With HRTICK, a timer at the end of the current slice.
     fn arm_hrtick(&mut self, v: VcpuId) {
         let vm = self.vcpus[v as usize].vm;
         let local = self.vcpus[v as usize].local;
-        if let Some(delay) = self.vms[vm as usize].guest.hrtick_delay(local) {
-            let vc = &mut self.vcpus[v as usize];
-            vc.hrtick_gen += 1;
-            let gen = vc.hrtick_gen;
-            self.raise(None, v, irq::Kind::Timer, irq::What::Hrtick(gen), delay.max(1));
-        }
+        let delay = self.vms[vm as usize].guest.hrtick_delay(local);
+        self.vcpus[v as usize].hrtick_at = delay.map(|d| self.now + d.max(1));
     }
 
-    pub(super) fn hrtick(&mut self, v: VcpuId, gen: u64) {
-        if self.vcpus[v as usize].hrtick_gen != gen {
-            return;
-        }
+    /// The hrtick timer interrupt (handled like any timer interrupt).
+    pub(super) fn hrtick_fires(&mut self, v: VcpuId) {
+        let armed = self.vcpus[v as usize].hrtick_at.take().expect("armed hrtick");
         let vm = self.vcpus[v as usize].vm;
+        let st = &mut self.vms[vm as usize];
+        st.irq_count += 1;
+        st.irq_pending_sum += self.now - armed;
+        st.irq_pending_max = st.irq_pending_max.max(self.now - armed);
+        self.vcpus[v as usize].overhead += self.ov.irq_handler_ns;
         let local = self.vcpus[v as usize].local;
         if with_guest!(self, vm, |g, view| g.slice_expired(&view, local)) {
             self.request_guest_resched(v);

@@ -31,7 +31,6 @@ pub enum What {
     Wake(TaskId),
     /// A device interrupt of a workload (payload is the workload's).
     Workload(u32, u64),
-    Hrtick(u64),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -123,9 +122,8 @@ impl World {
     fn handle(&mut self, v: VcpuId, what: What) {
         match what {
             What::Resched => self.request_guest_resched(v),
-            What::TlbAck(sender) => self.tlb_ack(sender),
+            What::TlbAck(sender) => self.tlb_ack(sender, v),
             What::Wake(t) => self.wake_task(t, Some(v), false),
-            What::Hrtick(gen) => self.hrtick(v, gen),
             What::Workload(w, payload) => {
                 // The reply or the queueing happens at the end of the handler.
                 self.now += self.ov.irq_handler_ns;

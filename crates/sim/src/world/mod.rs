@@ -72,7 +72,8 @@ pub struct Vcpu {
     pending: Vec<u32>,
     need_resched: bool,
     tick_pending: bool,
-    hrtick_gen: u64,
+    /// When the armed hrtick timer expires.
+    hrtick_at: Option<u64>,
     state_since: u64,
     task_since: u64,
 }
@@ -273,11 +274,19 @@ impl World {
             }
         }
         let start = self.now + overhead;
-        let at = match self.tasks[t as usize].exec {
-            Exec::Ready => start,
-            Exec::Compute(left) => start + (left / self.rate(v)).ceil() as u64,
-            Exec::Spin { budget: Some(b), .. } => start + (b / self.rate(v)).ceil() as u64,
-            _ => {
+        let done = match self.tasks[t as usize].exec {
+            Exec::Ready => Some(start),
+            Exec::Compute(left) => Some(start + (left / self.rate(v)).ceil() as u64),
+            Exec::Spin { budget: Some(b), .. } => Some(start + (b / self.rate(v)).ceil() as u64),
+            _ => None,
+        };
+        // The hrtick timer shares the progress event (it fires at the earlier
+        // of the two); past its time it fires as soon as the vCPU runs.
+        let hrtick = self.vcpus[v as usize].hrtick_at.map(|h| h.max(self.now));
+        let at = match (done, hrtick) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => {
                 self.vcpus[v as usize].plan_gen += 1;
                 self.vcpus[v as usize].planned_at = None;
                 return;
@@ -299,11 +308,17 @@ impl World {
         }
         self.vcpus[v as usize].planned_at = None;
         self.account(v);
+        if self.vcpus[v as usize].hrtick_at.is_some_and(|h| h <= self.now) {
+            self.hrtick_fires(v);
+        }
         let t = self.vcpus[v as usize].curr_task.expect("progress of a task");
+        // Work left below a millionth of a ns is float residue of the
+        // completion time's rounding: the step is done.
         match self.tasks[t as usize].exec {
-            Exec::Ready | Exec::Compute(_) => self.advance(t, v),
-            Exec::Spin { on, budget: Some(_) } => self.spin_budget_expired(t, v, on),
-            other => unreachable!("progress event for task in state {other:?}"),
+            Exec::Ready => self.advance(t, v),
+            Exec::Compute(left) if left < 1e-6 => self.advance(t, v),
+            Exec::Spin { on, budget: Some(b) } if b < 1e-6 => self.spin_budget_expired(t, v, on),
+            _ => self.plan(v),
         }
     }
 
