@@ -47,8 +47,7 @@ class LateProgress:
         if self.bar is None:
             if time.monotonic() - self.started < self.delay_s:
                 return
-            # The engine holds the interpreter while it runs, so the bar is refreshed
-            # from these callbacks rather than from rich's refresh thread.
+            # Redrawn from these callbacks only, so the bar moves with simulated time.
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
                                 TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
                                 console=status, auto_refresh=False, transient=True)
@@ -82,7 +81,7 @@ def run(
     trace: Annotated[bool, typer.Option(help="Write trace.json for the Perfetto UI.")] = False,
     trace_window: Annotated[Optional[str], typer.Option(help="Trace only START:END, e.g. 0.1s:0.3s (implies --trace).")] = None,
     force: Annotated[bool, typer.Option(help="Write the trace even beyond the size limit.")] = False,
-    trace_limit_mb: Annotated[float, typer.Option(help="Largest trace written without --force or a window.")] = 256,
+    trace_limit_mb: Annotated[float, typer.Option(help="Largest trace written without --force.")] = 256,
     report: Annotated[bool, typer.Option(help="Write report.html.")] = False,
 ) -> None:
     """Run a scenario, print its summary and write DIR/summary.json (plus tables, trace, report)."""
@@ -113,7 +112,7 @@ def run(
     result.save(out_dir, tables=api.RECORD_TABLES)
     status.print(f"wrote {out_dir / 'summary.json'}" + (" and Parquet tables" if record else ""))
     if trace or window:
-        _write_trace(result, out_dir, window, force or window is not None, trace_limit_mb)
+        _write_trace(result, out_dir, window, force, trace_limit_mb)
     if report:
         from .report import write_report
         status.print(f"wrote {write_report(out_dir)}")
@@ -123,10 +122,10 @@ def _window(text: str) -> tuple[int, int]:
     return _user_input(lambda: parse_window_ns(text))
 
 
-def _write_trace(result, out_dir: Path, window: tuple[int, int] | None, unlimited: bool,
+def _write_trace(result, out_dir: Path, window: tuple[int, int] | None, force: bool,
                  limit_mb: float) -> None:
-    """trace.json plus the trace tables as Parquet, after a size check: a whole-run trace
-    past the limit is refused (the summary and tables are already written)."""
+    """trace.json plus the trace tables as Parquet, after a size check: a trace past the
+    limit is refused unless forced (the summary and tables are already written)."""
     from . import api
     from .atomic import write_atomic
     from .tables import write_tables
@@ -138,7 +137,7 @@ def _write_trace(result, out_dir: Path, window: tuple[int, int] | None, unlimite
     builder = TraceBuilder(summary, frames, (start, min(end, summary["duration_ns"])))
     estimate = builder.estimated_bytes()
     status.print(f"trace: about {builder.event_count():,} events, {estimate / 2**20:.1f} MB")
-    if estimate > limit_mb * 2**20 and not unlimited:
+    if estimate > limit_mb * 2**20 and not force:
         raise fail(f"{out_dir / 'trace.json'}: a trace of about {estimate / 2**20:.0f} MB exceeds "
                    f"{limit_mb:g} MB; narrow it with --trace-window START:END or pass --force")
     write_tables({name: frames[name] for name in api.TRACE_TABLES if name in frames}, out_dir)
