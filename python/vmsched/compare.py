@@ -6,6 +6,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import polars as pl
@@ -29,7 +30,7 @@ class Comparison:
     variants: list[Variant]
     results: list[api.Result]
 
-    @property
+    @cached_property
     def frame(self) -> pl.DataFrame:
         """Long form: one row per (metric, variant) with its ratio to the first variant."""
         base = {m.name: m.value for m in headline_metrics(self.results[0].summary)}
@@ -61,7 +62,7 @@ def resolve_variants(scenario: api.Scenario, config: dict, specs: Iterable[str])
     """Variants given on the command line replace those of the scenario file."""
     given = [Variant(*parse_variant(spec, scenario.source)) for spec in specs]
     variants = given or scenario_variants(scenario, config)
-    if len(variants) < 1:
+    if not variants:
         raise UserError(f"{scenario.source}: variants: none given; add [variants.NAME] tables "
                         "or --variant NAME=key=value,...")
     names = [v.name for v in variants]
