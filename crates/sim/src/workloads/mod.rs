@@ -74,8 +74,6 @@ pub struct WorkloadMetrics {
     pub has_latency: bool,
     pub rows: Vec<RequestRow>,
     pub record_rows: bool,
-    /// The time the first unit of work could start.
-    pub start_ns: u64,
 }
 
 impl WorkloadMetrics {

@@ -433,7 +433,6 @@ impl World {
     }
 
     fn start_workload(&mut self, w: u32) {
-        self.workloads[w as usize].metrics.start_ns = self.now;
         for i in 0..self.workloads[w as usize].tasks.len() {
             let t = self.workloads[w as usize].tasks[i];
             self.wake_task(t, None, true);
