@@ -1,1 +1,21 @@
-"""vmsched: a laboratory for CPU scheduling in virtualized clouds."""
+"""vmsched: a laboratory for CPU scheduling in virtualized clouds.
+
+`vmsched.run`, `vmsched.compare` and `vmsched.scenarios` are the Python API; they load
+lazily so that `import vmsched._native` (the benchmark's child processes) and the CLI's
+start-up stay free of polars and plotly until they are needed."""
+from __future__ import annotations
+
+from importlib import import_module
+
+_EXPORTS = {
+    "run": "api", "scenarios": "api", "load_scenario": "api", "Result": "api",
+    "compare": "compare", "write_report": "report",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'vmsched' has no attribute {name!r}")
+    module = import_module(f".{_EXPORTS[name]}", __name__)
+    return getattr(module, name)

@@ -1,0 +1,180 @@
+"""The Python API over the native simulator: resolve a scenario, run it, and hand back
+its summary and tables as polars data frames."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import polars as pl
+
+from . import _native
+from .atomic import write_atomic
+from .errors import UserError
+from .overrides import check_override, parse_duration_ns
+from .tables import write_tables
+
+DEFAULT_SCENARIO = "default"
+# Tables the engine returns with record=True; the trace tables come only with a window.
+RECORD_TABLES = ("requests", "samples", "tasks")
+TRACE_TABLES = ("pcpu_slices", "vcpu_states", "task_slices", "irqs")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Scenario text plus the name errors are reported under (a path or builtin:NAME)."""
+    text: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    name: str
+    description: str
+    toml: str
+
+
+def scenarios() -> list[ScenarioInfo]:
+    """The built-in scenarios, in the engine's order."""
+    return [ScenarioInfo(*entry) for entry in _native.builtin_scenarios()]
+
+
+def load_scenario(spec: str | Path) -> Scenario:
+    """A built-in name, or a path to a TOML file."""
+    path = Path(spec)
+    builtins = {info.name: info for info in scenarios()}
+    if str(spec) in builtins and not path.is_file():
+        return Scenario(builtins[str(spec)].toml, f"builtin:{spec}")
+    if path.is_file():
+        try:
+            return Scenario(path.read_text(), str(spec))
+        except (OSError, UnicodeDecodeError) as err:
+            raise UserError(f"{spec}: cannot read: {err}") from err
+    if path.suffix == ".toml" or path.parent != Path("."):
+        raise UserError(f"{spec}: no such file")
+    raise UserError(f"{spec}: unknown scenario; built-ins are {', '.join(sorted(builtins))}")
+
+
+def _user_error(err: ValueError) -> UserError:
+    """The engine's message, on one line (parser messages can span several)."""
+    return UserError(" ".join(line.strip() for line in str(err).splitlines() if line.strip()))
+
+
+def normalize(scenario: Scenario, overrides: Iterable[str] = ()) -> dict:
+    """The scenario with defaults filled and overrides applied, checked by the engine's schema."""
+    overrides = [check_override(item, scenario.source) for item in overrides]
+    try:
+        return json.loads(_native.validate_scenario(scenario.text, scenario.source, overrides))
+    except ValueError as err:
+        raise _user_error(err) from err
+
+
+def _duration_ns(duration: int | str | None) -> int | None:
+    if duration is None or isinstance(duration, int):
+        return duration
+    return parse_duration_ns(duration)
+
+
+def _flatten(record: dict, prefix: str = "") -> dict:
+    """Nested dicts become prefix_key columns; lists (the per-vCPU rows) are left out."""
+    flat = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}_"))
+        elif not isinstance(value, list):
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _frame(rows: list[dict]) -> pl.DataFrame:
+    return pl.from_dicts(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+@dataclass
+class Result:
+    """One run: `summary` is the parsed summary.json; the frames come from it and from the
+    engine's recorded tables."""
+    summary_json: str
+    tables: dict | None
+    scenario: Scenario
+    overrides: list[str]
+    config: dict = field(repr=False)
+
+    @cached_property
+    def summary(self) -> dict:
+        return json.loads(self.summary_json)
+
+    @cached_property
+    def vms(self) -> pl.DataFrame:
+        return _frame([{**_flatten(vm), "vcpu_count": len(vm.get("vcpus", []))}
+                       for vm in self.summary["vms"]])
+
+    @cached_property
+    def vcpus(self) -> pl.DataFrame:
+        return _frame([{"vm": vm["name"], **_flatten(vcpu)}
+                       for vm in self.summary["vms"] for vcpu in vm.get("vcpus", [])])
+
+    @cached_property
+    def workloads(self) -> pl.DataFrame:
+        return _frame([_flatten(workload) for workload in self.summary["workloads"]])
+
+    @cached_property
+    def locks(self) -> pl.DataFrame:
+        return _frame([{"vm": vm, **_flatten(counts)} for vm, counts in self.summary["locks"].items()])
+
+    def table(self, name: str) -> pl.DataFrame:
+        if self.tables is None or name not in self.tables:
+            raise ValueError(f"table {name!r} was not recorded: run with record=True"
+                             + (" and a trace window" if name in TRACE_TABLES else ""))
+        return pl.DataFrame(self.tables[name])
+
+    @property
+    def requests(self) -> pl.DataFrame:
+        return self.table("requests")
+
+    @property
+    def samples(self) -> pl.DataFrame:
+        return self.table("samples")
+
+    @property
+    def tasks(self) -> pl.DataFrame:
+        return self.table("tasks")
+
+    def recorded_tables(self) -> dict[str, pl.DataFrame]:
+        return {name: pl.DataFrame(cols) for name, cols in (self.tables or {}).items()}
+
+    def save(self, out_dir: str | Path, tables: Iterable[str] | None = None) -> list[Path]:
+        """summary.json exactly as the engine wrote it, run.json (what reproduces the run:
+        scenario text, overrides, seed, plus the normalized configuration) and one Parquet
+        file per recorded table (or per table named in `tables`); each written atomically."""
+        out_dir = Path(out_dir)
+        reproduce = {"source": self.scenario.source, "overrides": self.overrides,
+                     "seed": self.summary["seed"], "duration_ns": self.summary["duration_ns"],
+                     "scenario_text": self.scenario.text, "config": self.config}
+        frames = self.recorded_tables()
+        if tables is not None:
+            frames = {name: frames[name] for name in tables if name in frames}
+        return [write_atomic(out_dir / "summary.json", self.summary_json),
+                write_atomic(out_dir / "run.json", json.dumps(reproduce, indent=2) + "\n"),
+                *write_tables(frames, out_dir)]
+
+def run(scenario: str | Path | Scenario = DEFAULT_SCENARIO, seed: int | None = None,
+        set: Iterable[str] | None = None, duration: int | str | None = None,
+        validate: bool = False, record: bool = True,
+        trace_window: tuple[int, int] | None = None,
+        progress: Callable[[int, int], None] | None = None) -> Result:
+    """Run a scenario (built-in name, path or Scenario). `set` holds dotted.key=value
+    overrides; `duration` is ns or a string like '2s'; `validate` checks the engine's
+    invariants after every event; `trace_window` (start_ns, end_ns) records the trace tables."""
+    source = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    overrides = list(set or [])
+    config = normalize(source, overrides)
+    try:
+        summary_json, tables = _native.run_scenario(
+            source.text, source.source, overrides, seed, _duration_ns(duration),
+            validate, record, trace_window, progress)
+    except ValueError as err:
+        raise _user_error(err) from err
+    return Result(summary_json, tables, source, overrides, config)

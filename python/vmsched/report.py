@@ -1,0 +1,224 @@
+"""Self-contained HTML report of one run, or of several variants overlaid.
+
+plotly.js is embedded once, inline, so the file opens without a network."""
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import plotly.graph_objects as go
+import polars as pl
+
+from . import api
+from .atomic import write_atomic
+from .metrics import format_value, headline_metrics, ratio
+from .tables import read_tables
+
+# Tables the report reads from a run directory, when present.
+REPORT_TABLES = ("requests", "samples", "vcpu_states")
+STATE_COLORS = {"running": "#2ca02c", "preempted": "#d62728", "halted": "#c7c7c7"}
+CDF_POINTS = 500  # points per latency CDF: enough to draw, small enough to embed
+DEFAULT_TIMELINE_NS = 50_000_000
+
+
+@dataclass
+class RunData:
+    """What the report needs from one run."""
+    label: str
+    summary: dict
+    config: dict
+    frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+    def frame(self, name: str) -> pl.DataFrame:
+        return self.frames.get(name, pl.DataFrame())
+
+
+def load_run(run_dir: Path, label: str | None = None) -> RunData:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    run_path = run_dir / "run.json"
+    config = json.loads(run_path.read_text())["config"] if run_path.is_file() else {}
+    return RunData(label or summary["scenario"], summary, config, read_tables(run_dir, REPORT_TABLES))
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric_from: int) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"num" if i >= numeric_from else ""}">{html.escape(cell)}</td>'
+                         for i, cell in enumerate(row)) + "</tr>"
+        for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def summary_table_html(runs: list[RunData]) -> str:
+    """Metrics as rows, runs as columns, each later run with its ratio to the first."""
+    per_run = [headline_metrics(run.summary) for run in runs]
+    base = per_run[0]
+    headers = ["metric", "unit", "better"]
+    for index, run in enumerate(runs):
+        headers += [run.label] if index == 0 else [run.label, "ratio"]
+    rows = []
+    for position, metric in enumerate(base):
+        row = [metric.name, metric.unit, metric.better, format_value(metric.value)]
+        for metrics in per_run[1:]:
+            other = next((m for m in metrics if m.name == metric.name), None)
+            value = other.value if other else None
+            factor = ratio(value, metric.value)
+            row += [format_value(value), "–" if factor is None else f"×{factor:.3f}"]
+        rows.append(row)
+    return _table(headers, rows, numeric_from=3)
+
+
+def _figure_html(fig: go.Figure, first: bool) -> str:
+    fig.update_layout(template="plotly_white", height=380, margin=dict(l=60, r=20, t=50, b=50))
+    return fig.to_html(full_html=False, include_plotlyjs=first, config={"displaylogo": False})
+
+
+def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
+    workloads = sorted({name for run in runs if not run.frame("requests").is_empty()
+                        for name in run.frame("requests")["workload"].unique().to_list()})
+    figures = []
+    for workload in workloads:
+        fig = go.Figure()
+        for run in runs:
+            requests = run.frame("requests")
+            if requests.is_empty():
+                continue
+            latency = requests.filter(pl.col("workload") == workload)["latency_ns"].sort()
+            if latency.is_empty():
+                continue
+            step = max(1, len(latency) // CDF_POINTS)
+            picked = latency.gather_every(step).append(latency.tail(1))
+            ranks = [min(1.0, (i * step + 1) / len(latency)) for i in range(len(picked) - 1)] + [1.0]
+            fig.add_trace(go.Scatter(x=(picked / 1e3).to_list(), y=ranks, mode="lines",
+                                     line_shape="hv", name=run.label))
+        fig.update_layout(title=f"Latency CDF: {workload}", xaxis_title="latency (µs)",
+                          yaxis_title="fraction of requests", xaxis_type="log")
+        figures.append(fig)
+    return figures
+
+
+def _metric_by_vm(run: RunData, metric: str) -> pl.DataFrame:
+    """One row per (time, vm): the metric averaged over the VM's entities."""
+    samples = run.frame("samples")
+    if samples.is_empty():
+        return samples
+    return (samples.filter(pl.col("metric") == metric)
+            .group_by("time_ns", "vm").agg(pl.col("value").mean()).sort("vm", "time_ns"))
+
+
+def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
+                 dashed_metric: str | None = None) -> go.Figure:
+    fig = go.Figure()
+    for run in runs:
+        prefix = f"{run.label} · " if len(runs) > 1 else ""
+        for (vm,), rows in _metric_by_vm(run, metric).group_by("vm", maintain_order=True):
+            fig.add_trace(go.Scatter(x=(rows["time_ns"] / 1e6).to_list(), y=rows["value"].to_list(),
+                                     mode="lines", name=f"{prefix}{vm}"))
+        if dashed_metric:
+            for (vm,), rows in _metric_by_vm(run, dashed_metric).group_by("vm", maintain_order=True):
+                fig.add_trace(go.Scatter(x=(rows["time_ns"] / 1e6).to_list(), y=rows["value"].to_list(),
+                                         mode="lines", line_dash="dash", name=f"{prefix}{vm} entitled"))
+    fig.update_layout(title=title, xaxis_title="simulated time (ms)", yaxis_title=yaxis)
+    return fig
+
+
+def first_span(states: pl.DataFrame, span_ns: int) -> pl.DataFrame:
+    """The states within the first span_ns of the table, clipped to it."""
+    if states.is_empty():
+        return states
+    end = states["start_ns"].min() + span_ns
+    return (states.filter(pl.col("start_ns") < end)
+            .with_columns(pl.min_horizontal("end_ns", pl.lit(end, dtype=states["end_ns"].dtype)).alias("end_ns")))
+
+
+def vcpu_timeline(run: RunData) -> go.Figure | None:
+    states = run.frame("vcpu_states")
+    if states.is_empty():
+        return None
+    if states["vm"].dtype.is_integer():  # VM index -> name, as in the summary
+        names = [vm["name"] for vm in run.summary["vms"]]
+        states = states.with_columns(pl.col("vm").map_elements(names.__getitem__, return_dtype=pl.String))
+    states = states.with_columns(
+        pl.concat_str(pl.col("vm"), pl.lit(" vCPU "), pl.col("vcpu").cast(pl.String)).alias("track")
+    ).sort("vm", "vcpu", descending=True)  # plotly draws the first category at the bottom
+    fig = go.Figure()
+    for state, color in STATE_COLORS.items():
+        rows = states.filter(pl.col("state") == state)
+        if rows.is_empty():
+            continue
+        fig.add_trace(go.Bar(y=rows["track"].to_list(), base=(rows["start_ns"] / 1e6).to_list(),
+                             x=((rows["end_ns"] - rows["start_ns"]) / 1e6).to_list(),
+                             orientation="h", name=state, marker_color=color))
+    window = (states["start_ns"].min() / 1e6, states["end_ns"].max() / 1e6)
+    fig.update_layout(title=f"vCPU host states, {window[0]:.3f}–{window[1]:.3f} ms ({run.label})",
+                      barmode="overlay", xaxis_title="simulated time (ms)", bargap=0.2,
+                      height=max(300, 28 * states["track"].n_unique() + 120))
+    return fig
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 1em 0; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.75em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+pre { background: #f6f6f6; padding: 1em; overflow: auto; max-height: 30em; }
+.chart { margin: 1.5em 0; }
+"""
+
+
+def build_report(runs: list[RunData], title: str) -> str:
+    """The whole page. The first run is the reference for ratios and the timeline."""
+    figures: list[go.Figure] = [*latency_cdfs(runs),
+                                _lines_by_vm(runs, "vm_cpu_share", "CPU share per VM against entitlement",
+                                             "pCPUs", dashed_metric="vm_entitlement"),
+                                _lines_by_vm(runs, "vcpu_steal_frac", "Steal per VM (mean over vCPUs)",
+                                             "fraction of time"),
+                                _lines_by_vm(runs, "vcpu_runqueue", "Guest runqueue length per VM (mean over vCPUs)",
+                                             "tasks")]
+    figures += [fig for run in runs if (fig := vcpu_timeline(run)) is not None]
+    charts = "".join(f'<div class="chart">{_figure_html(fig, first=(i == 0))}</div>'
+                     for i, fig in enumerate(figures))
+    configs = "".join(
+        f"<details><summary>{html.escape(run.label)}</summary><pre>{html.escape(json.dumps(run.config, indent=2))}</pre></details>"
+        for run in runs)
+    first = runs[0].summary
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>{_STYLE}</style></head><body>
+<h1>{html.escape(title)}</h1>
+<p>{html.escape(first.get("description", ""))}</p>
+<p>Seed {first["seed"]}, {first["duration_ns"] / 1e9:g} simulated s.</p>
+<h2>Summary</h2>{summary_table_html(runs)}
+<h2>Charts</h2>{charts}
+<h2>Configuration</h2>{configs}
+</body></html>
+"""
+
+
+def rerun_vcpu_states(run_dir: Path, window: tuple[int, int]) -> pl.DataFrame:
+    """The vCPU states in `window`, from a deterministic re-run of the run in run_dir."""
+    reproduce = json.loads((run_dir / "run.json").read_text())
+    result = api.run(api.Scenario(reproduce["scenario_text"], reproduce["source"]),
+                     seed=reproduce["seed"], set=reproduce["overrides"],
+                     duration=reproduce["duration_ns"], record=False, trace_window=window)
+    return result.table("vcpu_states")
+
+
+def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: str | None = None,
+                 window: tuple[int, int] | None = None) -> Path:
+    """Write RUN_DIR/report.html from the run directory, or from given runs (compare).
+    The timeline shows the run's traced window; with `window`, or when the run was not
+    traced, the run is repeated (same scenario and seed) to record that window."""
+    run_dir = Path(run_dir)
+    if runs is None:
+        run = load_run(run_dir)
+        if window or "vcpu_states" not in run.frames:
+            window = window or (0, min(run.summary["duration_ns"], DEFAULT_TIMELINE_NS))
+            run.frames["vcpu_states"] = rerun_vcpu_states(run_dir, window)
+        else:  # a long traced window would make an unreadable (and heavy) timeline
+            run.frames["vcpu_states"] = first_span(run.frames["vcpu_states"], DEFAULT_TIMELINE_NS)
+        runs = [run]
+    title = title or f"vmsched: {runs[0].summary['scenario']}"
+    return write_atomic(run_dir / "report.html", build_report(runs, title))

@@ -1,0 +1,23 @@
+"""`bench --quick`: the output's structure and the agreement of the engine's model of the
+SimPy baseline with SimPy itself (timings are reported, never asserted)."""
+from __future__ import annotations
+
+import json
+
+from vmsched.bench import MIXED, SIMPY_MODEL, default_simpy_script
+
+
+def test_quick_bench(cli):
+    assert default_simpy_script().is_file()
+    result = cli("bench", "--quick", "--json")
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    for measured in (*figures["engine"].values(), figures["simpy"]):
+        assert measured["events"] > 0 and measured["wall_s"] > 0 and measured["peak_rss_mb"] > 0
+        assert measured["sim_s_per_wall_s"] > 0 and measured["events_per_s"] > 0
+    assert set(figures["engine"]) == {MIXED, SIMPY_MODEL}
+    assert figures["speed_ratio"] > 0
+    for key in ("slices", "wakeups"):
+        check = figures["agreement"][key]
+        assert check["pass"], check
+    assert figures["agreement_pass"]

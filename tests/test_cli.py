@@ -1,0 +1,129 @@
+"""The command line: error paths write nothing and name file and field; runs are
+reproducible; the built-ins are listed; recorded tables agree with the summary."""
+from __future__ import annotations
+
+import json
+import re
+
+import polars as pl
+import pytest
+
+from vmsched import _native
+from conftest import SHORT
+
+BUILTINS = [name for name, _, _ in _native.builtin_scenarios()]
+
+
+def default_toml() -> str:
+    return next(toml for name, _, toml in _native.builtin_scenarios() if name == "default")
+
+
+def assert_user_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def test_unknown_field_names_file_and_field(cli, tmp_path):
+    scenario = tmp_path / "typo.toml"
+    scenario.write_text("bogus_field = 1\n" + default_toml())
+    out = tmp_path / "out"
+    result = cli("run", scenario, "--out", out)
+    assert_user_error(result, str(scenario), "bogus_field")
+    assert not out.exists()
+
+
+def test_wrong_type_names_file_and_field(cli, tmp_path):
+    scenario = tmp_path / "bad_type.toml"
+    text, replaced = re.subn(r"(?m)^duration_ms\s*=.*$", 'duration_ms = "long"', default_toml())
+    assert replaced == 1
+    scenario.write_text(text)
+    out = tmp_path / "out"
+    assert_user_error(cli("run", scenario, "--out", out), str(scenario), "duration_ms")
+    assert not out.exists()
+    assert_user_error(cli("validate", scenario), str(scenario), "duration_ms")
+
+
+def test_unknown_scenario(cli, tmp_path):
+    out = tmp_path / "out"
+    assert_user_error(cli("run", "no-such-scenario", "--out", out), "no-such-scenario")
+    assert_user_error(cli("run", tmp_path / "missing.toml", "--out", out), "missing.toml")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("override, field", [("host.no_such_knob=3", "host.no_such_knob"),
+                                             ("host.hz=\"fast\"", "host.hz"),
+                                             ("no_equals_sign", "no_equals_sign")])
+def test_bad_set(cli, tmp_path, override, field):
+    out = tmp_path / "out"
+    assert_user_error(cli("run", "default", "--set", override, "--out", out), "builtin:default", field)
+    assert not out.exists()
+
+
+def test_bad_duration_and_window(cli, tmp_path):
+    out = tmp_path / "out"
+    assert_user_error(cli("run", "default", "--duration", "2 parsecs", "--out", out), "2 parsecs")
+    assert_user_error(cli("run", "default", "--trace-window", "3ms:1ms", "--out", out), "3ms:1ms")
+    assert not out.exists()
+
+
+def test_validate_accepts_builtin_text(cli, tmp_path):
+    scenario = tmp_path / "ok.toml"
+    scenario.write_text(default_toml())
+    result = cli("validate", scenario)
+    assert result.exit_code == 0 and result.stdout.startswith("ok: ")
+
+
+def test_same_seed_gives_identical_summary(cli, tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for out in (first, second):
+        assert cli("run", "default", "--seed", "7", "--duration", SHORT, "--out", out).exit_code == 0
+    assert (first / "summary.json").read_bytes() == (second / "summary.json").read_bytes()
+    summary = json.loads((first / "summary.json").read_text())
+    assert summary["seed"] == 7 and summary["duration_ns"] == 200_000_000
+
+
+def test_run_prints_summary_table(cli, tmp_path):
+    result = cli("run", "default", "--duration", SHORT, "--out", tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert result.exit_code == 0
+    for vm in summary["vms"]:
+        assert vm["name"] in result.stdout
+    for workload in summary["workloads"]:
+        assert workload["name"] in result.stdout
+
+
+def test_scenarios_json_lists_every_builtin(cli):
+    listed = json.loads(cli("scenarios", "--json").stdout)
+    assert [entry["name"] for entry in listed] == BUILTINS
+    assert all(entry["description"] for entry in listed)
+    assert {"default", "bench-mixed-64", "bench-simpy-rr"} <= set(BUILTINS)
+
+
+def test_scenarios_show_prints_toml(cli):
+    assert cli("scenarios", "--show", "default").stdout.strip() == default_toml().strip()
+    assert_user_error(cli("scenarios", "--show", "nope"), "nope")
+
+
+def test_parquet_tables_round_trip_and_match_summary(cli, tmp_path):
+    assert cli("run", "default", "--duration", SHORT, "--out", tmp_path).exit_code == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    requests = pl.read_parquet(tmp_path / "requests.parquet")
+    samples = pl.read_parquet(tmp_path / "samples.parquet")
+    tasks = pl.read_parquet(tmp_path / "tasks.parquet")
+    for workload in summary["workloads"]:
+        if "latency_ns" in workload:
+            rows = requests.filter(pl.col("workload") == workload["name"])
+            assert rows.height == workload["latency_ns"]["count"]
+            assert rows["latency_ns"].max() == workload["latency_ns"]["max"]
+    # One sample per entity per interval: every (metric, entity) series has the same length.
+    lengths = samples.group_by("metric", "vm", "vcpu", "pcpu").len()["len"].unique()
+    assert lengths.len() == 1
+    shares = samples.filter(pl.col("metric") == "vm_cpu_share").group_by("vm").agg(pl.col("value").mean())
+    assert shares.height == len(summary["vms"])
+    assert set(tasks.columns) >= {"vm", "task", "workload", "cpu_time_ns", "runnable_ns",
+                                  "context_switches", "migrations", "spin_ns"}
+    total_task_time = tasks["cpu_time_ns"].sum()
+    assert 0 < total_task_time <= sum(vm["cpu_time_ns"] for vm in summary["vms"])
