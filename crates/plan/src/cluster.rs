@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 
-use crate::edf::{Slot, Task};
+use crate::edf::{merge_touching, Slot, Task};
 use crate::periods::HYPERPERIOD_NS;
 
 /// Schedules `tasks` on `cores` cores; returns one slot list per core, or `None`
@@ -125,17 +125,6 @@ fn mcnaughton(tasks: &[Task], amount: &[Vec<u64>], j: usize, start: u64, len: u6
             }
         }
     }
-}
-
-fn merge_touching(slots: &mut Vec<Slot>) {
-    let mut merged: Vec<Slot> = Vec::with_capacity(slots.len());
-    for s in slots.drain(..) {
-        match merged.last_mut() {
-            Some(last) if last.vcpu == s.vcpu && last.end == s.start => last.end = s.end,
-            _ => merged.push(s),
-        }
-    }
-    *slots = merged;
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! service and blackout goals without it. Anything else is left as it is and
 //! counted, since a correct but hard-to-enforce allocation beats a broken one.
 
-use crate::edf::Slot;
+use crate::edf::{merge_touching, Slot};
 use crate::periods::HYPERPERIOD_NS;
 
 /// What a vCPU must keep: service per table and longest blackout.
@@ -135,17 +135,6 @@ fn meets_goal(mut intervals: Vec<(u64, u64)>, goal: Goal) -> bool {
     }
     longest_gap = longest_gap.max(HYPERPERIOD_NS - reach + intervals[0].0);
     longest_gap <= goal.latency_ns
-}
-
-fn merge_touching(slots: &mut Vec<Slot>) {
-    let mut merged: Vec<Slot> = Vec::with_capacity(slots.len());
-    for s in slots.drain(..) {
-        match merged.last_mut() {
-            Some(last) if last.vcpu == s.vcpu && last.end == s.start => last.end = s.end,
-            _ => merged.push(s),
-        }
-    }
-    *slots = merged;
 }
 
 #[cfg(test)]

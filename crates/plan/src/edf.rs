@@ -57,6 +57,18 @@ pub struct Slot {
     pub vcpu: usize,
 }
 
+/// Joins back-to-back slots of the same vCPU (slots sorted by start).
+pub fn merge_touching(slots: &mut Vec<Slot>) {
+    let mut merged: Vec<Slot> = Vec::with_capacity(slots.len());
+    for s in slots.drain(..) {
+        match merged.last_mut() {
+            Some(last) if last.vcpu == s.vcpu && last.end == s.start => last.end = s.end,
+            _ => merged.push(s),
+        }
+    }
+    *slots = merged;
+}
+
 /// Simulates EDF over one table length. Every job window lies inside its period,
 /// and so inside [0, H), so one table repeats without carry-over. Returns the
 /// schedule (when `record`), or `None` on a deadline miss, which, EDF being
