@@ -5,16 +5,18 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::ids::{PcpuId, TaskId, VcpuId};
+use crate::ids::{TaskId, VcpuId, VmId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Event {
-    /// The host timer tick of a pCPU.
-    HostTick(PcpuId),
+    /// The host timer tick, on every pCPU at once (ticks are aligned across
+    /// CPUs: sched_skew_tick defaults to 0).
+    HostTick,
     /// A host policy's own timer (slice end, bandwidth refill, ...).
     HostTimer(u64),
-    /// The guest timer tick of a vCPU: fires only while the vCPU runs.
-    GuestTick(VcpuId),
+    /// The guest timer tick of a VM's vCPUs; it fires on each vCPU only
+    /// while that vCPU runs.
+    GuestTick(VmId),
     /// The task current on a vCPU reaches the end of its compute or spin
     /// budget; stale when the vCPU's plan generation moved on.
     Progress(VcpuId, u64),
@@ -58,13 +60,13 @@ mod tests {
     fn equal_times_pop_in_insertion_order() {
         let mut q = EventQueue::default();
         q.push(5, Event::Sample);
-        q.push(3, Event::HostTick(9));
-        q.push(5, Event::HostTick(1));
-        q.push(5, Event::HostTick(0));
-        assert_eq!(q.pop(), Some((3, Event::HostTick(9))));
+        q.push(3, Event::DeviceDone(9));
+        q.push(5, Event::DeviceDone(1));
+        q.push(5, Event::DeviceDone(0));
+        assert_eq!(q.pop(), Some((3, Event::DeviceDone(9))));
         assert_eq!(q.pop(), Some((5, Event::Sample)));
-        assert_eq!(q.pop(), Some((5, Event::HostTick(1))));
-        assert_eq!(q.pop(), Some((5, Event::HostTick(0))));
+        assert_eq!(q.pop(), Some((5, Event::DeviceDone(1))));
+        assert_eq!(q.pop(), Some((5, Event::DeviceDone(0))));
         assert_eq!(q.pop(), None);
     }
 

@@ -199,12 +199,10 @@ impl World {
         for (at, token) in out.timers {
             self.schedule(at, Event::HostTimer(token));
         }
-        for p in 0..self.machine.pcpus {
-            self.schedule(self.host_tick_ns, Event::HostTick(p));
-        }
-        for v in 0..self.vcpus.len() as u32 {
-            let tick = self.vms[self.vcpus[v as usize].vm as usize].guest.tick_ns();
-            self.schedule(tick, Event::GuestTick(v));
+        self.schedule(self.host_tick_ns, Event::HostTick);
+        for vm in 0..self.vms.len() as u32 {
+            let tick = self.vms[vm as usize].guest.tick_ns();
+            self.schedule(tick, Event::GuestTick(vm));
         }
         let changes: Vec<u64> = self.scenario.host.capacity_changes.iter().map(|c| ms(c.at_ms)).collect();
         for (i, at) in changes.into_iter().enumerate() {

@@ -102,8 +102,22 @@ impl World {
             return;
         }
         self.account(v);
-        let pending = std::mem::take(&mut self.vcpus[v as usize].pending);
-        for id in pending {
+        // Handlers may queue more interrupts for this vCPU; keep delivering
+        // until none is left, reusing the buffer.
+        let mut pending = std::mem::take(&mut self.vcpus[v as usize].pending);
+        while !pending.is_empty() {
+            for &id in &pending {
+                self.deliver_one(v, id);
+            }
+            pending.clear();
+            std::mem::swap(&mut pending, &mut self.vcpus[v as usize].pending);
+        }
+        self.vcpus[v as usize].pending = pending;
+        self.plan(v);
+    }
+
+    fn deliver_one(&mut self, v: VcpuId, id: u32) {
+        {
             let irq = self.irqs[id as usize];
             self.free_irqs.push(id);
             self.vcpus[v as usize].overhead += self.ov.irq_handler_ns;
@@ -116,7 +130,6 @@ impl World {
             self.recorder.irq(&irq, self.vcpus[v as usize].vm, self.now);
             self.handle(v, irq.what);
         }
-        self.plan(v);
     }
 
     fn handle(&mut self, v: VcpuId, what: What) {

@@ -377,18 +377,27 @@ impl World {
 
     fn dispatch(&mut self, ev: Event) {
         match ev {
-            Event::HostTick(p) => {
+            Event::HostTick => {
                 self.schedule(self.now + self.host_tick_ns, ev);
-                self.host_call(|h, view, out| h.tick(view, out, p));
+                // Each CPU's tick is its own interrupt: its reschedules take
+                // effect before the next CPU's tick runs.
+                for p in 0..self.machine.pcpus {
+                    self.host_call(|h, view, out| h.tick(view, out, p));
+                    self.drain_rescheds();
+                }
             }
             Event::HostTimer(token) => self.host_call(|h, view, out| h.timer(view, out, token)),
-            Event::GuestTick(v) => {
-                let tick = self.vms[self.vcpus[v as usize].vm as usize].guest.tick_ns();
+            Event::GuestTick(vm) => {
+                let tick = self.vms[vm as usize].guest.tick_ns();
                 self.schedule(self.now + tick, ev);
-                match self.host_state(v) {
-                    HostState::Running => self.guest_tick(v),
-                    HostState::Preempted => self.vcpus[v as usize].tick_pending = true,
-                    HostState::Halted => {}
+                let first = self.vms[vm as usize].first_vcpu;
+                for v in first..first + self.vms[vm as usize].nv {
+                    match self.host_state(v) {
+                        HostState::Running => self.guest_tick(v),
+                        HostState::Preempted => self.vcpus[v as usize].tick_pending = true,
+                        HostState::Halted => {}
+                    }
+                    self.drain_rescheds();
                 }
             }
             Event::Progress(v, gen) => self.on_progress(v, gen),
