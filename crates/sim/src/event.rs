@@ -48,9 +48,6 @@ impl EventQueue {
     pub fn pop(&mut self) -> Option<(u64, Event)> {
         self.heap.pop().map(|Reverse((t, _, e))| (t, e))
     }
-    pub fn peek_time(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse((t, _, _))| *t)
-    }
 }
 
 #[cfg(test)]

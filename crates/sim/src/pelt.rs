@@ -27,6 +27,14 @@ impl Pelt {
         self.last = now;
     }
 
+    /// The average at `now` if the signal stayed 0 since the last update.
+    pub fn decayed_to(&self, now: u64) -> f64 {
+        if now <= self.last {
+            return self.avg;
+        }
+        self.avg * (-((now - self.last) as f64) / HALF_LIFE_NS).exp2()
+    }
+
     /// Accumulates a busy interval of `busy` ns that ended at `now` (used for
     /// steal: an amount observed at once rather than a state).
     pub fn add_busy(&mut self, now: u64, busy: u64) {
@@ -45,6 +53,14 @@ mod tests {
         let mut p = Pelt { avg: 1024.0, last: 0 };
         p.update(HALF_LIFE_NS as u64, false);
         assert!((p.avg - 512.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn decayed_to_matches_an_inactive_update() {
+        let mut p = Pelt { avg: 800.0, last: 1_000 };
+        let peek = p.decayed_to(5_000_000);
+        p.update(5_000_000, false);
+        assert_eq!(peek, p.avg);
     }
 
     #[test]

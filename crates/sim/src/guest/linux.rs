@@ -227,7 +227,8 @@ impl GuestLinux {
         let allowed = &self.tasks[t as usize].allowed;
         let n = self.nr_vcpus();
         if self.asym_capacity {
-            let util = self.tasks[t as usize].util.avg;
+            // sync_entity_load_avg(): the sleeper's utilization, decayed to now.
+            let util = self.tasks[t as usize].util.decayed_to(self.rqs[prev as usize].clock_task);
             let idle: Vec<u32> = (0..n).map(|i| (prev + i) % n).filter(|&v| allowed[v as usize] && idle_ok(v)).collect();
             if let Some(&v) = idle.iter().find(|&&v| fits_capacity(util, self.rqs[v as usize].capacity)) {
                 return v;
@@ -258,8 +259,9 @@ impl GuestLinux {
         }
         task.cpu = v;
         task.runnable = true;
-        // A blocked task's utilization decays while it sleeps.
-        task.util.update(now.max(task.util.last), false);
+        // A blocked task's utilization decays while it sleeps; that decay is
+        // applied at its next update (pick_next), as the product of the two
+        // decays is the same.
         let rq = &mut self.rqs[v as usize];
         let curr = rq.curr;
         if task.is_rt() {

@@ -336,11 +336,10 @@ impl World {
     pub fn run_loop(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), String> {
         let step = (self.end / 100).max(1);
         let mut next_report = step;
-        while let Some(t) = self.queue.peek_time() {
+        while let Some((t, ev)) = self.queue.pop() {
             if t > self.end {
                 break;
             }
-            let (t, ev) = self.queue.pop().expect("peeked");
             if t < self.now {
                 return Err(format!("time went backwards: event at {t} ns after {} ns", self.now));
             }
