@@ -353,6 +353,9 @@ pub enum Distribution {
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     pub kind: WorkloadKind,
+    /// A disabled workload is not built (handy in variants).
+    #[serde(default = "yes")]
+    pub enabled: bool,
     #[serde(default)]
     pub name: String,
     #[serde(default = "one")]
@@ -640,8 +643,8 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(format!("host.capacity_changes[{i}]"), "capacity must be positive and at_ms >= 0"));
         }
     }
-    if !(s.metrics.sample_interval_ms > 0.0) {
-        return Err(err("metrics.sample_interval_ms", "must be positive"));
+    if !(s.metrics.sample_interval_ms >= 0.1) {
+        return Err(err("metrics.sample_interval_ms", "must be at least 0.1 ms (one row per entity per interval)"));
     }
     if s.vms.is_empty() {
         return Err(err("vm", "a scenario needs at least one [[vm]]"));

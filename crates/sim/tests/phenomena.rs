@@ -32,7 +32,7 @@ fn two_vms_on_one_pcpu_split_it_and_steal_half() {
 
 #[test]
 fn ping_beside_a_cpu_bound_task_waits_for_the_competitor_slice() {
-    let alone = sim("anubis-table1", &["vm[0].workload[1].kind=\"ping\"", "vm[0].workload[1].rate_per_s=0.001"], 3000);
+    let alone = sim("anubis-table1", &["vm[0].workload[1].enabled=false"], 3000);
     let mixed = sim("anubis-table1", &[], 3000);
     let p = |s: &Value| f(&s["workloads"][0]["latency_ns"]["mean"]);
     // Alone, the halted vCPU wakes with sleeper credit and preempts the hog
@@ -51,7 +51,7 @@ fn stacked_vcpus_slow_a_barrier_program() {
 
 #[test]
 fn lock_holder_preemption_explains_the_overcommitted_slowdown() {
-    let alone = sim("lock-holder-preemption", &["vm[1].workload[0].kind=\"ping\"", "vm[1].workload[0].rate_per_s=0.001"], 1000);
+    let alone = sim("lock-holder-preemption", &["vm[1].workload[0].enabled=false"], 1000);
     let over = sim("lock-holder-preemption", &[], 1000);
     let w = |s: &Value| f(&s["workloads"][0]["throughput_per_s"]);
     let locks = |s: &Value| s["locks"]["locky"].clone();
