@@ -45,3 +45,16 @@ def test_cli_run_writes_summary(tmp_path):
     subprocess.run([sys.executable, "-m", "vmsched.cli", "run", "two-vms-one-pcpu", "--out", str(out)], check=True, capture_output=True)
     data = json.loads((out / "summary.json").read_text())
     assert {"scenario", "seed", "duration_ns", "events", "vms", "workloads", "locks"} <= set(data)
+
+
+def test_atomic_writes_get_the_usual_file_mode(tmp_path):
+    import os
+    from vmsched.atomic import write_atomic
+    mask = os.umask(0o022)
+    try:
+        path = write_atomic(tmp_path / "x" / "out.json", "{}")
+    finally:
+        os.umask(mask)
+    assert path.read_text() == "{}"
+    assert (path.stat().st_mode & 0o777) == 0o644
+    assert [p.name for p in path.parent.iterdir()] == ["out.json"]

@@ -7,6 +7,14 @@ import tempfile
 from pathlib import Path
 
 
+def _default_mode() -> int:
+    """The mode a plain open() would give a new file (0666 less the umask);
+    mkstemp's private 0600 is not what a user expects of an output file."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -17,6 +25,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, _default_mode())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
