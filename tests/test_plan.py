@@ -152,3 +152,39 @@ def test_paper_figure_3_setting_plans_quickly(tmp_path: Path) -> None:
     assert report["verified"] and report["splits"] == [] and report["clusters"] == []
     assert all(abs(c["utilization"] - 1.0) < 1e-12 for c in report["cores"])
     check_schema(json.loads(table_json))
+
+
+SCENARIO_WITH_RESERVATIONS = """
+name = "tableau-host"
+duration_ms = 100
+[host]
+sockets = 2
+cores_per_socket = 2
+[[vm]]
+name = "web"
+vcpus = 2
+utilization = 0.25
+latency_ms = 20
+[[vm]]
+name = "db"
+vcpus = 3
+utilization = 0.6
+latency_ms = 5
+"""
+
+
+def test_a_simulator_scenario_plans_like_the_equivalent_planner_input(tmp_path: Path) -> None:
+    scenario = write(tmp_path / "scenario.toml", SCENARIO_WITH_RESERVATIONS)
+    planner = write(tmp_path / "planner.toml", CONTRACT_INPUT.replace("cores = 4", "cores = 4\ngroup = [{ cores = [0, 1] }, { cores = [2, 3] }]"))
+    a = run("plan", str(scenario), "--out", "-", cwd=tmp_path)
+    b = run("plan", str(planner), "--out", "-", cwd=tmp_path)
+    assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+
+
+def test_a_scenario_with_a_bad_reservation_names_the_field(tmp_path: Path) -> None:
+    bad = write(tmp_path / "bad.toml", SCENARIO_WITH_RESERVATIONS.replace("utilization = 0.6", "utilization = 1.6"))
+    result = run("plan", str(bad), "--out", str(tmp_path / "t.json"), cwd=tmp_path)
+    assert result.returncode != 0
+    assert b"bad.toml: vm[1].utilization" in result.stderr
+    assert not (tmp_path / "t.json").exists()

@@ -17,6 +17,7 @@ pub mod scenario;
 pub mod scenarios;
 pub mod summary;
 pub mod sync;
+pub mod tableau;
 pub mod workloads;
 pub mod world;
 

@@ -226,6 +226,12 @@ pub struct Vm {
     pub cpus: Vec<u32>,
     /// CFS bandwidth control (cpu.max) applied on the host.
     pub bandwidth: Option<Bandwidth>,
+    /// Tableau reservation of each vCPU: utilization U (0 < U <= 1) and
+    /// maximum scheduling latency L. The same fields as the planner's input
+    /// (`vmsched plan` accepts a scenario file); absent U means a
+    /// weight-based fair share.
+    pub utilization: Option<f64>,
+    pub latency_ms: Option<f64>,
     #[serde(default)]
     pub guest: Guest,
     #[serde(rename = "workload", default)]
@@ -683,6 +689,16 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             }
             if bw.phase_ms < 0.0 {
                 return Err(err(format!("{p}.bandwidth.phase_ms"), "must be >= 0"));
+            }
+        }
+        if let Some(u) = vm.utilization {
+            if !(u > 0.0 && u <= 1.0) {
+                return Err(err(format!("{p}.utilization"), "must be in (0, 1]: the share of one pCPU each vCPU reserves"));
+            }
+        }
+        if let Some(l) = vm.latency_ms {
+            if !(l > 0.0 && l.is_finite()) {
+                return Err(err(format!("{p}.latency_ms"), "must be a positive number of milliseconds"));
             }
         }
         let g = &vm.guest;

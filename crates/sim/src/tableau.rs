@@ -1,0 +1,59 @@
+//! Where the scenario schema meets the Tableau planner: a scenario's host and
+//! per-VM reservations, as the planner's input.
+
+use vmsched_plan::input::{GroupInput, HostInput, InputFile, PlannerInput, VmInput};
+
+use crate::machine::Machine;
+use crate::scenario::Scenario;
+
+/// The planner input of a scenario: every pCPU is a guest core, each socket
+/// is a group of cores sharing a cache, and each VM brings its vCPU count,
+/// reservation (U, L) and weight.
+pub fn plan_input(s: &Scenario) -> InputFile {
+    let m = Machine::new(&s.host);
+    let group = if s.host.sockets > 1 {
+        (0..s.host.sockets).map(|k| GroupInput { cores: m.socket_pcpus(k).collect() }).collect()
+    } else {
+        Vec::new()
+    };
+    InputFile {
+        host: HostInput { cores: m.pcpus, reserved: Vec::new(), group, default_latency_ms: None },
+        vm: s
+            .vms
+            .iter()
+            .map(|vm| VmInput {
+                name: vm.name.clone(),
+                vcpus: vm.vcpus,
+                utilization: vm.utilization,
+                latency_ms: vm.latency_ms,
+                // The planner reads the weight only for a fair-share default.
+                weight: vm.utilization.is_none().then_some(vm.weight as f64),
+            })
+            .collect(),
+        planner: PlannerInput::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenario_plans_with_its_reservations_and_sockets() {
+        let s = crate::parse(
+            "name='t'\nduration_ms=1\n[host]\nsockets=2\ncores_per_socket=2\n\
+             [[vm]]\nname='a'\nvcpus=2\nutilization=0.5\nlatency_ms=10\n[[vm]]\nname='b'\nweight=2048\n",
+            &[],
+        )
+        .unwrap();
+        let input = plan_input(&s);
+        assert_eq!(input.host.cores, 4);
+        assert_eq!(input.host.group.iter().map(|g| g.cores.clone()).collect::<Vec<_>>(), vec![vec![0, 1], vec![2, 3]]);
+        let request = vmsched_plan::input::validate(&input).unwrap();
+        assert_eq!(request.vcpus.len(), 3);
+        assert_eq!(request.vcpus[0].utilization, 0.5);
+        assert_eq!(request.vcpus[0].latency_ns, 10_000_000);
+        let plan = vmsched_plan::plan(&request).unwrap();
+        assert!(vmsched_plan::verify(&plan.table).is_empty());
+    }
+}
