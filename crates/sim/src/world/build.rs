@@ -192,7 +192,7 @@ impl World {
     }
 
     /// Arms the first events: ticks, policy timers, workload starts.
-    fn start(&mut self) {
+    pub(super) fn start(&mut self) {
         let view = HostView { now: 0, machine: &self.machine, allowed: &self.allowed, running_on: &self.pcpu_curr };
         let mut out = HostOut::default();
         self.host.start(&view, &mut out);

@@ -52,3 +52,51 @@ impl World {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::RunOptions;
+
+    /// A world part-way through the two-VM, one-pCPU scenario.
+    fn world() -> World {
+        let s = crate::parse(crate::scenarios::find("two-vms-one-pcpu").unwrap().toml, &[]).unwrap();
+        let mut w = World::new(s, &RunOptions { duration_ns: Some(10_000_000), ..Default::default() });
+        w.start();
+        w.run_loop(&mut |_, _| {}).unwrap();
+        w
+    }
+
+    #[test]
+    fn a_consistent_world_passes() {
+        assert_eq!(world().check_invariants(), Ok(()));
+    }
+
+    #[test]
+    fn a_pcpu_claiming_a_second_vcpu_is_caught() {
+        let mut w = world();
+        let running = w.pcpu_curr[0].unwrap();
+        let other = 1 - running;
+        w.pcpu_curr[0] = Some(other);
+        assert!(w.check_invariants().unwrap_err().contains("pCPU 0 claims vCPU"));
+    }
+
+    #[test]
+    fn a_task_current_on_two_vcpus_is_caught() {
+        let mut w = world();
+        let t = w.vcpus[0].curr_task.or(w.vcpus[1].curr_task).unwrap();
+        w.vcpus[0].curr_task = Some(t);
+        w.vcpus[1].curr_task = Some(t);
+        assert!(w.check_invariants().is_err());
+    }
+
+    #[test]
+    fn lost_cpu_time_is_caught() {
+        let mut w = world();
+        w.vcpus[1].steal_ns -= 1;
+        assert!(w.check_invariants().unwrap_err().contains("accounted time"));
+        let mut w = world();
+        w.pcpu_busy_ns[0] += 1;
+        assert!(w.check_invariants().unwrap_err().contains("busy time"));
+    }
+}
