@@ -506,13 +506,18 @@ fn err(path: impl Into<String>, reason: impl Into<String>) -> ScenarioError {
     ScenarioError { path: path.into(), reason: reason.into() }
 }
 
-/// Parses TOML text, applies `dotted.key=value` overrides, and checks the
-/// result both structurally (serde, with field paths) and semantically.
+/// Parses TOML (or JSON, when the text is an object) text, applies
+/// `dotted.key=value` overrides, and checks the result both structurally
+/// (serde, with field paths) and semantically.
 pub fn parse(text: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-    let mut doc: toml::Table = text.parse::<toml::Table>().map_err(|e| {
-        let span = e.span().map(|s| line_of(text, s.start)).unwrap_or_default();
-        err(span, e.message().to_string())
-    })?;
+    let mut doc: toml::Table = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| err(format!("line {}", e.line()), e.to_string()))?
+    } else {
+        text.parse::<toml::Table>().map_err(|e| {
+            let span = e.span().map(|s| line_of(text, s.start)).unwrap_or_default();
+            err(span, e.message().to_string())
+        })?
+    };
     for ov in overrides {
         apply_override(&mut doc, ov)?;
     }
@@ -792,6 +797,15 @@ mod tests {
         assert_eq!(s.vms[0].vcpus, 4);
         assert_eq!(s.host.hz, 1000);
         assert_eq!(s.seed, 7);
+    }
+
+    #[test]
+    fn json_scenarios_parse_like_toml() {
+        let json = r#"{"name": "t", "duration_ms": 10, "vm": [{"name": "a", "vcpus": 2}]}"#;
+        let s = parse(json, &["vm[0].weight=2048".into()]).unwrap();
+        assert_eq!((s.vms[0].vcpus, s.vms[0].weight), (2, 2048));
+        let e = parse(r#"{"name": "t", "duration_ms": 10, "vm": [{"name": "a", "vcpus": "2"}]}"#, &[]).unwrap_err();
+        assert_eq!(e.path, "vm[0].vcpus");
     }
 
     #[test]
