@@ -41,17 +41,14 @@ impl World {
         if !preempt {
             return;
         }
-        if Some(tv) == ctx || (ctx.is_none() && self.host_state(tv) == HostState::Running) {
-            self.request_guest_resched(tv);
-        } else if ctx.is_none() && self.host_state(tv) == HostState::Halted {
-            // No running vCPU sends this wakeup (workload start): the engine
-            // delivers the reschedule directly.
-            self.raise(None, tv, irq::Kind::Reschedule, irq::What::Resched, 0);
-        } else if ctx.is_none() {
-            self.vcpus[tv as usize].need_resched = true;
-        } else {
+        match ctx {
+            Some(c) if c == tv => self.request_guest_resched(tv),
             // resched_curr() on another CPU: smp_send_reschedule().
-            self.send_ipi(ctx.unwrap(), tv, irq::Kind::Reschedule, irq::What::Resched);
+            Some(c) => self.send_ipi(c, tv, irq::Kind::Reschedule, irq::What::Resched),
+            // The engine starting a workload: no vCPU sends this wakeup, and a
+            // halted target is woken directly.
+            None if self.host_state(tv) == HostState::Halted => self.raise(None, tv, irq::Kind::Reschedule, irq::What::Resched, 0),
+            None => self.request_guest_resched(tv),
         }
     }
 
