@@ -41,6 +41,7 @@ impl World {
         if next == prev {
             return;
         }
+        self.account_siblings(p);
         if let Some(v) = prev {
             self.deschedule(v, p, HostState::Preempted);
         }
@@ -91,12 +92,24 @@ impl World {
         self.vcpu_resumed(v);
     }
 
+    /// Brings the vCPUs on `p`'s SMT siblings up to now at their current
+    /// speed, before `p` changes between busy and idle.
+    fn account_siblings(&mut self, p: PcpuId) {
+        let core = self.machine.core_of[p as usize] as usize;
+        for i in 0..self.machine.threads_of_core[core].len() {
+            let s = self.machine.threads_of_core[core][i];
+            if let (true, Some(v)) = (s != p, self.pcpu_curr[s as usize]) {
+                self.account(v);
+            }
+        }
+    }
+
     /// Siblings run slower or faster now: re-derive their progress.
     fn replan_siblings(&mut self, p: PcpuId) {
-        let sibs: Vec<PcpuId> = self.machine.siblings(p).collect();
-        for s in sibs {
-            if let Some(v) = self.pcpu_curr[s as usize] {
-                self.account(v);
+        let core = self.machine.core_of[p as usize] as usize;
+        for i in 0..self.machine.threads_of_core[core].len() {
+            let s = self.machine.threads_of_core[core][i];
+            if let (true, Some(v)) = (s != p, self.pcpu_curr[s as usize]) {
                 self.plan(v);
             }
         }
@@ -105,6 +118,7 @@ impl World {
     /// The guest idles: HLT exits and the vCPU thread sleeps in the host.
     pub(super) fn vcpu_halt(&mut self, v: VcpuId) {
         let p = self.vcpus[v as usize].pcpu.expect("a halting vCPU runs");
+        self.account_siblings(p);
         self.deschedule(v, p, HostState::Halted);
         self.host_call(|h, view, out| h.block(view, out, v, p));
         if !self.resched_pcpus.contains(&p) {
