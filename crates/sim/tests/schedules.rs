@@ -75,3 +75,15 @@ fn busy_smt_siblings_slow_each_other() {
     let expected = 0.61 * 0.65 + 0.39;
     assert!((half as f64 / alone as f64 - expected).abs() < 0.05, "half {half} alone {alone}");
 }
+
+/// Halving a core's capacity halfway through halves the work done in the
+/// second half: 500 + 250 chunks of 1 ms instead of 1000.
+#[test]
+fn capacity_change_scales_progress() {
+    let text = "name='cap'\nduration_ms=1000\n[host]\ncapacity_changes=[{at_ms=500, core=0, capacity=512}]\n\
+                [[vm]]\nname='a'\n[[vm.workload]]\nkind='hog'\nwork_us=1000\n";
+    let s = vmsched_sim::parse(text, &[]).unwrap();
+    let out = run(s, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap();
+    let done = out.summary["workloads"][0]["completed"].as_u64().unwrap();
+    assert!((745..=750).contains(&done), "completed {done}");
+}
