@@ -72,3 +72,44 @@ fn a_running_task_stalls_while_its_vcpu_is_throttled() {
     let halted: f64 = s["vms"][0]["vcpus"].as_array().unwrap().iter().map(|v| f(&v["halted_ns"])).sum::<f64>() / 1e9;
     assert!(halted > 2.0, "idle vCPU time {halted}");
 }
+
+/// Steal time lowers the capacity the guest believes a vCPU has (irq PELT
+/// pressure in scale_rt_capacity()), and only with steal accounting on.
+#[test]
+fn steal_lowers_the_believed_capacity_of_the_shared_vcpu() {
+    let text = "name='steal'\nduration_ms=1000\n[host]\ncores_per_socket=2\n\
+                [[vm]]\nname='g'\nvcpus=2\npin=[0,1]\n[[vm.workload]]\nkind='hog'\nthreads=2\npin_threads=true\n\
+                [[vm]]\nname='noisy'\npin=[0]\n[[vm.workload]]\nkind='hog'\n";
+    let caps = |ov: &[&str]| {
+        let ov: Vec<String> = ov.iter().map(|s| s.to_string()).collect();
+        let s = vmsched_sim::parse(text, &ov).unwrap();
+        let out = run(s, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap();
+        let v = &out.summary["vms"][0]["vcpus"];
+        (f(&v[0]["capacity_believed"]), f(&v[1]["capacity_believed"]))
+    };
+    let (shared, dedicated) = caps(&[]);
+    // About half of vCPU 0's time is stolen.
+    assert!((shared - 512.0).abs() < 100.0, "shared {shared}");
+    assert!(dedicated > 1000.0, "dedicated {dedicated}");
+    let (shared_off, _) = caps(&["vm[0].guest.steal_accounting=false"]);
+    assert_eq!(shared_off, 1024.0);
+}
+
+/// The intrinsic-latency loop sees the host's preemptions of its vCPU as
+/// gaps as long as the competitor's slices (4 ms ticks on a shared pCPU),
+/// and no gaps when it has the pCPU to itself.
+#[test]
+fn latency_probe_records_host_preemption_gaps() {
+    let text = "name='gaps'\nduration_ms=1000\n\
+                [[vm]]\nname='probe'\npin=[0]\n[[vm.workload]]\nkind='latency_probe'\n\
+                [[vm]]\nname='noisy'\npin=[0]\n[[vm.workload]]\nkind='hog'\n";
+    let shared = vmsched_sim::parse(text, &[]).unwrap();
+    let out = run(shared, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap().summary;
+    let lat = &out["workloads"][0]["latency_ns"];
+    let preemptions = f(&out["vms"][0]["vcpus"][0]["preemptions"]);
+    assert!((f(&lat["count"]) - preemptions).abs() <= 1.0, "{lat} vs {preemptions} preemptions");
+    assert!(f(&lat["p50"]) >= 3.9e6 && f(&lat["max"]) <= 4.1e6 + 1e5, "{lat}");
+    let alone = vmsched_sim::parse(text, &["vm[1].workload[0].enabled=false".into()]).unwrap();
+    let out = run(alone, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap().summary;
+    assert_eq!(f(&out["workloads"][0]["latency_ns"]["count"]), 0.0);
+}

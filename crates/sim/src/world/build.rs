@@ -69,6 +69,7 @@ impl World {
                     pending: Vec::new(),
                     need_resched: false,
                     tick_pending: false,
+                    in_handler: None,
                     hrtick_at: None,
                     state_since: 0,
                     task_since: 0,

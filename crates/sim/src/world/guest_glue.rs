@@ -86,7 +86,10 @@ impl World {
         if next != prev {
             self.switch_task(v, prev, next);
         }
+        let busy_with_irqs = self.vcpus[v as usize].in_handler.is_some() || !self.vcpus[v as usize].pending.is_empty();
         match next {
+            // Idle, but interrupts are being handled: halt after them.
+            None if busy_with_irqs => self.plan(v),
             None => self.vcpu_halt(v),
             Some(t) => {
                 self.arm_hrtick(v);
@@ -184,10 +187,7 @@ impl World {
     /// A vCPU is back on a pCPU: deliver what waited, act on deferred
     /// reschedules and ticks, and continue its task.
     pub(super) fn vcpu_resumed(&mut self, v: VcpuId) {
-        self.deliver_pending(v);
-        if self.host_state(v) != HostState::Running {
-            return;
-        }
+        self.next_handler(v);
         if std::mem::take(&mut self.vcpus[v as usize].tick_pending) {
             self.guest_tick(v);
         }

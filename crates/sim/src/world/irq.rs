@@ -85,68 +85,61 @@ impl World {
         let to = self.irqs[id as usize].to;
         self.vcpus[to as usize].pending.push(id);
         match self.host_state(to) {
-            HostState::Running => {
-                self.deliver_pending(to);
-                if self.vcpus[to as usize].curr_task.is_none() {
-                    self.request_guest_resched(to);
-                }
-            }
+            HostState::Running => self.next_handler(to),
             HostState::Halted => self.vcpu_kick(to),
             HostState::Preempted => {}
         }
     }
 
-    /// Runs the handlers of every pending interrupt of a running vCPU.
-    pub(super) fn deliver_pending(&mut self, v: VcpuId) {
-        if self.vcpus[v as usize].pending.is_empty() {
+    /// Starts the handler of the oldest pending interrupt, once the vCPU runs
+    /// and whatever occupies it (a switch, an exit, another handler) is over;
+    /// otherwise the progress event brings it back here at that time.
+    pub(super) fn next_handler(&mut self, v: VcpuId) {
+        if self.host_state(v) != HostState::Running || self.vcpus[v as usize].in_handler.is_some() {
             return;
         }
         self.account(v);
-        // Handlers may queue more interrupts for this vCPU; keep delivering
-        // until none is left, reusing the buffer.
-        let mut pending = std::mem::take(&mut self.vcpus[v as usize].pending);
-        while !pending.is_empty() {
-            for &id in &pending {
-                self.deliver_one(v, id);
-            }
-            pending.clear();
-            std::mem::swap(&mut pending, &mut self.vcpus[v as usize].pending);
-        }
-        self.vcpus[v as usize].pending = pending;
-        self.plan(v);
-    }
-
-    fn deliver_one(&mut self, v: VcpuId, id: u32) {
-        {
+        while self.vcpus[v as usize].overhead == 0 && !self.vcpus[v as usize].pending.is_empty() {
+            let vc = &mut self.vcpus[v as usize];
+            let id = vc.pending.remove(0);
+            vc.overhead += self.ov.irq_handler_ns;
+            vc.in_handler = Some(id);
             let irq = self.irqs[id as usize];
-            self.free_irqs.push(id);
-            self.vcpus[v as usize].overhead += self.ov.irq_handler_ns;
-            let vm = self.vcpus[v as usize].vm as usize;
             let waited = self.now - irq.raised_ns;
-            let st = &mut self.vms[vm];
+            let st = &mut self.vms[vc.vm as usize];
             st.irq_count += 1;
             st.irq_pending_sum += waited;
             st.irq_pending_max = st.irq_pending_max.max(waited);
-            self.recorder.irq(&irq, self.vcpus[v as usize].vm, self.now);
-            self.handle(v, irq.what);
+            self.recorder.irq(&irq, vc.vm, self.now);
+            if self.ov.irq_handler_ns > 0 {
+                break;
+            }
+            // A handler that costs nothing ends where it starts.
+            self.finish_handler(v);
         }
+        self.plan(v);
     }
 
-    fn handle(&mut self, v: VcpuId, what: What) {
+    /// The running handler's time is over: its effect (a wakeup, a reply, an
+    /// acknowledgement) takes place.
+    pub(super) fn finish_handler(&mut self, v: VcpuId) {
+        let id = self.vcpus[v as usize].in_handler.take().expect("a handler runs");
+        let what = self.irqs[id as usize].what;
+        self.free_irqs.push(id);
         match what {
             What::Resched => self.request_guest_resched(v),
             What::TlbAck(sender) => self.tlb_ack(sender, v),
             What::Wake(t) => self.wake_task(t, Some(v), false),
             What::Workload(w, payload) => {
-                // The reply or the queueing happens at the end of the handler.
-                self.now += self.ov.irq_handler_ns;
                 let (program, mut cx) = self.cx_for(w);
-                let action = program.on_irq(payload, &mut cx);
-                self.now -= self.ov.irq_handler_ns;
-                if let IrqAction::SemUp(s) = action {
+                if let IrqAction::SemUp(s) = program.on_irq(payload, &mut cx) {
                     self.sem_up_from_irq(s, v);
                 }
             }
+        }
+        if self.vcpus[v as usize].curr_task.is_none() {
+            // An idle vCPU woke for this interrupt: schedule (or halt again).
+            self.request_guest_resched(v);
         }
     }
 }

@@ -72,6 +72,8 @@ pub struct Vcpu {
     pending: Vec<u32>,
     need_resched: bool,
     tick_pending: bool,
+    /// The interrupt whose handler runs now (its effect comes at the end).
+    in_handler: Option<u32>,
     /// When the armed hrtick timer expires.
     hrtick_at: Option<u64>,
     state_since: u64,
@@ -261,11 +263,14 @@ impl World {
     /// lets a spinning task take a mutex that became free while it was not
     /// running.
     fn plan(&mut self, v: VcpuId) {
-        let overhead = self.vcpus[v as usize].overhead;
-        let task = self.vcpus[v as usize].curr_task.filter(|_| self.host_state(v) == HostState::Running);
+        let vc = &self.vcpus[v as usize];
+        let overhead = vc.overhead;
+        let running = self.host_state(v) == HostState::Running;
+        // Interrupt handlers go first, once the overheads before them end.
+        let irq_at = (running && (vc.in_handler.is_some() || !vc.pending.is_empty())).then_some(self.now + overhead);
+        let task = vc.curr_task.filter(|_| running);
         let Some(t) = task else {
-            self.vcpus[v as usize].plan_gen += 1;
-            self.vcpus[v as usize].planned_at = None;
+            self.set_progress_event(v, irq_at);
             return;
         };
         if let Exec::Spin { on: SpinOn::Mutex(m), .. } = self.tasks[t as usize].exec {
@@ -283,23 +288,22 @@ impl World {
         // The hrtick timer shares the progress event (it fires at the earlier
         // of the two); past its time it fires as soon as the vCPU runs.
         let hrtick = self.vcpus[v as usize].hrtick_at.map(|h| h.max(self.now));
-        let at = match (done, hrtick) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) | (None, Some(a)) => a,
-            (None, None) => {
-                self.vcpus[v as usize].plan_gen += 1;
-                self.vcpus[v as usize].planned_at = None;
-                return;
-            }
-        };
+        let at = [done, hrtick, irq_at].into_iter().flatten().min();
+        self.set_progress_event(v, at);
+    }
+
+    /// Keeps one live progress event per vCPU, at `at` (none if None).
+    fn set_progress_event(&mut self, v: VcpuId, at: Option<u64>) {
         let vc = &mut self.vcpus[v as usize];
-        if vc.planned_at == Some(at) {
-            // The pending event already fires at that time.
+        if vc.planned_at == at {
+            // The live event already fires then (or there is none to keep).
             return;
         }
         vc.plan_gen += 1;
-        vc.planned_at = Some(at);
-        self.queue.push(at, Event::Progress(v, vc.plan_gen));
+        vc.planned_at = at;
+        if let Some(at) = at {
+            self.queue.push(at, Event::Progress(v, vc.plan_gen));
+        }
     }
 
     fn on_progress(&mut self, v: VcpuId, gen: u64) {
@@ -308,10 +312,26 @@ impl World {
         }
         self.vcpus[v as usize].planned_at = None;
         self.account(v);
+        if self.vcpus[v as usize].overhead > 0 {
+            // Overhead charged at this very instant (a handler's effect sent
+            // an IPI): wait for it.
+            self.plan(v);
+            return;
+        }
+        if self.vcpus[v as usize].in_handler.is_some() {
+            self.finish_handler(v);
+        }
+        if !self.vcpus[v as usize].pending.is_empty() || self.resched_vcpus.contains(&v) {
+            // The next handler, or the reschedule a handler asked for, runs
+            // before the interrupted task continues.
+            self.next_handler(v);
+            self.plan(v);
+            return;
+        }
         if self.vcpus[v as usize].hrtick_at.is_some_and(|h| h <= self.now) {
             self.hrtick_fires(v);
         }
-        let t = self.vcpus[v as usize].curr_task.expect("progress of a task");
+        let Some(t) = self.vcpus[v as usize].curr_task else { return };
         // Work left below a millionth of a ns is float residue of the
         // completion time's rounding: the step is done.
         match self.tasks[t as usize].exec {

@@ -36,6 +36,10 @@ impl World {
                     return Err(format!("vCPU {v} runs blocked task {}", self.tasks[t as usize].name));
                 }
             }
+            // An idle vCPU stays on its pCPU only to run interrupt handlers.
+            if vc.curr_task.is_none() && self.host_state(v) == HostState::Running && vc.in_handler.is_none() && vc.pending.is_empty() && vc.planned_at.is_none() {
+                return Err(format!("vCPU {v} runs with nothing to do and does not halt"));
+            }
             // CPU time is conserved: running + preempted + halted = elapsed.
             if vc.cpu_ns + vc.steal_ns + vc.halted_ns != vc.acct_last {
                 return Err(format!("vCPU {v}: cpu {} + steal {} + halted {} != accounted time {}", vc.cpu_ns, vc.steal_ns, vc.halted_ns, vc.acct_last));
