@@ -87,3 +87,29 @@ fn capacity_change_scales_progress() {
     let done = out.summary["workloads"][0]["completed"].as_u64().unwrap();
     assert!((745..=750).contains(&done), "completed {done}");
 }
+
+/// With long critical sections, a futex mutex waiter spins only its budget
+/// and then sleeps (woken by a reschedule IPI), while a spinlock waiter
+/// burns the whole critical section.
+#[test]
+fn mutex_waiters_block_after_their_spin_budget_spinlock_waiters_do_not() {
+    let text = |sync: &str| {
+        format!(
+            "name='m'\nduration_ms=500\n[host]\ncores_per_socket=2\n[[vm]]\nname='a'\nvcpus=2\npin=[0,1]\n\
+             [[vm.workload]]\nkind='parallel'\nthreads=2\npin_threads=true\nwork_us=100\ncs_us=1000\nspin_us=5\nsync='{sync}'\n"
+        )
+    };
+    let stats = |sync: &str| {
+        let s = vmsched_sim::parse(&text(sync), &[]).unwrap();
+        let out = run(s, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap().summary;
+        let w = &out["workloads"][0];
+        (w["spin_ns"].as_f64().unwrap(), w["completed"].as_f64().unwrap(), out["vms"][0]["ipis"]["reschedule"].as_f64().unwrap())
+    };
+    let (mutex_spin, mutex_done, mutex_ipis) = stats("mutex");
+    let (lock_spin, lock_done, _) = stats("spinlock");
+    // Each contended acquisition spins at most the 5 us budget (plus the
+    // futex bucket lock); a spinlock waiter spins for most of a 1 ms section.
+    assert!(mutex_spin / mutex_done < 10_000.0, "mutex spin per grain {}", mutex_spin / mutex_done);
+    assert!(lock_spin / lock_done > 300_000.0, "spinlock spin per grain {}", lock_spin / lock_done);
+    assert!(mutex_ipis > mutex_done / 4.0, "sleeping waiters are woken by IPIs: {mutex_ipis}");
+}

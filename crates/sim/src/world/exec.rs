@@ -143,8 +143,7 @@ impl World {
                 let running_spinner = self.sync.mutexes[m as usize].spinners.iter().copied().find(|&s| self.executing(s));
                 if let Some(s) = running_spinner {
                     self.take_mutex(s, m);
-                    let sv = self.tasks[s as usize].last_vcpu;
-                    self.plan(sv);
+                    self.release_spinner(s, v);
                 } else if !self.sync.mutexes[m as usize].waiters.is_empty() {
                     let bucket = self.sync.mutexes[m as usize].bucket;
                     self.futex_path(t, bucket, KStep::WakeMutex(m));
@@ -282,14 +281,13 @@ impl World {
         true
     }
 
+    /// Makes `t` the owner of mutex `m` (a spinner stays spinning until its
+    /// caller releases it).
     pub(super) fn take_mutex(&mut self, t: TaskId, m: u32) {
         let mx = &mut self.sync.mutexes[m as usize];
         mx.owner = Some(t);
         mx.spinners.retain(|&s| s != t);
         self.tasks[t as usize].locks_held += 1;
-        if matches!(self.tasks[t as usize].exec, Exec::Spin { .. }) {
-            self.tasks[t as usize].exec = Exec::Ready;
-        }
     }
 
     /// A busy-waiting task's condition holds: it goes on when it next runs.
@@ -325,7 +323,9 @@ impl World {
             other => unreachable!("{other:?} has no spin budget"),
         };
         self.tasks[t as usize].exec = Exec::Ready;
-        self.tasks[t as usize].kseq.extend([KStep::Op(Op::Lock(next.0)), next.1]);
+        let q = &mut self.tasks[t as usize].kseq;
+        q.push_front(next.1);
+        q.push_front(KStep::Op(Op::Lock(next.0)));
         self.advance(t, v);
     }
 

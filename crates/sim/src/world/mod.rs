@@ -275,7 +275,9 @@ impl World {
         };
         if let Exec::Spin { on: SpinOn::Mutex(m), .. } = self.tasks[t as usize].exec {
             if self.sync.mutexes[m as usize].owner.is_none() {
+                // Back on a pCPU, the spinner finds the mutex free.
                 self.take_mutex(t, m);
+                self.tasks[t as usize].exec = Exec::Ready;
             }
         }
         let start = self.now + overhead;
