@@ -290,7 +290,11 @@ impl World {
         // The hrtick timer shares the progress event (it fires at the earlier
         // of the two); past its time it fires as soon as the vCPU runs.
         let hrtick = self.vcpus[v as usize].hrtick_at.map(|h| h.max(self.now));
-        let at = [done, hrtick, irq_at].into_iter().flatten().min();
+        let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) | (None, x) => x,
+        };
+        let at = earliest(earliest(done, hrtick), irq_at);
         self.set_progress_event(v, at);
     }
 
