@@ -44,7 +44,7 @@ pub fn summarize(w: &World) -> Value {
         let cpu: u64 = (0..vm.nv).map(|i| w.vcpus[(vm.first_vcpu + i) as usize].cpu_ns).sum();
         let steal: u64 = (0..vm.nv).map(|i| w.vcpus[(vm.first_vcpu + i) as usize].steal_ns).sum();
         let ctx: u64 = (0..vm.nv).map(|i| w.vcpus[(vm.first_vcpu + i) as usize].context_switches).sum();
-        let task_migrations: u64 = vm.guest.tasks.iter().map(|t| t.migrations).sum();
+        let task_migrations: u64 = vm.tasks.iter().map(|&t| vm.guest.task_migrations(w.tasks[t as usize].local)).sum();
         let spin: u64 = vm.tasks.iter().map(|&t| w.tasks[t as usize].spin_ns).sum();
         let ipis: Map<String, Value> = crate::world::irq_kind_names().iter().zip(vm.ipis.iter()).map(|(k, &n)| (k.to_string(), json!(n))).collect();
         let lock = json!({"lhp_count": vm.lhp_count, "lwp_count": vm.lwp_count, "spin_ns": spin});

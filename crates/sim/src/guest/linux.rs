@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{GuestView, HostState, TickOut};
-use crate::cfs::{CfsRq, Entity, Placement, Tunables, WEIGHT_IDLEPRIO};
+use super::{GuestPolicy, GuestView, HostState, TickOut};
+use crate::cfs::{CfsRq, Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
 use crate::pelt::Pelt;
 use crate::scenario::{Guest, Policy};
 
@@ -80,7 +80,7 @@ pub struct GuestLinux {
     asym_capacity: bool,
     rqs: Vec<GuestRq>,
     ents: Vec<Entity>,
-    pub tasks: Vec<GTask>,
+    tasks: Vec<GTask>,
 }
 
 impl GuestLinux {
@@ -108,29 +108,8 @@ impl GuestLinux {
         }
     }
 
-    pub fn tick_ns(&self) -> u64 {
-        self.tick_ns
-    }
 
-    /// Registers a task (not yet runnable); returns its VM-local index.
-    pub fn add_task(&mut self, policy: Policy, rt_priority: u32, allowed: Vec<bool>, nice0_weight: u64) -> u32 {
-        let weight = if policy == Policy::Idle { WEIGHT_IDLEPRIO } else { nice0_weight };
-        let cpu = allowed.iter().position(|&a| a).unwrap_or(0) as u32;
-        self.ents.push(Entity { weight, ..Default::default() });
-        let nr_allowed = allowed.iter().filter(|&&a| a).count() as u32;
-        self.tasks.push(GTask { policy, rt_priority, allowed, nr_allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0, runnable: false });
-        (self.tasks.len() - 1) as u32
-    }
 
-    pub fn curr(&self, v: u32) -> Option<u32> {
-        self.rqs[v as usize].curr
-    }
-    pub fn nr_running(&self, v: u32) -> u32 {
-        self.rqs[v as usize].nr_running()
-    }
-    pub fn capacity(&self, v: u32) -> u32 {
-        self.rqs[v as usize].capacity
-    }
     pub fn nr_vcpus(&self) -> u32 {
         self.rqs.len() as u32
     }
@@ -155,12 +134,6 @@ impl GuestLinux {
         }
     }
 
-    /// Current task clock of vCPU `v` (for callers outside a scheduler path).
-    pub fn clock_task(&mut self, view: &GuestView, v: u32) -> u64 {
-        self.update_clock(view, v);
-        self.rqs[v as usize].clock_task
-    }
-
     /// update_cpu_capacity() / scale_rt_capacity(): arch capacity scaled by
     /// the share not taken by irq and steal pressure.
     fn update_capacity(&mut self, v: u32) {
@@ -183,19 +156,6 @@ impl GuestLinux {
         rq.nr_running() > 0 && rq.nr_running() == rq.idle_policy_nr
     }
 
-    /// select_task_rq(): where a waking task goes.
-    pub fn select_rq(&mut self, view: &GuestView, t: u32) -> u32 {
-        let task = &self.tasks[t as usize];
-        let prev = if task.allowed[task.cpu as usize] {
-            task.cpu
-        } else {
-            task.allowed.iter().position(|&a| a).expect("task has an allowed vCPU") as u32
-        };
-        if task.is_rt() {
-            return self.select_rq_rt(t, prev);
-        }
-        self.select_idle_sibling(view, t, prev)
-    }
 
     /// select_task_rq_rt(): stay unless prev runs an RT task of equal or
     /// higher priority; then find_lowest_rq() for a CPU running lower work.
@@ -248,13 +208,168 @@ impl GuestLinux {
             .unwrap_or(prev)
     }
 
-    /// Enqueues a runnable task on `v`; returns whether it should preempt the
-    /// task running there (check_preempt_curr()).
-    pub fn enqueue(&mut self, view: &GuestView, t: u32, v: u32, new_task: bool) -> bool {
-        self.update_clock(view, v);
+
+    fn dequeue(&mut self, t: u32) {
+        let v = self.tasks[t as usize].cpu;
         let now = self.rqs[v as usize].clock_task;
         let task = &mut self.tasks[t as usize];
-        if task.cpu != v {
+        task.runnable = false;
+        let rq = &mut self.rqs[v as usize];
+        if task.is_rt() {
+            let q = rq.rt.get_mut(&std::cmp::Reverse(task.rt_priority)).expect("rt list");
+            let at = q.iter().position(|&x| x == t).expect("queued RT task");
+            q.remove(at);
+            if q.is_empty() {
+                rq.rt.remove(&std::cmp::Reverse(task.rt_priority));
+            }
+            rq.rt_nr -= 1;
+        } else {
+            if task.policy == Policy::Idle {
+                rq.idle_policy_nr -= 1;
+            }
+            rq.cfs.dequeue(&mut self.ents, t, now);
+        }
+    }
+
+
+
+
+
+
+
+    fn span(&self, v: u32, level: usize) -> Vec<u32> {
+        let n = self.nr_vcpus();
+        match level {
+            0 => (0..n).filter(|&w| self.llc_of[w as usize] == self.llc_of[v as usize]).collect(),
+            _ => (0..n).collect(),
+        }
+    }
+
+    /// A queued (not running) task on `from` that may run on `to`.
+    fn pullable(&self, from: u32, to: u32) -> Option<u32> {
+        let rq = &self.rqs[from as usize];
+        let curr = rq.curr;
+        let ok = |t: &u32| Some(*t) != curr && self.tasks[*t as usize].allowed[to as usize];
+        rq.cfs.queued().rev().find(ok).or_else(|| rq.rt.values().flat_map(|q| q.iter().copied()).find(|t| ok(t)))
+    }
+
+    /// A task's vruntime relative to its runqueue's min_vruntime: what a
+    /// migration keeps (dequeue_entity() without DEQUEUE_SLEEP, and
+    /// migrate_task_rq_fair() for a waking task).
+    fn lag(&self, t: u32, rq: u32) -> i64 {
+        self.ents[t as usize].vruntime as i64 - self.rqs[rq as usize].cfs.min_vruntime as i64
+    }
+
+    /// Re-bases a migrating task's vruntime on its new runqueue.
+    fn apply_lag(&mut self, t: u32, rq: u32, lag: i64) {
+        let base = self.rqs[rq as usize].cfs.min_vruntime as i64;
+        self.ents[t as usize].vruntime = base.saturating_add(lag).max(0) as u64;
+    }
+
+    fn move_queued(&mut self, view: &GuestView, t: u32, from: u32, to: u32) {
+        self.update_clock(view, from);
+        let lag = self.lag(t, from);
+        self.dequeue(t);
+        self.update_clock(view, to);
+        self.apply_lag(t, to, lag);
+        let task = &mut self.tasks[t as usize];
+        let rt = task.is_rt();
+        task.migrations += 1;
+        task.cpu = to;
+        task.runnable = true;
+        let now = self.rqs[to as usize].clock_task;
+        let rq = &mut self.rqs[to as usize];
+        if rt {
+            rq.rt.entry(std::cmp::Reverse(task.rt_priority)).or_default().push_back(t);
+            rq.rt_nr += 1;
+        } else {
+            if task.policy == Policy::Idle {
+                rq.idle_policy_nr += 1;
+            }
+            rq.cfs.enqueue(&mut self.ents, t, Placement::Keep, &self.tun, now);
+        }
+    }
+
+    /// load_balance() toward `v`: pull one task from the busiest vCPU of the
+    /// span when that reduces the imbalance in runnable tasks.
+    fn balance(&mut self, view: &GuestView, v: u32, span: &[u32]) -> bool {
+        let this = self.rqs[v as usize].nr_running();
+        let busiest = span
+            .iter()
+            .copied()
+            .filter(|&w| w != v && self.rqs[w as usize].nr_running() >= this + 2)
+            .max_by_key(|&w| (self.rqs[w as usize].nr_running(), std::cmp::Reverse(w)));
+        let Some(b) = busiest else { return false };
+        let Some(t) = self.pullable(b, v) else { return false };
+        self.move_queued(view, t, b, v);
+        this == 0
+    }
+
+    /// newidle_balance(): an idle vCPU pulls from the busiest vCPU in the VM.
+    fn newidle_balance(&mut self, view: &GuestView, v: u32) {
+        let span = self.span(v, 1);
+        self.balance(view, v, &span);
+    }
+
+}
+
+impl GuestPolicy for GuestLinux {
+    fn name(&self) -> &'static str {
+        "linux"
+    }
+
+    fn tick_ns(&self) -> u64 {
+        self.tick_ns
+    }
+
+    /// Registers a task (not yet runnable); returns its VM-local index.
+    fn add_task(&mut self, policy: Policy, rt_priority: u32, allowed: Vec<bool>) -> u32 {
+        let weight = if policy == Policy::Idle { WEIGHT_IDLEPRIO } else { NICE_0_LOAD };
+        let cpu = allowed.iter().position(|&a| a).unwrap_or(0) as u32;
+        self.ents.push(Entity { weight, ..Default::default() });
+        let nr_allowed = allowed.iter().filter(|&&a| a).count() as u32;
+        self.tasks.push(GTask { policy, rt_priority, allowed, nr_allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0, runnable: false });
+        (self.tasks.len() - 1) as u32
+    }
+
+    fn curr(&self, v: u32) -> Option<u32> {
+        self.rqs[v as usize].curr
+    }
+
+    fn nr_running(&self, v: u32) -> u32 {
+        self.rqs[v as usize].nr_running()
+    }
+
+    fn capacity(&self, v: u32) -> u32 {
+        self.rqs[v as usize].capacity
+    }
+
+    /// select_task_rq(): where a waking task goes.
+    fn select_rq(&mut self, view: &GuestView, t: u32) -> u32 {
+        let task = &self.tasks[t as usize];
+        let prev = if task.allowed[task.cpu as usize] {
+            task.cpu
+        } else {
+            task.allowed.iter().position(|&a| a).expect("task has an allowed vCPU") as u32
+        };
+        if task.is_rt() {
+            return self.select_rq_rt(t, prev);
+        }
+        self.select_idle_sibling(view, t, prev)
+    }
+
+    /// Enqueues a runnable task on `v`; returns whether it should preempt the
+    /// task running there (check_preempt_curr()).
+    fn enqueue(&mut self, view: &GuestView, t: u32, v: u32, new_task: bool) -> bool {
+        self.update_clock(view, v);
+        let now = self.rqs[v as usize].clock_task;
+        let from = self.tasks[t as usize].cpu;
+        if from != v && !new_task {
+            let lag = self.lag(t, from);
+            self.apply_lag(t, v, lag);
+        }
+        let task = &mut self.tasks[t as usize];
+        if from != v {
             task.migrations += 1;
         }
         task.cpu = v;
@@ -295,30 +410,8 @@ impl GuestLinux {
         }
     }
 
-    fn dequeue(&mut self, t: u32) {
-        let v = self.tasks[t as usize].cpu;
-        let now = self.rqs[v as usize].clock_task;
-        let task = &mut self.tasks[t as usize];
-        task.runnable = false;
-        let rq = &mut self.rqs[v as usize];
-        if task.is_rt() {
-            let q = rq.rt.get_mut(&std::cmp::Reverse(task.rt_priority)).expect("rt list");
-            let at = q.iter().position(|&x| x == t).expect("queued RT task");
-            q.remove(at);
-            if q.is_empty() {
-                rq.rt.remove(&std::cmp::Reverse(task.rt_priority));
-            }
-            rq.rt_nr -= 1;
-        } else {
-            if task.policy == Policy::Idle {
-                rq.idle_policy_nr -= 1;
-            }
-            rq.cfs.dequeue(&mut self.ents, t, now);
-        }
-    }
-
     /// The current task of `v` blocks (dequeue_task() with DEQUEUE_SLEEP).
-    pub fn block_curr(&mut self, view: &GuestView, v: u32) {
+    fn block_curr(&mut self, view: &GuestView, v: u32) {
         self.update_clock(view, v);
         let t = self.rqs[v as usize].curr.expect("blocking vCPU has a current task");
         let now = self.rqs[v as usize].clock_task;
@@ -328,7 +421,7 @@ impl GuestLinux {
 
     /// pick_next_task(): puts the previous task back (if still runnable),
     /// balances when the runqueue is empty, and picks by class.
-    pub fn pick_next(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+    fn pick_next(&mut self, view: &GuestView, v: u32) -> Option<u32> {
         self.update_clock(view, v);
         let now = self.rqs[v as usize].clock_task;
         if let Some(prev) = self.rqs[v as usize].curr.take() {
@@ -360,7 +453,7 @@ impl GuestLinux {
     }
 
     /// With HRTICK, how long until the current fair task's slice ends.
-    pub fn hrtick_delay(&self, v: u32) -> Option<u64> {
+    fn hrtick_delay(&self, v: u32) -> Option<u64> {
         if !self.hrtick {
             return None;
         }
@@ -382,7 +475,7 @@ impl GuestLinux {
     /// the hrtick timer: charges the current task and tells whether it should
     /// yield. An expired RR task goes to the tail of its list when others
     /// share its priority.
-    pub fn slice_expired(&mut self, view: &GuestView, v: u32) -> bool {
+    fn slice_expired(&mut self, view: &GuestView, v: u32) -> bool {
         self.update_clock(view, v);
         let now = self.rqs[v as usize].clock_task;
         let Some(c) = self.rqs[v as usize].curr else { return false };
@@ -421,7 +514,7 @@ impl GuestLinux {
 
     /// The stopper of active balancing (migration_cpu_stop()): the running
     /// task of `v` is put back and moved to `to`; `v` must pick again.
-    pub fn detach_curr_to(&mut self, view: &GuestView, v: u32, to: u32) -> u32 {
+    fn detach_curr_to(&mut self, view: &GuestView, v: u32, to: u32) -> u32 {
         self.update_clock(view, v);
         let now = self.rqs[v as usize].clock_task;
         let t = self.rqs[v as usize].curr.take().expect("running task");
@@ -435,7 +528,7 @@ impl GuestLinux {
 
     /// scheduler_tick() on a running vCPU: slice accounting, periodic load
     /// balance (with capacity update), misfit detection and nohz-idle kick.
-    pub fn tick(&mut self, view: &GuestView, v: u32) -> TickOut {
+    fn tick(&mut self, view: &GuestView, v: u32) -> TickOut {
         let mut out = TickOut { resched: self.slice_expired(view, v), kick: None };
         let now = view.now;
         for level in 0..2 {
@@ -464,72 +557,10 @@ impl GuestLinux {
         out
     }
 
-    fn span(&self, v: u32, level: usize) -> Vec<u32> {
-        let n = self.nr_vcpus();
-        match level {
-            0 => (0..n).filter(|&w| self.llc_of[w as usize] == self.llc_of[v as usize]).collect(),
-            _ => (0..n).collect(),
-        }
-    }
-
-    /// A queued (not running) task on `from` that may run on `to`.
-    fn pullable(&self, from: u32, to: u32) -> Option<u32> {
-        let rq = &self.rqs[from as usize];
-        let curr = rq.curr;
-        let ok = |t: &u32| Some(*t) != curr && self.tasks[*t as usize].allowed[to as usize];
-        rq.cfs.queued().rev().find(ok).or_else(|| rq.rt.values().flat_map(|q| q.iter().copied()).find(|t| ok(t)))
-    }
-
-    fn move_queued(&mut self, view: &GuestView, t: u32, from: u32, to: u32) {
-        self.update_clock(view, from);
-        let lag = self.ents[t as usize].vruntime as i64 - self.rqs[from as usize].cfs.min_vruntime as i64;
-        self.dequeue(t);
-        self.update_clock(view, to);
-        let base = self.rqs[to as usize].cfs.min_vruntime as i64;
-        self.ents[t as usize].vruntime = (base + lag).max(0) as u64;
-        let task = &mut self.tasks[t as usize];
-        let rt = task.is_rt();
-        task.migrations += 1;
-        task.cpu = to;
-        task.runnable = true;
-        let now = self.rqs[to as usize].clock_task;
-        let rq = &mut self.rqs[to as usize];
-        if rt {
-            rq.rt.entry(std::cmp::Reverse(task.rt_priority)).or_default().push_back(t);
-            rq.rt_nr += 1;
-        } else {
-            if task.policy == Policy::Idle {
-                rq.idle_policy_nr += 1;
-            }
-            rq.cfs.enqueue(&mut self.ents, t, Placement::Keep, &self.tun, now);
-        }
-    }
-
-    /// load_balance() toward `v`: pull one task from the busiest vCPU of the
-    /// span when that reduces the imbalance in runnable tasks.
-    fn balance(&mut self, view: &GuestView, v: u32, span: &[u32]) -> bool {
-        let this = self.rqs[v as usize].nr_running();
-        let busiest = span
-            .iter()
-            .copied()
-            .filter(|&w| w != v && self.rqs[w as usize].nr_running() >= this + 2)
-            .max_by_key(|&w| (self.rqs[w as usize].nr_running(), std::cmp::Reverse(w)));
-        let Some(b) = busiest else { return false };
-        let Some(t) = self.pullable(b, v) else { return false };
-        self.move_queued(view, t, b, v);
-        this == 0
-    }
-
-    /// newidle_balance(): an idle vCPU pulls from the busiest vCPU in the VM.
-    fn newidle_balance(&mut self, view: &GuestView, v: u32) {
-        let span = self.span(v, 1);
-        self.balance(view, v, &span);
-    }
-
     /// Whether the running task of `v` no longer fits the vCPU's believed
     /// capacity and an idle vCPU of larger capacity could take it
     /// (update_misfit_status() + the misfit case of load_balance()).
-    pub fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+    fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
         // Misfit is tracked only with asymmetric CPU capacities
         // (update_misfit_status() returns early unless
         // sched_asym_cpucap_active()).
@@ -551,10 +582,11 @@ impl GuestLinux {
             .max_by_key(|&w| (self.rqs[w as usize].capacity, std::cmp::Reverse(w)))
     }
 
-    /// The stopper's move of the (just switched-out) task `t` to `to`
-    /// (active load balance / migration_cpu_stop()).
-    pub fn migrate_runnable(&mut self, view: &GuestView, t: u32, to: u32) {
-        let from = self.tasks[t as usize].cpu;
-        self.move_queued(view, t, from, to);
+    fn task_cpu(&self, t: u32) -> u32 {
+        self.tasks[t as usize].cpu
+    }
+
+    fn task_migrations(&self, t: u32) -> u64 {
+        self.tasks[t as usize].migrations
     }
 }

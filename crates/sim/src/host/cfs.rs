@@ -122,15 +122,24 @@ impl HostCfs {
         }
     }
 
-    /// Moves a queued (not running) vCPU between runqueues, keeping its lag
-    /// relative to min_vruntime (migrate_task_rq_fair()).
+    /// A vCPU's vruntime relative to its runqueue's min_vruntime, what a
+    /// migration keeps (migrate_task_rq_fair()).
+    fn lag(&self, v: VcpuId, p: PcpuId) -> i64 {
+        self.ents[v as usize].vruntime as i64 - self.rqs[p as usize].min_vruntime as i64
+    }
+
+    fn apply_lag(&mut self, v: VcpuId, p: PcpuId, lag: i64) {
+        let base = self.rqs[p as usize].min_vruntime as i64;
+        self.ents[v as usize].vruntime = base.saturating_add(lag).max(0) as u64;
+    }
+
+    /// Moves a queued (not running) vCPU between runqueues, keeping its lag.
     fn migrate(&mut self, view: &HostView, v: VcpuId, from: PcpuId, to: PcpuId) {
         self.update_curr(view, from);
+        let lag = self.lag(v, from);
         self.rqs[from as usize].dequeue(&mut self.ents, v, view.now);
-        let lag = self.ents[v as usize].vruntime as i64 - self.rqs[from as usize].min_vruntime as i64;
         self.update_curr(view, to);
-        let base = self.rqs[to as usize].min_vruntime as i64;
-        self.ents[v as usize].vruntime = (base + lag).max(0) as u64;
+        self.apply_lag(v, to, lag);
         self.rqs[to as usize].enqueue(&mut self.ents, v, Placement::Keep, &self.tun, view.now);
         self.cpu_of[v as usize] = to;
     }
@@ -249,6 +258,14 @@ impl HostPolicy for HostCfs {
             }
         }
         let p = self.select_cpu(view, v);
+        let prev = self.cpu_of[v as usize];
+        if p != prev {
+            // A sleeper woken elsewhere keeps its lag (migrate_task_rq_fair()).
+            self.update_curr(view, prev);
+            let lag = self.lag(v, prev);
+            self.update_curr(view, p);
+            self.apply_lag(v, p, lag);
+        }
         self.enqueue(view, out, v, p, Placement::Wakeup);
     }
 

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 use super::record::Recorder;
 use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState, World};
-use crate::cfs::{Tunables, NICE_0_LOAD};
+use crate::cfs::Tunables;
 use crate::event::{Event, EventQueue};
 use crate::guest::linux::GuestLinux;
 use crate::guest::HostState;
@@ -87,7 +87,7 @@ impl World {
                 name: vm.name.clone(),
                 first_vcpu: first,
                 nv: vm.vcpus,
-                guest: GuestLinux::new(&vm.guest, vm.vcpus),
+                guest: Box::new(GuestLinux::new(&vm.guest, vm.vcpus)),
                 host_state: vec![HostState::Halted; vm.vcpus as usize],
                 steal_published: vec![0; vm.vcpus as usize],
                 tasks: Vec::new(),
@@ -116,10 +116,10 @@ impl World {
                 let widx = wls.len() as u32;
                 let mut ids = Vec::new();
                 for (thread, spec) in built.threads.into_iter().enumerate() {
-                    let local = vms[vi].guest.add_task(spec.policy, spec.rt_priority, spec.allowed, NICE_0_LOAD);
+                    let local = vms[vi].guest.add_task(spec.policy, spec.rt_priority, spec.allowed);
                     let id = tasks.len() as u32;
                     vms[vi].tasks.push(id);
-                    let home = vms[vi].first_vcpu + vms[vi].guest.tasks[local as usize].cpu;
+                    let home = vms[vi].first_vcpu + vms[vi].guest.task_cpu(local);
                     tasks.push(Task {
                         vm: vi as u32,
                         local,

@@ -19,8 +19,7 @@ mod validate;
 use std::collections::VecDeque;
 
 use crate::event::{Event, EventQueue};
-use crate::guest::linux::GuestLinux;
-use crate::guest::HostState;
+use crate::guest::{GuestPolicy, HostState};
 use crate::host::HostPolicy;
 use crate::ids::{PcpuId, TaskId, VcpuId, VmId};
 use crate::machine::Machine;
@@ -30,6 +29,9 @@ use crate::sync::SyncObjects;
 use crate::workloads::{Cx, Op, Program, WorkloadMetrics};
 
 pub use build::run;
+
+/// Events at one instant beyond which a run is stuck rather than busy.
+const LIVELOCK_EVENTS: u64 = 1_000_000;
 use irq::Irq;
 use record::Recorder;
 
@@ -141,7 +143,7 @@ pub struct VmState {
     pub name: String,
     pub first_vcpu: VcpuId,
     pub nv: u32,
-    pub guest: GuestLinux,
+    pub guest: Box<dyn GuestPolicy>,
     pub host_state: Vec<HostState>,
     pub steal_published: Vec<u64>,
     pub tasks: Vec<TaskId>,
@@ -288,8 +290,9 @@ impl World {
             _ => None,
         };
         // The hrtick timer shares the progress event (it fires at the earlier
-        // of the two); past its time it fires as soon as the vCPU runs.
-        let hrtick = self.vcpus[v as usize].hrtick_at.map(|h| h.max(self.now));
+        // of the two); past its time it fires as soon as the vCPU runs and
+        // its overheads are over, like any interrupt.
+        let hrtick = self.vcpus[v as usize].hrtick_at.map(|h| h.max(start));
         let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(x), Some(y)) => Some(x.min(y)),
             (x, None) | (None, x) => x,
@@ -361,6 +364,7 @@ impl World {
     /// 1% of it.
     pub fn run_loop(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), String> {
         let step = (self.end / 100).max(1);
+        let mut same_instant = 0u64;
         let mut next_report = step;
         while let Some((t, ev)) = self.queue.pop() {
             if t > self.end {
@@ -368,6 +372,14 @@ impl World {
             }
             if t < self.now {
                 return Err(format!("time went backwards: event at {t} ns after {} ns", self.now));
+            }
+            if t == self.now {
+                same_instant += 1;
+                if same_instant > LIVELOCK_EVENTS {
+                    return Err(format!("no progress: {LIVELOCK_EVENTS} events at t={t} ns without time advancing (last {ev:?})"));
+                }
+            } else {
+                same_instant = 0;
             }
             self.now = t;
             self.events += 1;

@@ -205,7 +205,7 @@ impl Recorder {
             r.cpu_time_ns.push(task.cpu_ns);
             r.runnable_ns.push(task.runnable_ns);
             r.context_switches.push(task.context_switches);
-            r.migrations.push(w.vms[task.vm as usize].guest.tasks[task.local as usize].migrations);
+            r.migrations.push(w.vms[task.vm as usize].guest.task_migrations(task.local));
             r.spin_ns.push(task.spin_ns);
         }
         if self.window.is_some() {
