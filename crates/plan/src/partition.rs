@@ -1,7 +1,10 @@
 //! Placing periodic tasks into bins: worst-fit decreasing partitioning (Tableau,
-//! Sec. 5, "Partitioning"), then C=D task splitting for a task that fits no core
-//! ("Semi-partitioning", Burns et al. [12]; Brandenburg and Gul [11]). A bin is a
+//! Sec. 5, "Partitioning"), then C=D task splitting for the tasks that fit no
+//! core ("Semi-partitioning": Burns et al. [12], in the form Brandenburg and Gül
+//! [11] evaluate and SchedCAT's `schedcat/mapping/apa.py` implements). A bin is a
 //! single core, or a cluster of cores scheduled optimally (see `cluster`).
+
+use std::cmp::{Ordering, Reverse};
 
 use crate::edf::{simulate, Piece, Task};
 use crate::periods::HYPERPERIOD_NS;
@@ -13,11 +16,13 @@ pub struct Bin {
     pub pieces: Vec<Piece>,
     /// Processor time per table reserved in this bin.
     pub load: u64,
+    /// Sum of the pieces' densities, in the units of `load` (see [`density`]).
+    density: u64,
 }
 
 impl Bin {
     pub fn new(cores: Vec<usize>) -> Self {
-        Bin { cores, pieces: Vec::new(), load: 0 }
+        Bin { cores, pieces: Vec::new(), load: 0, density: 0 }
     }
 
     fn capacity(&self) -> u64 {
@@ -28,8 +33,20 @@ impl Bin {
         self.capacity() - self.load
     }
 
+    /// Capacity minus density: the worst-fit key. Equal to `spare` while the bin
+    /// holds whole tasks only; a zero-laxity piece has density 1 whatever its
+    /// size, so a core hosting one sorts as (nearly) full, as in [11]'s
+    /// density-based worst fit.
+    fn slack(&self) -> i64 {
+        self.capacity() as i64 - self.density as i64
+    }
+
     pub fn is_cluster(&self) -> bool {
         self.cores.len() > 1
+    }
+
+    fn holds_vcpu(&self, vcpu: usize) -> bool {
+        self.pieces.iter().any(|p| p.vcpu == vcpu)
     }
 
     /// Whether `piece` can join the bin with every deadline still met.
@@ -54,78 +71,211 @@ impl Bin {
 
     fn add(&mut self, piece: Piece) {
         self.load += piece.demand();
+        self.density += density(&piece);
         self.pieces.push(piece);
     }
+
+    /// The largest zero-laxity piece this core can take from `piece` (which it
+    /// cannot take whole), as its cost; `None` for clusters, for a core already
+    /// running part of the same task (the two parts would just be a partitioned
+    /// task cut in two), and when not even 1 ns fits. Feasibility is monotone in
+    /// the cost (a larger C=D piece only adds demand to every interval that
+    /// matters), so bisection on the EDF simulation finds the exact maximum,
+    /// where [12] and SchedCAT search with QPA.
+    fn largest_zero_laxity_piece(&self, piece: &Piece) -> Option<u64> {
+        if self.is_cluster() || self.holds_vcpu(piece.vcpu) {
+            return None;
+        }
+        let upper = (piece.cost - 1).min(self.spare() / (HYPERPERIOD_NS / piece.period));
+        largest_accepted(upper, |cost| self.accepts(&piece.zero_laxity_head(cost)))
+    }
+}
+
+/// Density C / (D - O) of a piece (its cost over the window it must run in),
+/// scaled by the table length so that a whole task's density is its demand. Only
+/// used to order pieces and bins, so rounding down is harmless.
+fn density(piece: &Piece) -> u64 {
+    (piece.cost as u128 * HYPERPERIOD_NS as u128 / (piece.deadline - piece.offset) as u128) as u64
+}
+
+/// Decreasing density ("decreasing difficulty" in [11]), ties to the lower vCPU
+/// and then the earlier piece, so the order is total and deterministic.
+fn by_decreasing_density(a: &Piece, b: &Piece) -> Ordering {
+    let left = a.cost as u128 * (b.deadline - b.offset) as u128;
+    let right = b.cost as u128 * (a.deadline - a.offset) as u128;
+    right.cmp(&left).then(a.vcpu.cmp(&b.vcpu)).then(a.offset.cmp(&b.offset))
 }
 
 /// Outcome of one placement attempt.
 #[derive(Debug)]
 pub struct Placement {
     pub bins: Vec<Bin>,
-    /// vCPUs whose task was split, with the number of pieces.
+    /// vCPUs whose task was split, with the number of pieces, by vCPU.
     pub splits: Vec<(usize, usize)>,
 }
 
-/// Places all tasks, largest demand first, each into the bin with the most spare
-/// capacity that accepts it (worst fit). A task no bin accepts is split with C=D;
-/// `None` when even that fails, so the caller can grow a cluster and retry.
+/// How whole tasks are packed before any splitting.
+#[derive(Debug, Clone, Copy)]
+enum Packing {
+    /// Into the bin with the least density that accepts it (Tableau, Sec. 5).
+    WorstFit,
+    /// Into the first bin, by index, that accepts it.
+    FirstFit,
+}
+
+/// How the tasks left over by packing are split with C=D.
+#[derive(Debug, Clone, Copy)]
+enum Splitting {
+    /// Leftover pieces in decreasing density; each goes whole to the worst-fit
+    /// bin, or else a zero-laxity piece is cut off on the least dense core that
+    /// can take one, and the remainder rejoins the leftovers.
+    WorstFitIntoEmptiest,
+    /// As above, but the zero-laxity piece goes to the core that can take the
+    /// largest one.
+    WorstFitIntoLargestPiece,
+    /// Bin by bin in index order, each takes leftover pieces in decreasing
+    /// density until one does not fit; that one leaves its largest zero-laxity
+    /// piece on the bin (if a single core) and the next bin continues.
+    FirstFit,
+}
+
+/// The heuristics of [11], in SchedCAT's naming and order: WWFD, FWFD, WFFD and
+/// FFFD (packing, then splitting). WWFD and FWFD split both ways and keep the
+/// result with fewer pieces, as SchedCAT's `double_wfd_split` does.
+const HEURISTICS: [(Packing, &[Splitting]); 4] = [
+    (Packing::WorstFit, &[Splitting::WorstFitIntoEmptiest, Splitting::WorstFitIntoLargestPiece]),
+    (Packing::FirstFit, &[Splitting::WorstFitIntoEmptiest, Splitting::WorstFitIntoLargestPiece]),
+    (Packing::WorstFit, &[Splitting::FirstFit]),
+    (Packing::FirstFit, &[Splitting::FirstFit]),
+];
+
+/// Places all tasks with the first of [`HEURISTICS`] that places them all;
+/// `None` when none does, so the caller can grow a cluster and retry.
 pub fn place(tasks: &[Task], bin_cores: &[Vec<usize>]) -> Option<Placement> {
-    let mut order: Vec<&Task> = tasks.iter().collect();
-    order.sort_by_key(|t| (std::cmp::Reverse(t.demand()), t.vcpu));
-    let mut bins: Vec<Bin> = bin_cores.iter().cloned().map(Bin::new).collect();
-    let mut splits = Vec::new();
-    for task in order {
-        if let Some(b) = worst_fit(&bins, &task.whole(), &[]) {
-            bins[b].add(task.whole());
-        } else {
-            let pieces = split_c_equals_d(task, &mut bins)?;
-            splits.push((task.vcpu, pieces));
+    let mut order: Vec<Piece> = tasks.iter().map(Task::whole).collect();
+    order.sort_by(by_decreasing_density);
+    let empty: Vec<Bin> = bin_cores.iter().cloned().map(Bin::new).collect();
+    let mut packed_worst_fit = None;
+    let mut packed_first_fit = None;
+    for (packing, splittings) in HEURISTICS {
+        let packed = match packing {
+            Packing::WorstFit => packed_worst_fit.get_or_insert_with(|| pack(&order, empty.clone(), packing)),
+            Packing::FirstFit => packed_first_fit.get_or_insert_with(|| pack(&order, empty.clone(), packing)),
+        };
+        let (bins, leftover) = packed;
+        if leftover.is_empty() {
+            return Some(Placement { bins: bins.clone(), splits: Vec::new() });
+        }
+        let fewest_pieces = splittings
+            .iter()
+            .filter_map(|&splitting| split(bins.clone(), leftover.clone(), splitting))
+            .min_by_key(|bins| bins.iter().map(|b| b.pieces.len()).sum::<usize>());
+        if let Some(bins) = fewest_pieces {
+            let splits = split_vcpus(&bins);
+            return Some(Placement { bins, splits });
         }
     }
-    Some(Placement { bins, splits })
+    None
 }
 
-/// The bin with the most spare capacity that accepts `piece`, skipping `exclude`.
-/// Ties go to the lower bin index.
-fn worst_fit(bins: &[Bin], piece: &Piece, exclude: &[usize]) -> Option<usize> {
-    let mut order: Vec<usize> = (0..bins.len()).filter(|b| !exclude.contains(b)).collect();
-    order.sort_by_key(|&b| (std::cmp::Reverse(bins[b].spare()), b));
-    order.into_iter().take_while(|&b| bins[b].spare() >= piece.demand()).find(|&b| bins[b].accepts(piece))
-}
-
-/// C=D splitting (Burns et al. [12]): the task is cut into zero-laxity pieces
-/// (C = D), each run at the start of what remains of its period on one core,
-/// followed by a tail with the remaining budget and the original deadline on a
-/// further core. Piece k runs exactly in [kT + o, kT + o + c), so the pieces of a
-/// task never run at the same time. Each zero-laxity piece is made as large as
-/// its core allows, found by bisection on the EDF simulation (a smaller piece
-/// only frees time, so feasibility is monotone in c). Only single-core bins take
-/// pieces. Returns the number of pieces, or `None` when no core can take more.
-fn split_c_equals_d(task: &Task, bins: &mut [Bin]) -> Option<usize> {
-    let mut used: Vec<usize> = bins.iter().enumerate().filter(|(_, b)| b.is_cluster()).map(|(i, _)| i).collect();
-    let mut offset = 0;
-    let mut remaining = task.budget;
-    let mut zero_laxity_pieces = 0;
-    let jobs_per_table = HYPERPERIOD_NS / task.period;
-    loop {
-        let tail = Piece { vcpu: task.vcpu, period: task.period, offset, deadline: task.period, cost: remaining };
-        if let Some(b) = worst_fit(bins, &tail, &used) {
-            bins[b].add(tail);
-            return Some(zero_laxity_pieces + 1);
+/// Packs whole tasks (given in decreasing density); returns the bins and the
+/// tasks no bin accepted, in the same order.
+fn pack(order: &[Piece], mut bins: Vec<Bin>, packing: Packing) -> (Vec<Bin>, Vec<Piece>) {
+    let mut leftover = Vec::new();
+    for piece in order {
+        let bin = match packing {
+            Packing::WorstFit => worst_fit(&bins, piece),
+            Packing::FirstFit => bins.iter().position(|b| b.accepts(piece)),
+        };
+        match bin {
+            Some(b) => bins[b].add(*piece),
+            None => leftover.push(*piece),
         }
-        let mut order: Vec<usize> = (0..bins.len()).filter(|b| !used.contains(b)).collect();
-        order.sort_by_key(|&b| (std::cmp::Reverse(bins[b].spare()), b));
-        let zero_laxity = |cost| Piece { vcpu: task.vcpu, period: task.period, offset, deadline: offset + cost, cost };
-        let (bin, cost) = order.into_iter().find_map(|b| {
-            let upper = (remaining - 1).min(bins[b].spare() / jobs_per_table);
-            largest_accepted(upper, |c| bins[b].accepts(&zero_laxity(c))).map(|c| (b, c))
-        })?;
-        bins[bin].add(zero_laxity(cost));
-        used.push(bin);
-        zero_laxity_pieces += 1;
-        offset += cost;
-        remaining -= cost;
     }
+    (bins, leftover)
+}
+
+/// The bin with the least density (most slack) that accepts `piece` and holds
+/// no other part of its task. Ties go to the lower bin index.
+fn worst_fit(bins: &[Bin], piece: &Piece) -> Option<usize> {
+    let mut order: Vec<usize> = (0..bins.len()).filter(|&b| bins[b].spare() >= piece.demand()).collect();
+    order.sort_by_key(|&b| (Reverse(bins[b].slack()), b));
+    order.into_iter().find(|&b| !bins[b].holds_vcpu(piece.vcpu) && bins[b].accepts(piece))
+}
+
+/// C=D splitting of the leftover pieces into `bins`; the bins once every piece
+/// is placed, `None` when some piece can neither be placed nor split.
+fn split(mut bins: Vec<Bin>, mut leftover: Vec<Piece>, splitting: Splitting) -> Option<Vec<Bin>> {
+    match splitting {
+        Splitting::WorstFitIntoEmptiest | Splitting::WorstFitIntoLargestPiece => {
+            // After each split the remainder competes again with the other
+            // leftovers by density, and the pass restarts ([11]).
+            'pass: loop {
+                leftover.sort_by(by_decreasing_density);
+                let mut k = 0;
+                while k < leftover.len() {
+                    let piece = leftover[k];
+                    if let Some(b) = worst_fit(&bins, &piece) {
+                        bins[b].add(piece);
+                        leftover.remove(k);
+                        continue;
+                    }
+                    let host = match splitting {
+                        Splitting::WorstFitIntoEmptiest => emptiest_host(&bins, &piece),
+                        _ => largest_piece_host(&bins, &piece),
+                    };
+                    if let Some((b, cost)) = host {
+                        bins[b].add(piece.zero_laxity_head(cost));
+                        leftover[k] = piece.after_head(cost);
+                        continue 'pass;
+                    }
+                    k += 1;
+                }
+                return leftover.is_empty().then_some(bins);
+            }
+        }
+        Splitting::FirstFit => {
+            for b in 0..bins.len() {
+                leftover.sort_by(by_decreasing_density);
+                while let Some(&piece) = leftover.first() {
+                    if !bins[b].holds_vcpu(piece.vcpu) && bins[b].accepts(&piece) {
+                        bins[b].add(piece);
+                        leftover.remove(0);
+                        continue;
+                    }
+                    if let Some(cost) = bins[b].largest_zero_laxity_piece(&piece) {
+                        bins[b].add(piece.zero_laxity_head(cost));
+                        leftover[0] = piece.after_head(cost);
+                    }
+                    break;
+                }
+            }
+            leftover.is_empty().then_some(bins)
+        }
+    }
+}
+
+/// The least dense core that can take a zero-laxity piece of `piece`, with the
+/// largest such piece's cost.
+fn emptiest_host(bins: &[Bin], piece: &Piece) -> Option<(usize, u64)> {
+    let mut order: Vec<usize> = (0..bins.len()).collect();
+    order.sort_by_key(|&b| (Reverse(bins[b].slack()), b));
+    order.into_iter().find_map(|b| bins[b].largest_zero_laxity_piece(piece).map(|cost| (b, cost)))
+}
+
+/// The core that can take the largest zero-laxity piece of `piece`; ties go to
+/// the lower bin index.
+fn largest_piece_host(bins: &[Bin], piece: &Piece) -> Option<(usize, u64)> {
+    (0..bins.len())
+        .filter_map(|b| bins[b].largest_zero_laxity_piece(piece).map(|cost| (b, cost)))
+        .max_by_key(|&(b, cost)| (cost, Reverse(b)))
+}
+
+/// vCPUs with more than one piece, with their piece counts, by vCPU.
+fn split_vcpus(bins: &[Bin]) -> Vec<(usize, usize)> {
+    let mut vcpus: Vec<usize> = bins.iter().flat_map(|b| &b.pieces).map(|p| p.vcpu).collect();
+    vcpus.sort_unstable();
+    vcpus.chunk_by(|a, b| a == b).filter(|run| run.len() > 1).map(|run| (run[0], run.len())).collect()
 }
 
 /// Largest c in [1, upper] with `accepts(c)`, for a predicate true up to some
