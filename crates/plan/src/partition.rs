@@ -45,10 +45,6 @@ impl Bin {
         self.cores.len() > 1
     }
 
-    fn holds_vcpu(&self, vcpu: usize) -> bool {
-        self.pieces.iter().any(|p| p.vcpu == vcpu)
-    }
-
     /// Whether `piece` can join the bin with every deadline still met.
     /// Implicit-deadline tasks on one core are EDF-schedulable iff the core is not
     /// over-utilized (Liu and Layland); once split pieces with offsets or shorter
@@ -76,14 +72,15 @@ impl Bin {
     }
 
     /// The largest zero-laxity piece this core can take from `piece` (which it
-    /// cannot take whole), as its cost; `None` for clusters, for a core already
-    /// running part of the same task (the two parts would just be a partitioned
-    /// task cut in two), and when not even 1 ns fits. Feasibility is monotone in
-    /// the cost (a larger C=D piece only adds demand to every interval that
-    /// matters), so bisection on the EDF simulation finds the exact maximum,
-    /// where [12] and SchedCAT search with QPA.
+    /// cannot take whole), as its cost; `None` for clusters and when not even
+    /// 1 ns fits. The core may already run an earlier part of the same task: the
+    /// parts' windows in a period are disjoint, so a task may leave a core and
+    /// come back (SchedCAT gives the remainder the task's full affinity).
+    /// Feasibility is monotone in the cost (a larger C=D piece only adds demand
+    /// to every interval that matters), so bisection on the EDF simulation finds
+    /// the exact maximum, where [12] and SchedCAT search with QPA.
     fn largest_zero_laxity_piece(&self, piece: &Piece) -> Option<u64> {
-        if self.is_cluster() || self.holds_vcpu(piece.vcpu) {
+        if self.is_cluster() {
             return None;
         }
         let upper = (piece.cost - 1).min(self.spare() / (HYPERPERIOD_NS / piece.period));
@@ -195,12 +192,12 @@ fn pack(order: &[Piece], mut bins: Vec<Bin>, packing: Packing) -> (Vec<Bin>, Vec
     (bins, leftover)
 }
 
-/// The bin with the least density (most slack) that accepts `piece` and holds
-/// no other part of its task. Ties go to the lower bin index.
+/// The bin with the least density (most slack) that accepts `piece`. Ties go to
+/// the lower bin index.
 fn worst_fit(bins: &[Bin], piece: &Piece) -> Option<usize> {
     let mut order: Vec<usize> = (0..bins.len()).filter(|&b| bins[b].spare() >= piece.demand()).collect();
     order.sort_by_key(|&b| (Reverse(bins[b].slack()), b));
-    order.into_iter().find(|&b| !bins[b].holds_vcpu(piece.vcpu) && bins[b].accepts(piece))
+    order.into_iter().find(|&b| bins[b].accepts(piece))
 }
 
 /// C=D splitting of the leftover pieces into `bins`; the bins once every piece
@@ -235,16 +232,16 @@ fn split(mut bins: Vec<Bin>, mut leftover: Vec<Piece>, splitting: Splitting) -> 
             }
         }
         Splitting::FirstFit => {
-            for b in 0..bins.len() {
+            for bin in bins.iter_mut() {
                 leftover.sort_by(by_decreasing_density);
                 while let Some(&piece) = leftover.first() {
-                    if !bins[b].holds_vcpu(piece.vcpu) && bins[b].accepts(&piece) {
-                        bins[b].add(piece);
+                    if bin.accepts(&piece) {
+                        bin.add(piece);
                         leftover.remove(0);
                         continue;
                     }
-                    if let Some(cost) = bins[b].largest_zero_laxity_piece(&piece) {
-                        bins[b].add(piece.zero_laxity_head(cost));
+                    if let Some(cost) = bin.largest_zero_laxity_piece(&piece) {
+                        bin.add(piece.zero_laxity_head(cost));
                         leftover[0] = piece.after_head(cost);
                     }
                     break;
