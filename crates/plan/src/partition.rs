@@ -146,33 +146,66 @@ const HEURISTICS: [(Packing, &[Splitting]); 4] = [
     (Packing::FirstFit, &[Splitting::FirstFit]),
 ];
 
-/// Places all tasks with the first of [`HEURISTICS`] that places them all;
-/// `None` when none does, so the caller can grow a cluster and retry.
+/// Places all tasks; `None` when no heuristic does, so the caller can grow a
+/// cluster and retry. Wrapped in [11]'s "pre-assign failures" meta-heuristic
+/// (SchedCAT's `meta_preassign_failures`): when every heuristic fails, the tasks
+/// some heuristic could not place are packed first, ahead of all others, and
+/// the heuristics run again, until they succeed or no new task fails.
 pub fn place(tasks: &[Task], bin_cores: &[Vec<usize>]) -> Option<Placement> {
-    let mut order: Vec<Piece> = tasks.iter().map(Task::whole).collect();
-    order.sort_by(by_decreasing_density);
     let empty: Vec<Bin> = bin_cores.iter().cloned().map(Bin::new).collect();
+    let mut first: Vec<bool> = vec![false; tasks.iter().map(|t| t.vcpu + 1).max().unwrap_or(0)];
+    loop {
+        let mut order: Vec<Piece> = tasks.iter().map(Task::whole).collect();
+        order.sort_by(|a, b| first[b.vcpu].cmp(&first[a.vcpu]).then(by_decreasing_density(a, b)));
+        let failed = match run_heuristics(&order, &empty) {
+            Ok(bins) => {
+                let splits = split_vcpus(&bins);
+                return Some(Placement { bins, splits });
+            }
+            Err(failed) => failed,
+        };
+        let mut grew = false;
+        for vcpu in failed {
+            grew |= !std::mem::replace(&mut first[vcpu], true);
+        }
+        if !grew {
+            return None;
+        }
+    }
+}
+
+/// The first of [`HEURISTICS`] that places every piece of `order` (whole tasks,
+/// in packing order) into `empty`'s bins, or the vCPUs some heuristic left over.
+fn run_heuristics(order: &[Piece], empty: &[Bin]) -> Result<Vec<Bin>, Vec<usize>> {
     let mut packed_worst_fit = None;
     let mut packed_first_fit = None;
+    let mut failed = Vec::new();
     for (packing, splittings) in HEURISTICS {
         let packed = match packing {
-            Packing::WorstFit => packed_worst_fit.get_or_insert_with(|| pack(&order, empty.clone(), packing)),
-            Packing::FirstFit => packed_first_fit.get_or_insert_with(|| pack(&order, empty.clone(), packing)),
+            Packing::WorstFit => packed_worst_fit.get_or_insert_with(|| pack(order, empty.to_vec(), packing)),
+            Packing::FirstFit => packed_first_fit.get_or_insert_with(|| pack(order, empty.to_vec(), packing)),
         };
         let (bins, leftover) = packed;
         if leftover.is_empty() {
-            return Some(Placement { bins: bins.clone(), splits: Vec::new() });
+            return Ok(bins.clone());
         }
-        let fewest_pieces = splittings
-            .iter()
-            .filter_map(|&splitting| split(bins.clone(), leftover.clone(), splitting))
-            .min_by_key(|bins| bins.iter().map(|b| b.pieces.len()).sum::<usize>());
+        let mut fewest_pieces: Option<Vec<Bin>> = None;
+        for &splitting in splittings {
+            match split(bins.clone(), leftover.clone(), splitting) {
+                Ok(bins) => {
+                    let pieces = |bins: &[Bin]| bins.iter().map(|b| b.pieces.len()).sum::<usize>();
+                    if fewest_pieces.as_ref().is_none_or(|best| pieces(&bins) < pieces(best)) {
+                        fewest_pieces = Some(bins);
+                    }
+                }
+                Err(unplaced) => failed.extend(unplaced.iter().map(|p| p.vcpu)),
+            }
+        }
         if let Some(bins) = fewest_pieces {
-            let splits = split_vcpus(&bins);
-            return Some(Placement { bins, splits });
+            return Ok(bins);
         }
     }
-    None
+    Err(failed)
 }
 
 /// Packs whole tasks (given in decreasing density); returns the bins and the
@@ -201,8 +234,8 @@ fn worst_fit(bins: &[Bin], piece: &Piece) -> Option<usize> {
 }
 
 /// C=D splitting of the leftover pieces into `bins`; the bins once every piece
-/// is placed, `None` when some piece can neither be placed nor split.
-fn split(mut bins: Vec<Bin>, mut leftover: Vec<Piece>, splitting: Splitting) -> Option<Vec<Bin>> {
+/// is placed, or the pieces that could neither be placed nor split.
+fn split(mut bins: Vec<Bin>, mut leftover: Vec<Piece>, splitting: Splitting) -> Result<Vec<Bin>, Vec<Piece>> {
     match splitting {
         Splitting::WorstFitIntoEmptiest | Splitting::WorstFitIntoLargestPiece => {
             // After each split the remainder competes again with the other
@@ -228,7 +261,7 @@ fn split(mut bins: Vec<Bin>, mut leftover: Vec<Piece>, splitting: Splitting) -> 
                     }
                     k += 1;
                 }
-                return leftover.is_empty().then_some(bins);
+                return if leftover.is_empty() { Ok(bins) } else { Err(leftover) };
             }
         }
         Splitting::FirstFit => {
@@ -247,7 +280,7 @@ fn split(mut bins: Vec<Bin>, mut leftover: Vec<Piece>, splitting: Splitting) -> 
                     break;
                 }
             }
-            leftover.is_empty().then_some(bins)
+            if leftover.is_empty() { Ok(bins) } else { Err(leftover) }
         }
     }
 }
