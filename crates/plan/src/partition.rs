@@ -72,19 +72,25 @@ impl Bin {
     }
 
     /// The largest zero-laxity piece this core can take from `piece` (which it
-    /// cannot take whole), as its cost; `None` for clusters and when not even
-    /// 1 ns fits. The core may already run an earlier part of the same task: the
-    /// parts' windows in a period are disjoint, so a task may leave a core and
-    /// come back (SchedCAT gives the remainder the task's full affinity).
-    /// Feasibility is monotone in the cost (a larger C=D piece only adds demand
-    /// to every interval that matters), so bisection on the EDF simulation finds
-    /// the exact maximum, where [12] and SchedCAT search with QPA.
-    fn largest_zero_laxity_piece(&self, piece: &Piece) -> Option<u64> {
+    /// cannot take whole), as its cost, if larger than `above`; `None` for
+    /// clusters and when no such piece fits. The core may already run an
+    /// earlier part of the same task: the parts' windows in a period are
+    /// disjoint, so a task may leave a core and come back (SchedCAT gives the
+    /// remainder the task's full affinity). Feasibility is monotone in the cost
+    /// (a larger C=D piece only adds demand to every interval that matters), so
+    /// bisection on the EDF simulation finds the exact maximum, where [12] and
+    /// SchedCAT search with QPA.
+    fn largest_zero_laxity_piece(&self, piece: &Piece, above: u64) -> Option<u64> {
         if self.is_cluster() {
             return None;
         }
-        let upper = (piece.cost - 1).min(self.spare() / (HYPERPERIOD_NS / piece.period));
-        largest_accepted(upper, |cost| self.accepts(&piece.zero_laxity_head(cost)))
+        largest_accepted(above, self.zero_laxity_bound(piece), |cost| self.accepts(&piece.zero_laxity_head(cost)))
+    }
+
+    /// An upper bound on [`Bin::largest_zero_laxity_piece`]: the piece must leave
+    /// a remainder, and all its jobs must fit in the core's spare time.
+    fn zero_laxity_bound(&self, piece: &Piece) -> u64 {
+        (piece.cost - 1).min(self.spare() / (HYPERPERIOD_NS / piece.period))
     }
 }
 
@@ -273,7 +279,7 @@ fn split(mut bins: Vec<Bin>, mut leftover: Vec<Piece>, splitting: Splitting) -> 
                         leftover.remove(0);
                         continue;
                     }
-                    if let Some(cost) = bin.largest_zero_laxity_piece(&piece) {
+                    if let Some(cost) = bin.largest_zero_laxity_piece(&piece, 0) {
                         bin.add(piece.zero_laxity_head(cost));
                         leftover[0] = piece.after_head(cost);
                     }
@@ -290,15 +296,28 @@ fn split(mut bins: Vec<Bin>, mut leftover: Vec<Piece>, splitting: Splitting) -> 
 fn emptiest_host(bins: &[Bin], piece: &Piece) -> Option<(usize, u64)> {
     let mut order: Vec<usize> = (0..bins.len()).collect();
     order.sort_by_key(|&b| (Reverse(bins[b].slack()), b));
-    order.into_iter().find_map(|b| bins[b].largest_zero_laxity_piece(piece).map(|cost| (b, cost)))
+    order.into_iter().find_map(|b| bins[b].largest_zero_laxity_piece(piece, 0).map(|cost| (b, cost)))
 }
 
-/// The core that can take the largest zero-laxity piece of `piece`; ties go to
-/// the lower bin index.
+/// The core that can take the largest zero-laxity piece of `piece`. Cores are
+/// tried by decreasing [`Bin::zero_laxity_bound`] (ties: lower bin index), each
+/// only for a piece larger than the best so far, and the search stops once no
+/// core left can beat it; ties go to the core tried first.
 fn largest_piece_host(bins: &[Bin], piece: &Piece) -> Option<(usize, u64)> {
-    (0..bins.len())
-        .filter_map(|b| bins[b].largest_zero_laxity_piece(piece).map(|cost| (b, cost)))
-        .max_by_key(|&(b, cost)| (cost, Reverse(b)))
+    let mut order: Vec<(u64, usize)> =
+        (0..bins.len()).filter(|&b| !bins[b].is_cluster()).map(|b| (bins[b].zero_laxity_bound(piece), b)).collect();
+    order.sort_by_key(|&(bound, b)| (Reverse(bound), b));
+    let mut best: Option<(usize, u64)> = None;
+    for (bound, b) in order {
+        let best_cost = best.map_or(0, |(_, cost)| cost);
+        if bound <= best_cost {
+            break;
+        }
+        if let Some(cost) = bins[b].largest_zero_laxity_piece(piece, best_cost) {
+            best = Some((b, cost));
+        }
+    }
+    best
 }
 
 /// vCPUs with more than one piece, with their piece counts, by vCPU.
@@ -308,13 +327,13 @@ fn split_vcpus(bins: &[Bin]) -> Vec<(usize, usize)> {
     vcpus.chunk_by(|a, b| a == b).filter(|run| run.len() > 1).map(|run| (run[0], run.len())).collect()
 }
 
-/// Largest c in [1, upper] with `accepts(c)`, for a predicate true up to some
-/// threshold and false above it.
-fn largest_accepted(upper: u64, accepts: impl Fn(u64) -> bool) -> Option<u64> {
-    if upper == 0 || !accepts(1) {
+/// Largest c in (above, upper] with `accepts(c)`, for a predicate true up to
+/// some threshold and false above it.
+fn largest_accepted(above: u64, upper: u64, accepts: impl Fn(u64) -> bool) -> Option<u64> {
+    if upper <= above || !accepts(above + 1) {
         return None;
     }
-    let (mut good, mut bad) = (1, upper + 1);
+    let (mut good, mut bad) = (above + 1, upper + 1);
     while bad - good > 1 {
         let mid = good + (bad - good) / 2;
         if accepts(mid) {
