@@ -362,6 +362,15 @@ mod tests {
     }
 
     #[test]
+    fn a_core_hosting_a_zero_laxity_piece_sorts_as_full() {
+        let h = HYPERPERIOD_NS;
+        let mut bin = Bin::new(vec![0]);
+        bin.add(Task { vcpu: 0, period: h, budget: h / 10 }.whole().zero_laxity_head(h / 10));
+        assert_eq!(bin.spare(), h - h / 10);
+        assert_eq!(bin.slack(), 0);
+    }
+
+    #[test]
     fn three_tasks_of_two_thirds_on_two_cores_need_one_split() {
         let h = HYPERPERIOD_NS;
         let tasks: Vec<Task> = (0..3).map(|v| Task { vcpu: v, period: h, budget: h / 3 * 2 }).collect();
