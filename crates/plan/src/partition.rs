@@ -159,10 +159,10 @@ const HEURISTICS: [(Packing, &[Splitting]); 4] = [
 /// the heuristics run again, until they succeed or no new task fails.
 pub fn place(tasks: &[Task], bin_cores: &[Vec<usize>]) -> Option<Placement> {
     let empty: Vec<Bin> = bin_cores.iter().cloned().map(Bin::new).collect();
-    let mut first: Vec<bool> = vec![false; tasks.iter().map(|t| t.vcpu + 1).max().unwrap_or(0)];
+    let mut pre_assigned: Vec<bool> = vec![false; tasks.iter().map(|t| t.vcpu + 1).max().unwrap_or(0)];
     loop {
         let mut order: Vec<Piece> = tasks.iter().map(Task::whole).collect();
-        order.sort_by(|a, b| first[b.vcpu].cmp(&first[a.vcpu]).then(by_decreasing_density(a, b)));
+        order.sort_by(|a, b| pre_assigned[b.vcpu].cmp(&pre_assigned[a.vcpu]).then(by_decreasing_density(a, b)));
         let failed = match run_heuristics(&order, &empty) {
             Ok(bins) => {
                 let splits = split_vcpus(&bins);
@@ -172,7 +172,7 @@ pub fn place(tasks: &[Task], bin_cores: &[Vec<usize>]) -> Option<Placement> {
         };
         let mut grew = false;
         for vcpu in failed {
-            grew |= !std::mem::replace(&mut first[vcpu], true);
+            grew |= !std::mem::replace(&mut pre_assigned[vcpu], true);
         }
         if !grew {
             return None;
