@@ -47,6 +47,19 @@ impl Piece {
     pub fn is_whole(&self) -> bool {
         self.offset == 0 && self.deadline == self.period
     }
+
+    /// C=D splitting (Burns et al. [12]): the first `cost` of this piece as a
+    /// zero-laxity piece (deadline = release + cost), which must run at once
+    /// when released, so it occupies exactly [kT + offset, kT + offset + cost).
+    pub fn zero_laxity_head(&self, cost: u64) -> Piece {
+        Piece { cost, deadline: self.offset + cost, ..*self }
+    }
+
+    /// What is left after [`Piece::zero_laxity_head`]: released when the head
+    /// ends, same deadline. Head and rest never run at the same time.
+    pub fn after_head(&self, cost: u64) -> Piece {
+        Piece { offset: self.offset + cost, cost: self.cost - cost, ..*self }
+    }
 }
 
 /// A contiguous interval of service on one core.
