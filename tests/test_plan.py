@@ -23,10 +23,7 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-CONTRACT_INPUT = """
-[host]
-cores = 4
-
+CONTRACT_VMS = """
 [[vm]]
 name = "web"
 vcpus = 2
@@ -39,6 +36,7 @@ vcpus = 3
 utilization = 0.6
 latency_ms = 5
 """
+CONTRACT_INPUT = "\n[host]\ncores = 4\n" + CONTRACT_VMS
 
 
 def check_schema(table: dict) -> None:
@@ -154,23 +152,14 @@ def test_paper_figure_3_setting_plans_quickly(tmp_path: Path) -> None:
     check_schema(json.loads(table_json))
 
 
+# The same VMs in a simulator scenario on 2 sockets x 2 cores.
 SCENARIO_WITH_RESERVATIONS = """
 name = "tableau-host"
 duration_ms = 100
 [host]
 sockets = 2
 cores_per_socket = 2
-[[vm]]
-name = "web"
-vcpus = 2
-utilization = 0.25
-latency_ms = 20
-[[vm]]
-name = "db"
-vcpus = 3
-utilization = 0.6
-latency_ms = 5
-"""
+""" + CONTRACT_VMS
 
 
 def test_a_simulator_scenario_plans_like_the_equivalent_planner_input(tmp_path: Path) -> None:

@@ -92,27 +92,26 @@ impl World {
         self.vcpu_resumed(v);
     }
 
-    /// Brings the vCPUs on `p`'s SMT siblings up to now at their current
-    /// speed, before `p` changes between busy and idle.
-    fn account_siblings(&mut self, p: PcpuId) {
+    /// Applies `f` to the vCPU on each SMT sibling of `p`.
+    fn each_sibling_vcpu(&mut self, p: PcpuId, f: fn(&mut Self, VcpuId)) {
         let core = self.machine.core_of[p as usize] as usize;
         for i in 0..self.machine.threads_of_core[core].len() {
             let s = self.machine.threads_of_core[core][i];
             if let (true, Some(v)) = (s != p, self.pcpu_curr[s as usize]) {
-                self.account(v);
+                f(self, v);
             }
         }
     }
 
+    /// Brings the vCPUs on `p`'s SMT siblings up to now at their current
+    /// speed, before `p` changes between busy and idle.
+    fn account_siblings(&mut self, p: PcpuId) {
+        self.each_sibling_vcpu(p, Self::account);
+    }
+
     /// Siblings run slower or faster now: re-derive their progress.
     fn replan_siblings(&mut self, p: PcpuId) {
-        let core = self.machine.core_of[p as usize] as usize;
-        for i in 0..self.machine.threads_of_core[core].len() {
-            let s = self.machine.threads_of_core[core][i];
-            if let (true, Some(v)) = (s != p, self.pcpu_curr[s as usize]) {
-                self.plan(v);
-            }
-        }
+        self.each_sibling_vcpu(p, Self::plan);
     }
 
     /// The guest idles: HLT exits and the vCPU thread sleeps in the host.
