@@ -384,3 +384,81 @@ impl HostPolicy for HostCfs {
         self.rqs[p as usize].nr_running
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::Machine;
+
+    fn machine(cores: u32) -> Machine {
+        Machine::new(&toml::from_str(&format!("cores_per_socket={cores}")).unwrap())
+    }
+
+    /// Wakeups spread over idle pCPUs; a pCPU that goes idle pulls a queued
+    /// vCPU from a busier one (newidle_balance()).
+    #[test]
+    fn wakeups_spread_and_an_idle_pcpu_pulls() {
+        let m = machine(2);
+        let allowed = vec![vec![true, true]; 3];
+        let mut h = HostCfs::new(Tunables::linux_default(2), 2, &[1024; 3], &[0, 0, 0], vec![]);
+        let mut running: Vec<Option<VcpuId>> = vec![None, None];
+        let mut out = HostOut::default();
+        for v in 0..3 {
+            let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &running };
+            h.wake(&view, &mut out, v);
+        }
+        assert_eq!((h.nr_running(0), h.nr_running(1)), (2, 1));
+        for p in 0..2 {
+            let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &running };
+            running[p as usize] = h.pick_next(&view, &mut out, p, None);
+        }
+        assert_eq!(running, vec![Some(0), Some(1)]);
+        // vCPU 1 halts on pCPU 1: pCPU 1 pulls the queued vCPU 2 from pCPU 0.
+        let view = HostView { now: 1_000_000, machine: &m, allowed: &allowed, running_on: &[Some(0), None] };
+        h.block(&view, &mut out, 1, 1);
+        let next = h.pick_next(&view, &mut out, 1, None);
+        assert_eq!(next, Some(2));
+        assert_eq!((h.nr_running(0), h.nr_running(1)), (1, 1));
+    }
+
+    /// A vCPU pinned away from the idle pCPU is not pulled there.
+    #[test]
+    fn balancing_respects_pinning() {
+        let m = machine(2);
+        let allowed = vec![vec![true, false]; 2];
+        let mut h = HostCfs::new(Tunables::linux_default(2), 2, &[1024; 2], &[0, 0], vec![]);
+        let mut out = HostOut::default();
+        let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &[None, None] };
+        h.wake(&view, &mut out, 0);
+        h.wake(&view, &mut out, 1);
+        assert_eq!(h.pick_next(&view, &mut out, 1, None), None);
+        assert_eq!(h.nr_running(0), 2);
+    }
+
+    /// Bandwidth control: a vCPU with 2 ms of quota per 10 ms period is
+    /// throttled when the quota is spent and returns at the refill.
+    #[test]
+    fn quota_throttles_until_the_refill() {
+        let m = machine(1);
+        let allowed = vec![vec![true]];
+        let group = BandwidthGroup { quota_ns: 2_000_000, period_ns: 10_000_000, phase_ns: 0, members: vec![0] };
+        let mut h = HostCfs::new(Tunables::linux_default(1), 1, &[1024], &[0], vec![group]);
+        let mut out = HostOut::default();
+        let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &[None] };
+        h.start(&view, &mut out);
+        h.wake(&view, &mut out, 0);
+        assert_eq!(h.pick_next(&view, &mut out, 0, None), Some(0));
+        let expiry = out.timers.iter().find(|(_, tok)| tok & (0xff << 56) == T_EXPIRE).copied().unwrap();
+        assert_eq!(expiry.0, 2_000_000);
+        let view = HostView { now: expiry.0, machine: &m, allowed: &allowed, running_on: &[Some(0)] };
+        let mut out = HostOut::default();
+        h.timer(&view, &mut out, expiry.1);
+        assert_eq!(out.resched, vec![0]);
+        assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), None);
+        let view = HostView { now: 10_000_000, machine: &m, allowed: &allowed, running_on: &[None] };
+        let mut out = HostOut::default();
+        h.timer(&view, &mut out, T_REFILL);
+        assert_eq!(h.nr_running(0), 1);
+        assert_eq!(out.resched, vec![0]);
+    }
+}
