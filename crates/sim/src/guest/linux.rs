@@ -590,3 +590,91 @@ impl GuestPolicy for GuestLinux {
         self.tasks[t as usize].migrations
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guest(nv: u32, extra: &str) -> GuestLinux {
+        GuestLinux::new(&toml::from_str(extra).unwrap(), nv)
+    }
+
+    fn view<'a>(states: &'a [HostState], steal: &'a [u64]) -> GuestView<'a> {
+        GuestView { now: 0, host_state: states, steal_published: steal }
+    }
+
+    /// select_idle_sibling(): a preempted vCPU is not idle for the guest
+    /// (vcpu_is_preempted()), a halted one is.
+    #[test]
+    fn wakeups_avoid_preempted_vcpus() {
+        let mut g = guest(3, "");
+        let t = g.add_task(Policy::Normal, 0, vec![true; 3]);
+        let states = [HostState::Preempted, HostState::Preempted, HostState::Halted];
+        assert_eq!(g.select_rq(&view(&states, &[0; 3]), t), 2);
+        let states = [HostState::Halted; 3];
+        assert_eq!(g.select_rq(&view(&states, &[0; 3]), t), 0);
+    }
+
+    /// The LLC the guest believes bounds the idle search.
+    #[test]
+    fn idle_search_stays_in_the_believed_llc() {
+        let mut g = guest(4, "llc_groups = [[0, 1], [2, 3]]");
+        let busy = g.add_task(Policy::Normal, 0, vec![true; 4]);
+        let t = g.add_task(Policy::Normal, 0, vec![true; 4]);
+        let states = [HostState::Running, HostState::Preempted, HostState::Halted, HostState::Halted];
+        let v = view(&states, &[0; 4]);
+        g.enqueue(&v, busy, 0, true);
+        g.pick_next(&v, 0);
+        // vCPU 0 is busy and its LLC sibling preempted: no idle vCPU in the
+        // LLC, so the task stays on its previous vCPU.
+        assert_eq!(g.select_rq(&v, t), 0);
+    }
+
+    /// A normal wakeup preempts a SCHED_IDLE task at once; the reverse not.
+    #[test]
+    fn normal_wakeup_preempts_sched_idle() {
+        let mut g = guest(1, "");
+        let filler = g.add_task(Policy::Idle, 0, vec![true]);
+        let normal = g.add_task(Policy::Normal, 0, vec![true]);
+        let states = [HostState::Running];
+        let v = view(&states, &[0]);
+        assert!(g.enqueue(&v, filler, 0, true));
+        assert_eq!(g.pick_next(&v, 0), Some(filler));
+        assert!(g.enqueue(&v, normal, 0, false));
+        assert_eq!(g.pick_next(&v, 0), Some(normal));
+        let filler2 = g.add_task(Policy::Idle, 0, vec![true]);
+        assert!(!g.enqueue(&v, filler2, 0, true));
+        assert_eq!(g.pick_next(&v, 0), Some(normal));
+    }
+
+    /// RT above CFS; a higher RT priority preempts a lower one.
+    #[test]
+    fn rt_priorities_order_and_preempt() {
+        let mut g = guest(1, "");
+        let normal = g.add_task(Policy::Normal, 0, vec![true]);
+        let low = g.add_task(Policy::Fifo, 10, vec![true]);
+        let high = g.add_task(Policy::Fifo, 20, vec![true]);
+        let states = [HostState::Running];
+        let v = view(&states, &[0]);
+        g.enqueue(&v, normal, 0, true);
+        assert_eq!(g.pick_next(&v, 0), Some(normal));
+        assert!(g.enqueue(&v, low, 0, false));
+        assert_eq!(g.pick_next(&v, 0), Some(low));
+        assert!(g.enqueue(&v, high, 0, false));
+        assert_eq!(g.pick_next(&v, 0), Some(high));
+        g.block_curr(&v, 0);
+        assert_eq!(g.pick_next(&v, 0), Some(low));
+    }
+
+    /// Steal published to the guest stops its task clock.
+    #[test]
+    fn steal_is_taken_out_of_the_task_clock() {
+        let mut g = guest(1, "");
+        let states = [HostState::Running];
+        g.update_clock(&GuestView { now: 10_000_000, host_state: &states, steal_published: &[4_000_000] }, 0);
+        assert_eq!(g.rqs[0].clock_task, 6_000_000);
+        let mut off = guest(1, "steal_accounting = false");
+        off.update_clock(&GuestView { now: 10_000_000, host_state: &states, steal_published: &[4_000_000] }, 0);
+        assert_eq!(off.rqs[0].clock_task, 10_000_000);
+    }
+}
