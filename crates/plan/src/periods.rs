@@ -15,7 +15,7 @@ pub fn candidate_periods() -> Vec<u64> {
     let mut divisors = Vec::new();
     let mut d = 1;
     while d * d <= HYPERPERIOD_NS {
-        if HYPERPERIOD_NS % d == 0 {
+        if HYPERPERIOD_NS.is_multiple_of(d) {
             divisors.push(d);
             divisors.push(HYPERPERIOD_NS / d);
         }
@@ -57,7 +57,7 @@ pub struct LatencyTooSmall {
 fn budget_for(demand: u64, period: u64) -> (u64, bool) {
     let scaled = demand as u128 * period as u128;
     let h = HYPERPERIOD_NS as u128;
-    (scaled.div_ceil(h) as u64, scaled % h == 0)
+    (scaled.div_ceil(h) as u64, scaled.is_multiple_of(h))
 }
 
 /// Worst-case blackout of a periodic task: served at the very start of one

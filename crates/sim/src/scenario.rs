@@ -640,7 +640,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             format!("has {} entries but the host has {ncores} cores", h.core_capacity.len()),
         ));
     }
-    if h.capacity == 0 || h.core_capacity.iter().any(|&c| c == 0) {
+    if h.capacity == 0 || h.core_capacity.contains(&0) {
         return Err(err("host.capacity", "capacities must be positive"));
     }
     if !(h.smt_factor > 0.0 && h.smt_factor <= 1.0) {

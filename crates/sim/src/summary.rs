@@ -62,7 +62,7 @@ pub fn summarize(w: &World) -> Value {
             "ipis": ipis,
             "interrupts": {
                 "count": vm.irq_count,
-                "pending_ns_mean": if vm.irq_count > 0 { vm.irq_pending_sum / vm.irq_count } else { 0 },
+                "pending_ns_mean": vm.irq_pending_sum.checked_div(vm.irq_count).unwrap_or(0),
                 "pending_ns_max": vm.irq_pending_max,
             },
             "locks": lock,

@@ -5,6 +5,7 @@
 //!   barrier episode and its duration is recorded as a latency;
 //! - lock kinds: the grain is followed by a critical section of `cs_us` under
 //!   one of `locks` locks, chosen at random; each grain counts as completed.
+//!
 //! With `work_stealing`, a barrier phase's work is a shared pool of chunks
 //! (an eighth of a grain) that threads take until it is empty, so early
 //! threads absorb the imbalance. TLB shootdowns occur after a grain with the
