@@ -20,7 +20,10 @@ use crate::rng::Rng;
 use crate::scenario::{Distribution, Policy, SyncKind, Workload, WorkloadKind};
 
 /// One operation of a task program. Work is in ns at capacity 1024.
+/// A word-sized tag lets the caller read a returned op with the same access
+/// sizes the program wrote it (no store-forwarding stall on the hot path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u64)]
 pub enum Op {
     Compute(u64),
     /// Kernel spinlock (queued, FIFO hand-off, preemption disabled).
