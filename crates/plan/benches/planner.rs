@@ -19,26 +19,20 @@ fn request(cores: u32, vcpus: usize, latency_of: impl Fn(usize) -> f64) -> PlanR
 const MIXED_GOALS: [f64; 4] = [1.0, 30.0, 60.0, 100.0];
 
 fn report_sizes() {
-    for goal in MIXED_GOALS {
-        let p = plan(&request(44, 176, |_| goal)).unwrap();
+    let describe = |label: String, p: &vmsched_plan::Plan| {
+        let bytes = to_binary(&p.table).len();
         eprintln!(
-            "176 VMs, L = {goal} ms: {} allocations, {} slices, binary table {} bytes ({:.3} MiB), planning {:.2} ms",
+            "{label}: {} allocations, {} slices, binary table {bytes} bytes ({:.3} MiB), planning {:.2} ms",
             p.report.allocations,
             p.report.slices,
-            to_binary(&p.table).len(),
-            to_binary(&p.table).len() as f64 / (1024.0 * 1024.0),
+            bytes as f64 / (1024.0 * 1024.0),
             p.report.planning_time_ns as f64 / 1e6
         );
+    };
+    for goal in MIXED_GOALS {
+        describe(format!("176 VMs, L = {goal} ms"), &plan(&request(44, 176, |_| goal)).unwrap());
     }
-    let p = plan(&request(1000, 4000, |i| MIXED_GOALS[i % 4])).unwrap();
-    eprintln!(
-        "4000 vCPUs on 1000 cores, mixed goals: {} allocations, {} slices, binary table {} bytes ({:.3} MiB), planning {:.2} ms",
-        p.report.allocations,
-        p.report.slices,
-        to_binary(&p.table).len(),
-        to_binary(&p.table).len() as f64 / (1024.0 * 1024.0),
-        p.report.planning_time_ns as f64 / 1e6
-    );
+    describe("4000 vCPUs on 1000 cores, mixed goals".into(), &plan(&request(1000, 4000, |i| MIXED_GOALS[i % 4])).unwrap());
 }
 
 fn planning(c: &mut Criterion) {
