@@ -17,8 +17,9 @@ pub enum Event {
     /// The guest timer tick of a VM's vCPUs; it fires on each vCPU only
     /// while that vCPU runs.
     GuestTick(VmId),
-    /// The task current on a vCPU reaches the end of its compute or spin
-    /// budget; stale when the vCPU's plan generation moved on.
+    /// The next thing a running vCPU does: finish an interrupt handler, fire
+    /// its hrtick, or let its task reach the end of a compute or spin budget.
+    /// Stale when the vCPU's plan generation moved on.
     Progress(VcpuId, u64),
     /// A virtual interrupt reaches a vCPU's pending set.
     IrqRaise(u32),

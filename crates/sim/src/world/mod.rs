@@ -1,7 +1,8 @@
 //! The engine: state of pCPUs, vCPUs, tasks and workloads, the event loop, and
 //! the glue that lets the host policy and the guest kernels act on it.
 //!
-//! - `mod.rs`: state, construction, event loop, accounting and progress;
+//! - `mod.rs`: state, event loop, accounting and progress;
+//! - `build.rs`: a world from a scenario, and `run`;
 //! - `host_glue.rs`: vCPU halts, wakes and host reschedules;
 //! - `guest_glue.rs`: task wakeups, guest reschedules and ticks;
 //! - `irq.rs`: virtual interrupts and IPIs;
