@@ -9,12 +9,13 @@ from vmsched.bench import MIXED, SIMPY_MODEL, default_simpy_script
 
 def test_quick_bench(cli):
     assert default_simpy_script().is_file()
-    result = cli("bench", "--quick", "--json")
+    result = cli("bench", "--quick", "--json", "--repeat", "2")
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)
     for measured in (*figures["engine"].values(), figures["simpy"]):
         assert measured["events"] > 0 and measured["wall_s"] > 0 and measured["peak_rss_mb"] > 0
         assert measured["sim_s_per_wall_s"] > 0 and measured["events_per_s"] > 0
+        assert measured["repeats"] == 2 and measured["wall_s_min"] <= measured["wall_s"] <= measured["wall_s_max"]
     assert set(figures["engine"]) == {MIXED, SIMPY_MODEL}
     assert figures["speed_ratio"] > 0
     for key in ("slices", "wakeups"):

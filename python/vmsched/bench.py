@@ -77,6 +77,14 @@ def _in_child(*args: str) -> dict:
     return json.loads(done.stdout)
 
 
+def _repeated(repeat: int, *args: str) -> dict:
+    """The run with the median wall time of `repeat` fresh-process runs, with the spread
+    of all of them: one run on a shared machine can be slowed by its neighbours."""
+    runs = sorted((_in_child(*args) for _ in range(repeat)), key=lambda r: r["wall_s"])
+    median = runs[len(runs) // 2]
+    return {**median, "repeats": repeat, "wall_s_min": runs[0]["wall_s"], "wall_s_max": runs[-1]["wall_s"]}
+
+
 def agreement(engine: dict, simpy: dict, key: str) -> dict:
     """z-test on per-simulated-second rates, treating each count as Poisson: the variance
     of a count is about its mean, so the rate's is count / T^2."""
@@ -94,19 +102,21 @@ def _speed(measured: dict) -> dict:
 
 
 def run_bench(quick: bool = False, simpy_script: Path | None = None,
-              on_step: Callable[[str], None] | None = None) -> dict:
+              on_step: Callable[[str], None] | None = None, repeat: int = 3) -> dict:
     script = simpy_script or default_simpy_script()
     if not script.is_file():
         raise UserError(f"{script}: SimPy baseline not found; pass --simpy PATH")
+    if repeat < 1:
+        raise UserError(f"--repeat {repeat}: must be at least 1")
     step = on_step or (lambda _: None)
-    figures: dict = {"quick": quick, "engine": {}}
+    figures: dict = {"quick": quick, "repeat": repeat, "engine": {}}
     for name in (MIXED, SIMPY_MODEL):
         step(f"running {name}")
         duration = QUICK_NS[name] if quick else None
-        figures["engine"][name] = _speed(_in_child("engine", name, "" if duration is None else str(duration)))
+        figures["engine"][name] = _speed(_repeated(repeat, "engine", name, "" if duration is None else str(duration)))
     simpy_s = QUICK_NS[SIMPY_MODEL] / 1e9 if quick else FULL_SIMPY_S
     step(f"running SimPy baseline ({simpy_s:g} simulated s)")
-    figures["simpy"] = _speed(_in_child("simpy", str(script), str(simpy_s)))
+    figures["simpy"] = _speed(_repeated(repeat, "simpy", str(script), str(simpy_s)))
     model = figures["engine"][SIMPY_MODEL]
     figures["speed_ratio"] = model["sim_s_per_wall_s"] / figures["simpy"]["sim_s_per_wall_s"]
     figures["agreement"] = {key: agreement(model, figures["simpy"], key) for key in ("slices", "wakeups")}
@@ -117,18 +127,20 @@ def run_bench(quick: bool = False, simpy_script: Path | None = None,
 def print_bench(figures: dict, console) -> None:
     from rich.table import Table
 
-    table = Table(title="speed and memory" + (" (--quick: not representative)" if figures["quick"] else ""),
+    table = Table(title="speed and memory: median wall time of the runs, their range, simulated s per wall s,"
+                        " peak resident memory" + (" (--quick: not representative)" if figures["quick"] else ""),
                   title_justify="left")
-    for header in ("run", "sim s", "wall s", "events/s", "sim s/wall s", "peak RSS MB"):
+    for header in ("run", "sim s", "wall s", "range", "events/s", "sim/wall", "RSS MB"):
         table.add_column(header, justify="left" if header == "run" else "right", no_wrap=True)
     rows = [*figures["engine"].items(), ("SimPy", figures["simpy"])]
     for name, measured in rows:
         table.add_row(name, f"{measured['sim_s']:g}", f"{measured['wall_s']:.3f}",
-                      f"{measured['events_per_s']:,.0f}", f"{measured['sim_s_per_wall_s']:,.2f}",
+                      f"{measured['wall_s_min']:.2f}–{measured['wall_s_max']:.2f}",
+                      f"{measured['events_per_s'] / 1e6:.2f} M", f"{measured['sim_s_per_wall_s']:,.1f}",
                       f"{measured['peak_rss_mb']:.1f}")
     console.print(table)
-    console.print(f"vmsched / SimPy, simulated seconds per wall second on the same model: "
-                  f"[bold]{figures['speed_ratio']:.1f}x[/]")
+    console.print(f"vmsched / SimPy, simulated seconds per wall second on the same model "
+                  f"(medians of {figures['repeat']} runs each): [bold]{figures['speed_ratio']:.1f}x[/]")
     checks = Table(title="agreement with the SimPy model (z-test on per-second rates)", title_justify="left")
     for header in ("count", "vmsched /s", "SimPy /s", "difference", "z", "result"):
         checks.add_column(header, justify="left" if header == "count" else "right")

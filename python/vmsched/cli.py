@@ -218,10 +218,11 @@ def bench(
     quick: Annotated[bool, typer.Option(help="Short runs (for tests); figures are not representative.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     simpy: Annotated[Optional[Path], typer.Option(help="SimPy baseline script (default ../shared/bench/simpy_baseline.py).")] = None,
+    repeat: Annotated[int, typer.Option(help="Runs per measurement, each in a fresh process; the median is reported.")] = 3,
 ) -> None:
     """Measure the engine's speed and memory, and compare it with the SimPy baseline model."""
     from .bench import print_bench, run_bench
-    figures = _user_input(lambda: run_bench(quick=quick, simpy_script=simpy,
+    figures = _user_input(lambda: run_bench(quick=quick, simpy_script=simpy, repeat=repeat,
                                             on_step=None if as_json else status.print))
     if as_json:
         print(json.dumps(figures, indent=2))
