@@ -4,4 +4,3 @@ pub type PcpuId = u32;
 pub type VcpuId = u32;
 pub type TaskId = u32;
 pub type VmId = u32;
-pub const NONE: u32 = u32::MAX;

@@ -10,6 +10,11 @@ fn trace(text: &str, until_ms: u64) -> vmsched_sim::world::record::Tables {
     run(s, &opts, &mut |_, _| {}).unwrap().tables.unwrap()
 }
 
+/// Timeline rows as (name, start, end), times divided by `unit`.
+fn rows(names: &[String], start: &[u64], end: &[u64], unit: u64) -> Vec<(String, u64, u64)> {
+    (0..names.len()).map(|i| (names[i].clone(), start[i] / unit, end[i] / unit)).collect()
+}
+
 /// Host CFS, one pCPU (sched_latency 6 ms, so 3 ms ideal slices for two
 /// equal vCPUs), HZ=250: slices are enforced at the 4 ms ticks, so the two
 /// vCPUs alternate exactly every 4 ms, starting with the first woken.
@@ -17,7 +22,7 @@ fn trace(text: &str, until_ms: u64) -> vmsched_sim::world::record::Tables {
 fn host_cfs_alternates_two_hogs_at_tick_granularity() {
     let t = trace(include_str!("../../../scenarios/two-vms-one-pcpu.toml"), 20);
     let p = t.pcpu_slices.unwrap();
-    let got: Vec<(String, u64, u64)> = (0..p.vm.len()).map(|i| (p.vm[i].clone(), p.start_ns[i] / 1000, p.end_ns[i] / 1000)).collect();
+    let got = rows(&p.vm, &p.start_ns, &p.end_ns, 1000);
     let want: Vec<(String, u64, u64)> = [("a", 0, 4), ("b", 4, 8), ("a", 8, 12), ("b", 12, 16), ("a", 16, 20)]
         .iter()
         .map(|&(v, s, e)| (v.to_string(), s * 1000, e * 1000))
@@ -33,7 +38,7 @@ fn guest_rr_round_robins_in_timeslices() {
     let text = "name='rr'\nduration_ms=30\n[[vm]]\nname='v'\n[vm.guest]\nhz=1000\nrr_timeslice_ms=5\n\
                 [[vm.workload]]\nkind='hog'\nthreads=3\npolicy='rr'\nwork_us=100000\n";
     let t = trace(text, 30).task_slices.unwrap();
-    let got: Vec<(String, u64, u64)> = (0..t.task.len()).map(|i| (t.task[i].clone(), t.start_ns[i] / MS, t.end_ns[i] / MS)).collect();
+    let got = rows(&t.task, &t.start_ns, &t.end_ns, MS);
     let want: Vec<(String, u64, u64)> = (0..6).map(|k| (format!("v/hog0/{}", k % 3), 5 * k, 5 * k + 5)).collect();
     assert_eq!(got, want);
 }
@@ -45,7 +50,7 @@ fn guest_rr_round_robins_in_timeslices() {
 fn guest_cfs_switches_equal_tasks_at_the_tick_after_their_slice() {
     let text = "name='cfs'\nduration_ms=16\n[[vm]]\nname='v'\n[[vm.workload]]\nkind='hog'\nthreads=2\nwork_us=100000\n";
     let t = trace(text, 16).task_slices.unwrap();
-    let got: Vec<(String, u64, u64)> = (0..t.task.len()).map(|i| (t.task[i].clone(), t.start_ns[i] / MS, t.end_ns[i] / MS)).collect();
+    let got = rows(&t.task, &t.start_ns, &t.end_ns, MS);
     let want: Vec<(String, u64, u64)> = (0..4).map(|k| (format!("v/hog0/{}", k % 2), 4 * k, 4 * k + 4)).collect();
     assert_eq!(got, want);
 }

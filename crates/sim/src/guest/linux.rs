@@ -33,7 +33,6 @@ pub struct GTask {
     pub util: Pelt,
     pub rr_left: u64,
     pub migrations: u64,
-    pub runnable: bool,
 }
 
 impl GTask {
@@ -110,7 +109,7 @@ impl GuestLinux {
 
 
 
-    pub fn nr_vcpus(&self) -> u32 {
+    fn nr_vcpus(&self) -> u32 {
         self.rqs.len() as u32
     }
 
@@ -213,7 +212,6 @@ impl GuestLinux {
         let v = self.tasks[t as usize].cpu;
         let now = self.rqs[v as usize].clock_task;
         let task = &mut self.tasks[t as usize];
-        task.runnable = false;
         let rq = &mut self.rqs[v as usize];
         if task.is_rt() {
             let q = rq.rt.get_mut(&std::cmp::Reverse(task.rt_priority)).expect("rt list");
@@ -276,7 +274,6 @@ impl GuestLinux {
         let rt = task.is_rt();
         task.migrations += 1;
         task.cpu = to;
-        task.runnable = true;
         let now = self.rqs[to as usize].clock_task;
         let rq = &mut self.rqs[to as usize];
         if rt {
@@ -328,7 +325,7 @@ impl GuestPolicy for GuestLinux {
         let cpu = allowed.iter().position(|&a| a).unwrap_or(0) as u32;
         self.ents.push(Entity { weight, ..Default::default() });
         let nr_allowed = allowed.iter().filter(|&&a| a).count() as u32;
-        self.tasks.push(GTask { policy, rt_priority, allowed, nr_allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0, runnable: false });
+        self.tasks.push(GTask { policy, rt_priority, allowed, nr_allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0 });
         (self.tasks.len() - 1) as u32
     }
 
@@ -373,7 +370,6 @@ impl GuestPolicy for GuestLinux {
             task.migrations += 1;
         }
         task.cpu = v;
-        task.runnable = true;
         // A blocked task's utilization decays while it sleeps; that decay is
         // applied at its next update (pick_next), as the product of the two
         // decays is the same.

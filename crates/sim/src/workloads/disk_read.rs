@@ -25,7 +25,7 @@ impl Program for DiskRead {
         let t = thread as usize;
         match self.issued_at[t].take() {
             Some(issued) => {
-                cx.metrics.finish(RequestRow { task: thread, arrival_ns: issued, start_ns: None, end_ns: cx.now });
+                cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: issued, start_ns: None, end_ns: cx.now });
                 Op::Compute(self.work)
             }
             None => {

@@ -63,7 +63,8 @@ pub trait Objects {
 /// A finished request (or item, or read) for the requests table.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestRow {
-    pub task: u32,
+    /// The workload thread that served it (None: answered in the kernel).
+    pub task: Option<u32>,
     pub arrival_ns: u64,
     /// Service start, where the workload distinguishes queueing from service.
     pub start_ns: Option<u64>,

@@ -134,7 +134,7 @@ impl Program for Parallel {
                 }
                 Stage::AtBarrier => {
                     if thread == 0 {
-                        cx.metrics.finish(RequestRow { task: thread, arrival_ns: self.phase_started, start_ns: None, end_ns: cx.now });
+                        cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: self.phase_started, start_ns: None, end_ns: cx.now });
                         self.phase_started = cx.now;
                     }
                 }

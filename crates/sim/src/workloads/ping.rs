@@ -25,7 +25,7 @@ impl Program for Ping {
         Some((exp_ns(self.mean_gap_ns, cx.rng), cx.now))
     }
     fn on_irq(&mut self, arrival: u64, cx: &mut Cx) -> IrqAction {
-        cx.metrics.finish(RequestRow { task: u32::MAX, arrival_ns: arrival, start_ns: None, end_ns: cx.now });
+        cx.metrics.finish(RequestRow { task: None, arrival_ns: arrival, start_ns: None, end_ns: cx.now });
         IrqAction::Nothing
     }
 }

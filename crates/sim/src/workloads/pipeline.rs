@@ -73,7 +73,7 @@ impl Program for Pipeline {
                 self.step[t] = Step::Idle;
                 let next = stage + 1;
                 if next == self.stages as usize {
-                    cx.metrics.finish(RequestRow { task: thread, arrival_ns: admitted, start_ns: None, end_ns: cx.now });
+                    cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: admitted, start_ns: None, end_ns: cx.now });
                     // The item leaves: its credit returns to stage 0.
                     Op::SemUp(self.sems[0])
                 } else {

@@ -39,7 +39,7 @@ impl Program for Server {
     fn next_op(&mut self, thread: u32, cx: &mut Cx) -> Op {
         let t = thread as usize;
         if let Some((arrival, start)) = self.serving[t].take() {
-            cx.metrics.finish(RequestRow { task: thread, arrival_ns: arrival, start_ns: Some(start), end_ns: cx.now });
+            cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: arrival, start_ns: Some(start), end_ns: cx.now });
         }
         if std::mem::take(&mut self.waiting[t]) {
             let arrival = self.queue.pop_front().expect("semaphore counts queued requests");

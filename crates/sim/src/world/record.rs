@@ -178,7 +178,7 @@ impl Recorder {
                 let q = &mut t.requests;
                 q.workload.push(wl.name.clone());
                 q.vm.push(vm_name(wl.vm));
-                q.task.push(if r.task == u32::MAX { String::new() } else { w.tasks[wl.tasks[r.task as usize] as usize].name.clone() });
+                q.task.push(r.task.map(|t| w.tasks[wl.tasks[t as usize] as usize].name.clone()).unwrap_or_default());
                 q.arrival_ns.push(r.arrival_ns);
                 q.end_ns.push(r.end_ns);
                 q.latency_ns.push(r.end_ns - r.arrival_ns);
