@@ -144,10 +144,7 @@ impl World {
     pub(super) fn hrtick_fires(&mut self, v: VcpuId) {
         let armed = self.vcpus[v as usize].hrtick_at.take().expect("armed hrtick");
         let vm = self.vcpus[v as usize].vm;
-        let st = &mut self.vms[vm as usize];
-        st.irq_count += 1;
-        st.irq_pending_sum += self.now - armed;
-        st.irq_pending_max = st.irq_pending_max.max(self.now - armed);
+        self.count_interrupt(vm, self.now - armed);
         self.vcpus[v as usize].overhead += self.ov.irq_handler_ns;
         let local = self.vcpus[v as usize].local;
         if with_guest!(self, vm, |g, view| g.slice_expired(&view, local)) {

@@ -54,7 +54,7 @@ impl World {
             // A handler that costs nothing, on a vCPU with nothing before it:
             // delivered and done in this instant.
             self.account(to);
-            self.vms[vm as usize].irq_count += 1;
+            self.count_interrupt(vm, 0);
             self.recorder.irq(&irq, vm, self.now);
             self.irq_effect(to, what);
             self.plan(to);
@@ -62,6 +62,14 @@ impl World {
         }
         let id = self.alloc_irq(irq);
         self.irq_arrives(id);
+    }
+
+    /// Counts an interrupt delivered to VM `vm` after waiting `waited` ns.
+    pub(super) fn count_interrupt(&mut self, vm: u32, waited: u64) {
+        let st = &mut self.vms[vm as usize];
+        st.irq_count += 1;
+        st.irq_pending_sum += waited;
+        st.irq_pending_max = st.irq_pending_max.max(waited);
     }
 
     fn alloc_irq(&mut self, irq: Irq) -> u32 {
@@ -117,13 +125,9 @@ impl World {
             let id = vc.pending.remove(0);
             vc.overhead += self.ov.irq_handler_ns;
             vc.in_handler = Some(id);
-            let irq = self.irqs[id as usize];
-            let waited = self.now - irq.raised_ns;
-            let st = &mut self.vms[vc.vm as usize];
-            st.irq_count += 1;
-            st.irq_pending_sum += waited;
-            st.irq_pending_max = st.irq_pending_max.max(waited);
-            self.recorder.irq(&irq, vc.vm, self.now);
+            let (irq, vm) = (self.irqs[id as usize], vc.vm);
+            self.count_interrupt(vm, self.now - irq.raised_ns);
+            self.recorder.irq(&irq, vm, self.now);
             if self.ov.irq_handler_ns > 0 {
                 break;
             }
