@@ -127,3 +127,14 @@ def test_parquet_tables_round_trip_and_match_summary(cli, tmp_path):
                                   "context_switches", "migrations", "spin_ns"}
     total_task_time = tasks["cpu_time_ns"].sum()
     assert 0 < total_task_time <= sum(vm["cpu_time_ns"] for vm in summary["vms"])
+
+
+def test_policies_and_kernels_list_the_registry(cli):
+    listed = json.loads(cli("policies", "--json").output)
+    names = {(p["name"], p["level"]) for p in listed}
+    assert {("cfs", "host"), ("linux", "guest")} <= names
+    assert all(set(p) == {"name", "level", "description", "params"} for p in listed)
+    kernels = json.loads(cli("kernels", "--json").output)
+    assert "linux-6.5" in {k["name"] for k in kernels}
+    assert all(set(k) == {"name", "description", "sets"} for k in kernels)
+    assert_user_error(cli("validate", "default", "--set", "host.kernel=linux-9"), "host.kernel", "linux-6.5")

@@ -176,6 +176,39 @@ def scenarios(
         console.print(table)
 
 
+@app.command()
+def policies(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of {name, level, description, params}.")] = False,
+) -> None:
+    """List the host and guest scheduling policies a scenario can name."""
+    from . import _native
+    listed = json.loads(_native.policies())
+    if as_json:
+        print(json.dumps(listed, indent=2))
+        return
+    table = Table("name", "level", "description", "parameters")
+    for p in listed:
+        table.add_row(p["name"], p["level"], p["description"], ", ".join(p["params"]) or "-")
+    console.print(table)
+
+
+@app.command()
+def kernels(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of {name, description, sets}.")] = False,
+) -> None:
+    """List the kernel profiles (`host.kernel`, `vm.guest.kernel`) and what each sets."""
+    from . import _native
+    listed = json.loads(_native.kernels())
+    if as_json:
+        print(json.dumps(listed, indent=2))
+        return
+    table = Table("name", "description", "sets")
+    for k in listed:
+        sets = [f"{level}.{key}={json.dumps(value)}" for level, kv in k["sets"].items() for key, value in kv.items()]
+        table.add_row(k["name"], k["description"], "\n".join(sets) or "-")
+    console.print(table)
+
+
 @app.command(name="report")
 def report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A directory written by `vmsched run`.")],

@@ -23,6 +23,33 @@ fn builtin_scenarios() -> PyResult<Vec<(String, String, String)>> {
         .collect()
 }
 
+/// Every registered host and guest policy, as a JSON list of
+/// {name, level, description, params}.
+#[pyfunction]
+fn policies() -> PyResult<String> {
+    serde_json::to_string(&vmsched_sim::registry::policies()).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// Every kernel profile, as a JSON list of {name, description, sets}, where
+/// `sets` has the defaults it writes under `host` and under a VM's `guest`.
+#[pyfunction]
+fn kernels() -> PyResult<String> {
+    let parse = |settings: &[vmsched_sim::kernels::Setting]| -> serde_json::Map<String, serde_json::Value> {
+        settings
+            .iter()
+            .map(|(k, v)| {
+                let t: toml::Table = format!("v = {v}").parse().expect("profile values are TOML literals");
+                (k.to_string(), serde_json::to_value(&t["v"]).expect("TOML values are JSON values"))
+            })
+            .collect()
+    };
+    let list: Vec<serde_json::Value> = vmsched_sim::kernels::PROFILES
+        .iter()
+        .map(|p| serde_json::json!({"name": p.name, "description": p.description, "sets": {"host": parse(p.host), "guest": parse(p.guest)}}))
+        .collect();
+    serde_json::to_string(&list).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 /// Validates a scenario (with overrides) and returns it normalized, as JSON.
 #[pyfunction]
 #[pyo3(signature = (text, source, overrides=Vec::new()))]
@@ -91,6 +118,8 @@ fn run_scenario<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
+    m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels, m)?)?;
     m.add_function(wrap_pyfunction!(validate_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     Ok(())

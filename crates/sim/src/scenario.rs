@@ -61,8 +61,14 @@ pub struct Host {
     pub capacity_changes: Vec<CapacityChange>,
     #[serde(default)]
     pub distances: Distances,
+    /// The host scheduler, by registry name (`vmsched policies`); its
+    /// parameters are the table named after it (`[host.cfs]`, ...).
     #[serde(default)]
     pub policy: HostPolicyKind,
+    /// Kernel profile of the host (`vmsched kernels`): defaults for the
+    /// host's tunables and paravirtual switches, see [`crate::kernels`].
+    #[serde(default = "default_kernel")]
+    pub kernel: String,
     /// Host timer frequency. CONFIG_HZ=250 is the x86 default of Debian/RHEL
     /// kernel configs (kernel/Kconfig.hz default HZ_250).
     #[serde(default = "hz_default")]
@@ -89,6 +95,9 @@ fn smt_factor() -> f64 {
 fn hz_default() -> u32 {
     250
 }
+fn default_kernel() -> String {
+    crate::kernels::DEFAULT_KERNEL.to_string()
+}
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
@@ -96,6 +105,14 @@ pub enum HostPolicyKind {
     /// Linux CFS scheduling vCPU threads, as under KVM.
     #[default]
     Cfs,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum GuestPolicyKind {
+    /// Linux's scheduler (CFS, RT, SCHED_IDLE) as a guest kernel runs it.
+    #[default]
+    Linux,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -268,6 +285,12 @@ pub enum BandwidthScope {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Guest {
+    /// The guest scheduler, by registry name (`vmsched policies`).
+    #[serde(default)]
+    pub policy: GuestPolicyKind,
+    /// Kernel profile of the guest (`vmsched kernels`).
+    #[serde(default = "default_kernel")]
+    pub kernel: String,
     #[serde(default = "hz_default")]
     pub hz: u32,
     /// SCHED_RR timeslice. Linux's default is 100 ms (RR_TIMESLICE,
@@ -529,7 +552,8 @@ fn line_of(text: &str, offset: usize) -> String {
 }
 
 /// Parses a scenario already in table form (JSON input goes through here too).
-pub fn from_table(doc: toml::Table) -> Result<Scenario, ScenarioError> {
+pub fn from_table(mut doc: toml::Table) -> Result<Scenario, ScenarioError> {
+    crate::kernels::apply_profiles(&mut doc)?;
     let scenario: Scenario = serde_path_to_error::deserialize(toml::Value::Table(doc))
         .map_err(|e| err(clean_path(&e.path().to_string()), e.inner().to_string()))?;
     check(&scenario)?;

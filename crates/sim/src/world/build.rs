@@ -4,15 +4,14 @@ use std::collections::VecDeque;
 
 use super::record::Recorder;
 use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState, World};
-use crate::cfs::Tunables;
 use crate::event::{Event, EventQueue};
-use crate::guest::linux::GuestLinux;
 use crate::guest::HostState;
-use crate::host::cfs::{BandwidthGroup, HostCfs};
-use crate::host::{HostOut, HostPolicy, HostView};
+use crate::host::cfs::BandwidthGroup;
+use crate::host::{HostOut, HostView};
 use crate::machine::Machine;
 use crate::rng::stream;
-use crate::scenario::{BandwidthScope, HostPolicyKind, Scenario, WorkloadKind};
+use crate::registry;
+use crate::scenario::{BandwidthScope, Scenario, WorkloadKind};
 use crate::sync::{SyncObjects, VmObjects};
 use crate::workloads::{self, WorkloadMetrics};
 
@@ -87,7 +86,7 @@ impl World {
                 name: vm.name.clone(),
                 first_vcpu: first,
                 nv: vm.vcpus,
-                guest: Box::new(GuestLinux::new(&vm.guest, vm.vcpus)),
+                guest: registry::guest_policy(&vm.guest, vm.vcpus),
                 host_state: vec![HostState::Halted; vm.vcpus as usize],
                 steal_published: vec![0; vm.vcpus as usize],
                 tasks: Vec::new(),
@@ -102,9 +101,7 @@ impl World {
                 task_slices: 0,
             });
         }
-        let host: Box<dyn HostPolicy> = match scenario.host.policy {
-            HostPolicyKind::Cfs => Box::new(HostCfs::new(Tunables::with_overrides(np, &scenario.host.cfs), np, &weights, &initial_cpu, groups)),
-        };
+        let host = registry::host_policy(registry::HostBuild { host: &scenario.host, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups });
         let mut sync = SyncObjects::default();
         let mut tasks = Vec::new();
         let mut wls = Vec::new();

@@ -1,0 +1,111 @@
+//! The policy registry: every host and guest scheduler a scenario can name
+//! (`host.policy`, `vm.guest.policy`), with a one-line description and its
+//! parameter table (`[host.<name>]`, `[vm.guest.<name>]`) at its defaults.
+//! The scenario schema's policy enums are the single list of names, so an
+//! unknown name is a schema error that lists the known ones.
+
+use serde::Serialize;
+
+use crate::cfs::Tunables;
+use crate::guest::linux::GuestLinux;
+use crate::guest::GuestPolicy;
+use crate::host::cfs::{BandwidthGroup, HostCfs};
+use crate::host::HostPolicy;
+use crate::ids::PcpuId;
+use crate::scenario::{CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind};
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Host,
+    Guest,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyInfo {
+    pub name: &'static str,
+    pub level: Level,
+    pub description: &'static str,
+    /// The policy's parameter table with its defaults (null: derived at run
+    /// time, e.g. CFS tunables scaled by CPU count).
+    pub params: serde_json::Value,
+}
+
+fn params_of<T: Serialize + Default>() -> serde_json::Value {
+    serde_json::to_value(T::default()).expect("parameter tables serialize")
+}
+
+fn host_info(kind: HostPolicyKind) -> PolicyInfo {
+    let (name, description, params) = match kind {
+        HostPolicyKind::Cfs => (
+            "cfs",
+            "Linux CFS scheduling vCPU threads as KVM hosts run it (kernel/sched/fair.c, Linux 6.5): per-pCPU runqueues, wakeup/tick preemption, balancing, cpu.max bandwidth",
+            params_of::<CfsTunables>(),
+        ),
+    };
+    PolicyInfo { name, level: Level::Host, description, params }
+}
+
+fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
+    let (name, description, params) = match kind {
+        GuestPolicyKind::Linux => (
+            "linux",
+            "Linux's scheduler inside the VM: CFS, RT and SCHED_IDLE classes, select_idle_sibling, balancing, PELT, steal accounting",
+            params_of::<CfsTunables>(),
+        ),
+    };
+    PolicyInfo { name, level: Level::Guest, description, params }
+}
+
+/// Every registered policy, host ones first.
+pub fn policies() -> Vec<PolicyInfo> {
+    let hosts = [HostPolicyKind::Cfs].into_iter().map(host_info);
+    let guests = [GuestPolicyKind::Linux].into_iter().map(guest_info);
+    hosts.chain(guests).collect()
+}
+
+/// What the engine knows when it builds the host policy.
+pub struct HostBuild<'a> {
+    pub host: &'a Host,
+    pub pcpus: u32,
+    /// Host scheduling weight of each vCPU thread.
+    pub weights: &'a [u64],
+    /// The pCPU each vCPU starts on.
+    pub initial_cpu: &'a [PcpuId],
+    pub bandwidth: Vec<BandwidthGroup>,
+}
+
+pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
+    match b.host.policy {
+        HostPolicyKind::Cfs => {
+            let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
+            Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth))
+        }
+    }
+}
+
+pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {
+    match guest.policy {
+        GuestPolicyKind::Linux => Box::new(GuestLinux::new(guest, vcpus)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The registry lists exactly the names the scenario schema accepts.
+    #[test]
+    fn registry_names_are_the_schema_names() {
+        for p in policies() {
+            let doc = match p.level {
+                Level::Host => format!("name='t'\nduration_ms=1\n[host]\npolicy='{}'\n[[vm]]\nname='a'\n", p.name),
+                Level::Guest => format!("name='t'\nduration_ms=1\n[[vm]]\nname='a'\n[vm.guest]\npolicy='{}'\n", p.name),
+            };
+            crate::parse(&doc, &[]).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+        }
+        let e = crate::parse("name='t'\nduration_ms=1\n[host]\npolicy='nope'\n[[vm]]\nname='a'\n", &[]).unwrap_err();
+        assert_eq!(e.path, "host.policy");
+        assert!(e.reason.contains("cfs"), "{e}");
+    }
+}
