@@ -525,7 +525,7 @@ impl GuestPolicy for GuestLinux {
     /// scheduler_tick() on a running vCPU: slice accounting, periodic load
     /// balance (with capacity update), misfit detection and nohz-idle kick.
     fn tick(&mut self, view: &GuestView, v: u32) -> TickOut {
-        let mut out = TickOut { resched: self.slice_expired(view, v), kick: None };
+        let mut out = TickOut { resched: self.slice_expired(view, v), ..TickOut::default() };
         let now = view.now;
         for level in 0..2 {
             if now < self.rqs[v as usize].next_balance[level] {

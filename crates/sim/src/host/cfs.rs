@@ -404,17 +404,17 @@ mod tests {
         let mut running: Vec<Option<VcpuId>> = vec![None, None];
         let mut out = HostOut::default();
         for v in 0..3 {
-            let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &running };
+            let view = HostView::new(0, &m, &allowed, &running);
             h.wake(&view, &mut out, v);
         }
         assert_eq!((h.nr_running(0), h.nr_running(1)), (2, 1));
         for p in 0..2 {
-            let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &running };
+            let view = HostView::new(0, &m, &allowed, &running);
             running[p as usize] = h.pick_next(&view, &mut out, p, None);
         }
         assert_eq!(running, vec![Some(0), Some(1)]);
         // vCPU 1 halts on pCPU 1: pCPU 1 pulls the queued vCPU 2 from pCPU 0.
-        let view = HostView { now: 1_000_000, machine: &m, allowed: &allowed, running_on: &[Some(0), None] };
+        let view = HostView::new(1_000_000, &m, &allowed, &[Some(0), None]);
         h.block(&view, &mut out, 1, 1);
         let next = h.pick_next(&view, &mut out, 1, None);
         assert_eq!(next, Some(2));
@@ -428,7 +428,7 @@ mod tests {
         let allowed = vec![vec![true, false]; 2];
         let mut h = HostCfs::new(Tunables::linux_default(2), 2, &[1024; 2], &[0, 0], vec![]);
         let mut out = HostOut::default();
-        let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &[None, None] };
+        let view = HostView::new(0, &m, &allowed, &[None, None]);
         h.wake(&view, &mut out, 0);
         h.wake(&view, &mut out, 1);
         assert_eq!(h.pick_next(&view, &mut out, 1, None), None);
@@ -444,18 +444,18 @@ mod tests {
         let group = BandwidthGroup { quota_ns: 2_000_000, period_ns: 10_000_000, phase_ns: 0, members: vec![0] };
         let mut h = HostCfs::new(Tunables::linux_default(1), 1, &[1024], &[0], vec![group]);
         let mut out = HostOut::default();
-        let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &[None] };
+        let view = HostView::new(0, &m, &allowed, &[None]);
         h.start(&view, &mut out);
         h.wake(&view, &mut out, 0);
         assert_eq!(h.pick_next(&view, &mut out, 0, None), Some(0));
         let expiry = out.timers.iter().find(|(_, tok)| tok & (0xff << 56) == T_EXPIRE).copied().unwrap();
         assert_eq!(expiry.0, 2_000_000);
-        let view = HostView { now: expiry.0, machine: &m, allowed: &allowed, running_on: &[Some(0)] };
+        let view = HostView::new(expiry.0, &m, &allowed, &[Some(0)]);
         let mut out = HostOut::default();
         h.timer(&view, &mut out, expiry.1);
         assert_eq!(out.resched, vec![0]);
         assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), None);
-        let view = HostView { now: 10_000_000, machine: &m, allowed: &allowed, running_on: &[None] };
+        let view = HostView::new(10_000_000, &m, &allowed, &[None]);
         let mut out = HostOut::default();
         h.timer(&view, &mut out, T_REFILL);
         assert_eq!(h.nr_running(0), 1);

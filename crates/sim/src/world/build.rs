@@ -7,7 +7,8 @@ use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState
 use crate::event::{Event, EventQueue};
 use crate::guest::HostState;
 use crate::host::cfs::BandwidthGroup;
-use crate::host::{HostOut, HostView};
+use super::guest_glue::with_guest;
+use crate::guest::GuestView;
 use crate::machine::Machine;
 use crate::rng::stream;
 use crate::registry;
@@ -72,6 +73,9 @@ impl World {
                     hrtick_at: None,
                     state_since: 0,
                     task_since: 0,
+                    activation_deadline: None,
+                    activation_gen: 0,
+                    notified: false,
                 });
             }
             if let Some(bw) = &vm.bandwidth {
@@ -99,6 +103,11 @@ impl World {
                 lwp_count: 0,
                 wakeups: 0,
                 task_slices: 0,
+                exits: Default::default(),
+                hypercalls: Default::default(),
+                activations: [0; 3],
+                irq_redirected: 0,
+                irq_boosted: 0,
             });
         }
         let host = registry::host_policy(registry::HostBuild { host: &scenario.host, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups });
@@ -191,11 +200,10 @@ impl World {
 
     /// Arms the first events: ticks, policy timers, workload starts.
     pub(super) fn start(&mut self) {
-        let view = HostView { now: 0, machine: &self.machine, allowed: &self.allowed, running_on: &self.pcpu_curr };
-        let mut out = HostOut::default();
-        self.host.start(&view, &mut out);
-        for (at, token) in out.timers {
-            self.schedule(at, Event::HostTimer(token));
+        self.host_call(|h, view, out| h.start(view, out));
+        for vm in 0..self.vms.len() as u32 {
+            let acts = with_guest!(self, vm, |g, view| g.start(&view));
+            self.apply_guest_acts(vm, acts);
         }
         self.schedule(self.host_tick_ns, Event::HostTick);
         for vm in 0..self.vms.len() as u32 {
