@@ -11,8 +11,10 @@ use super::guest_glue::with_guest;
 use crate::guest::GuestView;
 use crate::machine::Machine;
 use crate::rng::stream;
+use crate::guest::GuestPolicy;
+use crate::host::HostPolicy;
 use crate::registry;
-use crate::scenario::{BandwidthScope, Scenario, WorkloadKind};
+use crate::scenario::{BandwidthScope, Guest, Scenario, WorkloadKind};
 use crate::sync::{SyncObjects, VmObjects};
 use crate::workloads::{self, WorkloadMetrics};
 
@@ -20,8 +22,17 @@ fn ms(x: f64) -> u64 {
     (x * 1e6).round() as u64
 }
 
+/// Policies built by the caller instead of the registry: how a policy
+/// written outside this crate (a user's experiment, a test) runs on the
+/// engine through the same public hooks.
+#[derive(Default)]
+pub struct CustomPolicies<'a> {
+    pub host: Option<&'a dyn Fn(registry::HostBuild) -> Box<dyn HostPolicy>>,
+    pub guest: Option<&'a dyn Fn(&Guest, u32) -> Box<dyn GuestPolicy>>,
+}
+
 impl World {
-    pub fn new(mut scenario: Scenario, opts: &RunOptions) -> World {
+    pub fn new(mut scenario: Scenario, opts: &RunOptions, custom: &CustomPolicies) -> World {
         if let Some(seed) = opts.seed {
             scenario.seed = seed;
         }
@@ -90,7 +101,10 @@ impl World {
                 name: vm.name.clone(),
                 first_vcpu: first,
                 nv: vm.vcpus,
-                guest: registry::guest_policy(&vm.guest, vm.vcpus),
+                guest: match custom.guest {
+                    Some(build) => build(&vm.guest, vm.vcpus),
+                    None => registry::guest_policy(&vm.guest, vm.vcpus),
+                },
                 host_state: vec![HostState::Halted; vm.vcpus as usize],
                 steal_published: vec![0; vm.vcpus as usize],
                 tasks: Vec::new(),
@@ -110,7 +124,11 @@ impl World {
                 irq_boosted: 0,
             });
         }
-        let host = registry::host_policy(registry::HostBuild { host: &scenario.host, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups });
+        let build = registry::HostBuild { host: &scenario.host, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups };
+        let host = match custom.host {
+            Some(f) => f(build),
+            None => registry::host_policy(build),
+        };
         let mut sync = SyncObjects::default();
         let mut tasks = Vec::new();
         let mut wls = Vec::new();
@@ -225,7 +243,12 @@ impl World {
 
 /// Runs a scenario to its end and summarizes it.
 pub fn run(scenario: Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<RunOutput, String> {
-    let mut world = World::new(scenario, opts);
+    run_custom(scenario, opts, &CustomPolicies::default(), progress)
+}
+
+/// [`run`] with policies built by the caller.
+pub fn run_custom(scenario: Scenario, opts: &RunOptions, custom: &CustomPolicies, progress: &mut dyn FnMut(u64, u64)) -> Result<RunOutput, String> {
+    let mut world = World::new(scenario, opts, custom);
     world.start();
     world.run_loop(progress)?;
     let summary = crate::summary::summarize(&world);

@@ -193,7 +193,9 @@ impl World {
         with_guest!(self, vm, |g, view| g.detach_curr_to(&view, local, to));
         let wv = self.global_vcpu(vm, to);
         self.send_ipi(v, wv, irq::Kind::Reschedule, irq::What::Resched);
-        self.request_guest_resched(v);
+        // The stopper switches at once: the task has left this vCPU, so the
+        // vCPU must not be seen running it (a host reschedule may follow).
+        self.guest_resched(v);
     }
 
     /// Carries out a guest policy's acts for VM `vm`.

@@ -164,6 +164,13 @@ impl World {
         let vc = &mut self.vcpus[v as usize];
         vc.pcpu = None;
         vc.notified = false;
+        // Leaving the pCPU ends an outstanding activation: halting answers
+        // it (the guest gave the pCPU back), a preemption cuts it short.
+        if vc.activation_deadline.take().is_some() {
+            let vm = vc.vm as usize;
+            self.vms[vm].activations[if to == HostState::Halted { 1 } else { 2 }] += 1;
+        }
+        let vc = &mut self.vcpus[v as usize];
         self.pcpu_curr[p as usize] = None;
         self.recorder.pcpu_slice(p, v, vc.state_since, self.now);
         if to == HostState::Preempted {

@@ -29,7 +29,7 @@ use crate::scenario::{Overheads, Scenario, WorkloadKind};
 use crate::sync::SyncObjects;
 use crate::workloads::{Cx, Op, Program, WorkloadMetrics};
 
-pub use build::run;
+pub use build::{run, run_custom, CustomPolicies};
 pub use irq::Kind as IrqKind;
 
 /// Events at one instant beyond which a run is stuck rather than busy.
