@@ -75,6 +75,9 @@ pub struct Host {
     pub hz: u32,
     #[serde(default)]
     pub cfs: CfsTunables,
+    /// Parameters of host policy `irs` (IRS's SA sender).
+    #[serde(default)]
+    pub irs: crate::host::irs::IrsParams,
 }
 
 impl Default for Host {
@@ -105,6 +108,8 @@ pub enum HostPolicyKind {
     /// Linux CFS scheduling vCPU threads, as under KVM.
     #[default]
     Cfs,
+    /// IRS's activation sender on its base scheduler (Middleware'17).
+    Irs,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -113,6 +118,8 @@ pub enum GuestPolicyKind {
     /// Linux's scheduler (CFS, RT, SCHED_IDLE) as a guest kernel runs it.
     #[default]
     Linux,
+    /// Linux with IRS's activation receiver, context switcher and migrator.
+    Irs,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
