@@ -17,7 +17,7 @@ import polars as pl
 from . import api
 from .atomic import write_atomic
 from .errors import UserError
-from .sweep import PlannedRun, ProgressCallback, Store, SweepSpec, execute_runs, mean_ci95, plan
+from .sweeps import PlannedRun, ProgressCallback, Store, SweepSpec, execute_runs, mean_ci95, plan
 
 # Paper names a [paper] table may give (the `PaperName` enum of scenario.rs).
 PAPERS = ("vsched", "irs", "uvf", "anubis", "tableau", "phenomena")
@@ -258,7 +258,12 @@ def reproduce_html(result: Reproduction) -> str:
         fig.add_bar(name="paper", x=names, y=[row["paper_value"] for row in rows], marker_color="#7f7f7f")
         fig.add_bar(name="simulation", x=names, y=[row["sim_mean"] for row in rows], marker_color="#1f77b4",
                     error_y=dict(type="data", array=[row["sim_ci95"] or 0 for row in rows], visible=True))
-        fig.update_layout(title=f"{paper} {figure}", yaxis_title=unit or "value", barmode="group")
+        values = [v for row in rows for v in (row["paper_value"], row["sim_mean"]) if v is not None]
+        # Ratios spread over orders of magnitude (x0.1 to x100): a log axis keeps both legible.
+        logarithmic = unit == "ratio" and values and min(values) > 0
+        fig.update_layout(title=f"{paper} {figure}" + (" (log scale)" if logarithmic else ""),
+                          yaxis_title=unit or "value", yaxis_type="log" if logarithmic else "linear",
+                          barmode="group")
         charts.append(fig)
     charts_html = "".join(f'<div class="chart">{_figure_html(fig, first=(i == 0))}</div>'
                           for i, fig in enumerate(charts))

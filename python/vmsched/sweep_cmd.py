@@ -46,7 +46,7 @@ def sweep(
     as_json: Annotated[bool, typer.Option("--json", help="With --summary: print JSON rows.")] = False,
 ) -> None:
     """Run every combination of a spec's scenarios, variants, grid and seeds; resumable."""
-    from . import sweep as engine
+    from . import sweeps as engine
 
     if summary is not None:
         stats = _guarded(lambda: engine.summarize(engine.read_results(summary), metric))
@@ -95,7 +95,7 @@ def reproduce(
     """Run the registered experiments of a paper (scenarios with a [paper] table) and
     print the paper's values beside the simulation's, with an HTML page."""
     from . import reproduce as registry
-    from .sweep import ProgressBar
+    from .sweeps import ProgressBar
 
     bar = ProgressBar(status, "matrix" if matrix else f"reproduce {paper}")
     try:

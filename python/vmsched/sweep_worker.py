@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 
 class RunTask(NamedTuple):
-    """Everything a run depends on; the key is the content hash of it (see sweep.run_key)."""
+    """Everything a run depends on; the key is the content hash of it (see sweeps.run_key)."""
     key: str
     text: str
     source: str
