@@ -183,3 +183,16 @@ def test_python_api_returns_the_results_frame(tmp_path):
     assert frame.equals(vmsched.read_results(tmp_path))
     stats = vmsched.summarize(frame, "vms[a].share")
     assert sorted(stats["point"]) == ["host.hz=1000", "host.hz=250"] and (stats["n"] == 2).all()
+
+
+def test_a_script_without_a_main_guard_can_sweep(tmp_path):
+    # Workers are fresh interpreters running the worker module: they do not re-import
+    # the caller's main module (which would run the sweep again, recursively).
+    script = tmp_path / "analysis.py"
+    script.write_text("import vmsched\n"
+                      f"frame = vmsched.sweep({{'scenarios': ['two-vms-one-pcpu'], 'seeds': [1, 2, 3], "
+                      f"'duration': '20ms'}}, out={str(tmp_path / 'out')!r}, workers=2)\n"
+                      "print(frame.height)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "3"

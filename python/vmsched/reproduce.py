@@ -208,7 +208,7 @@ def public_rows(rows: list[dict]) -> list[dict]:
 def format_number(value: float | None) -> str:
     if value is None:
         return "–"
-    return f"{value:.4g}"
+    return f"{value:.3g}"
 
 
 def direction_mark(row: dict) -> str:
@@ -217,30 +217,33 @@ def direction_mark(row: dict) -> str:
     return "agrees" if row["direction_ok"] else "DISAGREES"
 
 
-def rich_table(rows: list[dict]):
+def rich_tables(rows: list[dict]) -> list:
+    """One terminal table per paper and figure."""
     from rich.table import Table
-    table = Table(title="paper vs simulation (mean ± 95% CI over seeds)", title_justify="left")
-    for column, justify in (("paper", "left"), ("figure", "left"), ("claim", "left"), ("unit", "left"),
-                            ("paper value", "right"), ("sim", "right"), ("sim/paper", "right"),
-                            ("direction", "left")):
-        table.add_column(column, justify=justify)
-    for row in rows:
-        sim = format_number(row["sim_mean"])
-        if row["sim_ci95"] is not None:
-            sim += f" ± {format_number(row['sim_ci95'])}"
-        expected = row["direction"] or ""
-        mark = direction_mark(row)
-        styled = {"agrees": "[green]agrees[/]", "DISAGREES": "[red]DISAGREES[/]"}.get(mark, mark)
-        table.add_row(row["paper"], row["figure"], row["name"], row["unit"], format_number(row["paper_value"]),
-                      sim, format_number(row["sim_over_paper"]),
-                      f"{expected} {styled}" if expected else styled)
-    return table
+    tables = []
+    for (paper, figure), group in _groups(rows, ("paper", "figure")).items():
+        table = Table(title=f"{paper} {figure}: paper vs simulation (mean ± 95% CI over seeds)",
+                      title_justify="left")
+        for column, justify in (("claim", "left"), ("unit", "left"), ("paper", "right"), ("sim", "right"),
+                                ("sim/paper", "right"), ("direction", "left")):
+            table.add_column(column, justify=justify)
+        for row in group:
+            sim = format_number(row["sim_mean"])
+            if row["sim_ci95"] is not None:
+                sim += f" ± {format_number(row['sim_ci95'])}"
+            mark = direction_mark(row)
+            styled = {"agrees": "[green]agrees[/]", "DISAGREES": "[red]DISAGREES[/]"}.get(mark, mark)
+            table.add_row(row["name"], row["unit"], format_number(row["paper_value"]), sim,
+                          format_number(row["sim_over_paper"]),
+                          f"{row['direction']} {styled}" if row["direction"] else styled)
+        tables.append(table)
+    return tables
 
 
-def _chart_groups(rows: list[dict]) -> dict:
+def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict:
     groups: dict = {}
     for row in rows:
-        groups.setdefault((row["paper"], row["figure"], row["unit"]), []).append(row)
+        groups.setdefault(tuple(row[key] for key in keys), []).append(row)
     return groups
 
 
@@ -252,7 +255,7 @@ def reproduce_html(result: Reproduction) -> str:
     from .report import _STYLE, _figure_html, _table
 
     charts = []
-    for (paper, figure, unit), rows in _chart_groups(result.rows).items():
+    for (paper, figure, unit), rows in _groups(result.rows, ("paper", "figure", "unit")).items():
         names = [row["name"] for row in rows]
         fig = go.Figure()
         fig.add_bar(name="paper", x=names, y=[row["paper_value"] for row in rows], marker_color="#7f7f7f")

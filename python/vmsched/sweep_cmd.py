@@ -114,7 +114,8 @@ def reproduce(
     if as_json:
         print(json.dumps(registry.public_rows(result.rows), indent=1))
     else:
-        console.print(registry.rich_table(result.rows))
+        for table in registry.rich_tables(result.rows):
+            console.print(table)
     status.print(f"wrote {result.out / 'reproduce.html'} and {result.out / 'reproduce.json'}")
 
 

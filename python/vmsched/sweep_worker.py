@@ -36,3 +36,24 @@ def execute(task: RunTask) -> RunOutcome:
         message = " ".join(str(err).split()) or type(err).__name__
         return RunOutcome(task.key, "failed", None, f"{type(err).__name__}: {message}")
     return RunOutcome(task.key, "ok", summary_json, None)
+
+
+def serve() -> None:
+    """A local sweep worker process: one task per line of JSON on stdin, one outcome per
+    line on stdout, until stdin closes (the driver finished or died)."""
+    import json
+    import os
+    import sys
+
+    # The protocol owns the original stdout; anything else printed goes to stderr.
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    for line in sys.stdin:
+        fields = json.loads(line)
+        task = RunTask(**{**fields, "overrides": tuple(fields["overrides"])})
+        replies.write(json.dumps(execute(task)._asdict()) + "\n")
+        replies.flush()
+
+
+if __name__ == "__main__":
+    serve()

@@ -18,9 +18,13 @@ import itertools
 import json
 import math
 import os
+import queue
+import subprocess
+import sys
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -256,16 +260,70 @@ def results_frame(runs: list[PlannedRun], store: Store) -> pl.DataFrame:
     return pl.from_dicts(rows, infer_schema_length=None, schema_overrides=schema_overrides)
 
 
-def _local_outcomes(tasks: list[RunTask], workers: int) -> Iterator[RunOutcome]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+class _WorkerDied(Exception):
+    pass
 
-    # forkserver: workers start from a clean process, not a fork of a threaded driver.
-    context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(execute, task) for task in tasks]
-        for future in as_completed(futures):
+
+class _WorkerProcess:
+    """A `python -m vmsched.sweep_worker` child: a fresh interpreter that imports only the
+    engine (no re-import of the caller's main module, so scripts and notebooks need no
+    `if __name__ == "__main__"` guard), and that exits when the driver closes its stdin
+    or dies."""
+
+    def __init__(self):
+        self.process = subprocess.Popen([sys.executable, "-m", "vmsched.sweep_worker"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, task: RunTask) -> RunOutcome:
+        try:
+            self.process.stdin.write(json.dumps(task._asdict()) + "\n")
+            self.process.stdin.flush()
+            reply = self.process.stdout.readline()
+        except BrokenPipeError:
+            reply = ""
+        if not reply:
+            raise _WorkerDied(f"the worker process exited with status {self.process.wait()}")
+        return RunOutcome(**json.loads(reply))
+
+    def close(self, stop: bool) -> None:
+        """End the worker: after its current run, or at once (`stop`: the sweep was interrupted)."""
+        if stop:
+            self.process.kill()
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.process.wait()
+
+
+def _local_outcomes(tasks: list[RunTask], workers: int) -> Iterator[RunOutcome]:
+    """A pool of worker processes, each fed by one driver thread, one run at a time."""
+    idle: queue.SimpleQueue[_WorkerProcess] = queue.SimpleQueue()
+    started = [_WorkerProcess() for _ in range(workers)]
+    for worker in started:
+        idle.put(worker)
+
+    def run(task: RunTask) -> RunOutcome:
+        worker = idle.get()
+        try:
+            return worker.run(task)
+        except _WorkerDied as died:  # a crash takes one run, not the sweep
+            worker = _WorkerProcess()
+            started.append(worker)
+            return RunOutcome(task.key, "failed", None, str(died))
+        finally:
+            idle.put(worker)
+
+    pool = ThreadPoolExecutor(max_workers=workers)
+    finished = False
+    try:
+        for future in as_completed([pool.submit(run, task) for task in tasks]):
             yield future.result()
+        finished = True
+    finally:
+        pool.shutdown(wait=finished, cancel_futures=True)
+        for worker in started:
+            worker.close(stop=not finished)
 
 
 def _ray_outcomes(tasks: list[RunTask], workers: int | None, address: str | None) -> Iterator[RunOutcome]:
