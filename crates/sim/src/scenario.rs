@@ -873,7 +873,7 @@ fn metric_segments(path: &str) -> Result<Vec<(&str, Option<&str>)>, String> {
     let mut segments = Vec::new();
     let mut rest = path;
     loop {
-        let key_end = rest.find(|c: char| c == '.' || c == '[').unwrap_or(rest.len());
+        let key_end = rest.find(['.', '[']).unwrap_or(rest.len());
         let key = &rest[..key_end];
         if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(format!("`{path}` is not a metric path such as workloads[NAME].latency_ns.p95"));
