@@ -301,36 +301,20 @@ confidence interval, {html.escape(mode)}.</p>
 # A standard mix: a server, a barrier program, a lock-heavy program, ping beside a
 # CPU-bound task and a throttled single thread, each already a built-in.
 MATRIX_SCENARIOS = ("default", "anubis-table1", "vcpu-stacking", "lock-holder-preemption", "stalled-running-task")
-_PROBE = "\u00bfpolicy?"
 
 
-def _schema_choices(key: str) -> list[str] | None:
-    """The names the scenario schema accepts at `key` (a policy enum), read from the
-    engine's own error for a name it cannot accept; None if the schema has no such field."""
-    probe = api.Scenario("name = 'probe'\nduration_ms = 1\n[[vm]]\nname = 'a'\n", "probe")
-    try:
-        api.normalize(probe, [f'{key}="{_PROBE}"'])
-    except UserError as err:
-        message = str(err)
-        if "unknown field" in message:
-            return None
-        if "expected" in message:
-            accepted = message.split("expected", 1)[1].split(" in `", 1)[0]
-            return re.findall(r"`([^`]+)`", accepted)
-    raise RuntimeError(f"the schema accepted {key}={_PROBE!r}")
+def _registered(level: str) -> list[str]:
+    """The policies of one level (`host` or `guest`) in the engine's registry."""
+    from . import _native
+    return [p["name"] for p in json.loads(_native.policies()) if p["level"] == level]
 
 
 def host_policies() -> list[str]:
-    from . import _native
-    listed = getattr(_native, "host_policies", None)
-    return list(listed()) if listed else (_schema_choices("host.policy") or ["cfs"])
+    return _registered("host")
 
 
-def guest_policies() -> list[str] | None:
-    """None where the schema has no guest policy field yet (the one guest, Linux)."""
-    from . import _native
-    listed = getattr(_native, "guest_policies", None)
-    return list(listed()) if listed else _schema_choices("vm[0].guest.policy")
+def guest_policies() -> list[str]:
+    return _registered("guest")
 
 
 def matrix(quick: bool = False, out: str | Path | None = None, backend: str = "local",
@@ -346,10 +330,8 @@ def matrix(quick: bool = False, out: str | Path | None = None, backend: str = "l
     for name in MATRIX_SCENARIOS:
         vm_count = len(api.normalize(api.load_scenario(name))["vm"])
         for host in hosts:
-            for guest in guests or ["linux"]:
-                overrides = [f"host.policy={host}"]
-                if guests is not None:
-                    overrides += [f"vm[{i}].guest.policy={guest}" for i in range(vm_count)]
+            for guest in guests:
+                overrides = [f"host.policy={host}"] + [f"vm[{i}].guest.policy={guest}" for i in range(vm_count)]
                 variant = ",".join(overrides)
                 spec = SweepSpec([name], seeds, [f"{host}+{guest}={variant}"], duration=duration)
                 planned += [(host, guest, run) for run in plan(spec)]
