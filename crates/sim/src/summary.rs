@@ -48,6 +48,18 @@ pub fn summarize(w: &World) -> Value {
         let spin: u64 = vm.tasks.iter().map(|&t| w.tasks[t as usize].spin_ns).sum();
         let ipis: Map<String, Value> = crate::world::irq_kind_names().iter().zip(vm.ipis.iter()).map(|(k, &n)| (k.to_string(), json!(n))).collect();
         let lock = json!({"lhp_count": vm.lhp_count, "lwp_count": vm.lwp_count, "spin_ns": spin});
+        let c = &vm.pv.counters;
+        let pv = json!({
+            "spinlock": vm.pv.lock.name(),
+            "halts": c.halts,
+            "kicks": c.kicks,
+            "directed_yields": c.directed_yields,
+            "tlb_flush_deferred": c.tlb_flush_deferred,
+            "halt_polls": c.halt_polls,
+            "halt_poll_misses": c.halt_poll_misses,
+            "halt_poll_ns": c.halt_poll_ns,
+            "io_exits": c.io_exits,
+        });
         locks.insert(vm.name.clone(), lock.clone());
         vms.push(json!({
             "name": vm.name,
@@ -66,6 +78,7 @@ pub fn summarize(w: &World) -> Value {
                 "pending_ns_max": vm.irq_pending_max,
             },
             "locks": lock,
+            "pv": pv,
             "vcpus": vcpus,
         }));
     }
