@@ -46,8 +46,6 @@ pub struct PvCounters {
     pub halt_poll_ns: u64,
     /// Polls whose window ran out (the vCPU then halted for real).
     pub halt_poll_misses: u64,
-    /// IO submissions that exited to the host (MMIO/PIO doorbell).
-    pub io_exits: u64,
 }
 
 impl VmPv {

@@ -9,6 +9,7 @@ use super::{irq, Exec, KStep, SpinOn, World};
 use crate::event::Event;
 use crate::guest::{GuestView, HostState};
 use crate::paravirt::{io_backend, LockKind};
+use crate::host::{Exit, Hcall};
 use crate::ids::{TaskId, VcpuId};
 use crate::workloads::{BarrierMode, Op};
 
@@ -216,9 +217,9 @@ impl World {
             Op::Io { device_ns, irq_vcpu } => {
                 // The doorbell write exits first; the request is under way
                 // when the exit is over (`paravirt::io_backend`).
-                let vm = self.tasks[t as usize].vm;
                 self.account(v);
-                self.vcpus[v as usize].overhead += io_backend::submit(&mut self.vms[vm as usize].pv.counters, self.ov.vm_exit_ns);
+                self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
+                self.host_exit(v, io_backend::SUBMISSION_EXIT);
                 self.tasks[t as usize].kseq.push_front(KStep::IoWait { device_ns, irq_vcpu });
                 true
             }
@@ -358,10 +359,7 @@ impl World {
         }
         let vm = self.tasks[n as usize].vm as usize;
         self.vms[vm].pv.counters.kicks += 1;
-        self.account(from);
-        self.vcpus[from as usize].overhead += self.ov.vm_exit_ns;
-        self.plan(from);
-        self.vcpu_wake_from_halt(nv);
+        self.hypercall(from, Hcall::Kick(nv));
     }
 
     /// Makes `t` the owner of mutex `m` (a spinner stays spinning until its
@@ -436,6 +434,10 @@ impl World {
         self.account(v);
         self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
         self.vms[vm as usize].ipis[irq::Kind::TlbShootdown as usize] += targets.len() as u64;
+        self.vms[vm as usize].exits[Exit::Ipi { to: v, kind: irq::Kind::TlbShootdown }.index()] += 1;
+        for &u in &targets {
+            self.host_call(|h, view, out| h.on_exit(view, out, v, Exit::Ipi { to: u, kind: irq::Kind::TlbShootdown }));
+        }
         for &u in &targets {
             self.raise(Some(v), u, irq::Kind::TlbShootdown, irq::What::TlbAck(t), self.ov.ipi_delivery_ns);
         }
