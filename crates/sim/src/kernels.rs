@@ -37,7 +37,9 @@ const STEAL_ACCOUNTING: Setting = ("steal_accounting", "true");
 const PV_SPINLOCKS: Setting = ("pv.spinlocks", "true");
 /// virt_spin_lock(), Linux 4.2 (with qspinlock).
 const VIRT_SPIN_LOCK: Setting = ("pv.virt_spin_lock", "true");
-/// kvm_vcpu_is_preempted(), Linux 4.10.
+/// kvm_vcpu_is_preempted() exists from Linux 4.10; the scheduler's idle test
+/// reads it from 4.17 ("sched/core: Don't schedule threads on pre-empted
+/// vCPUs"), which is the use modelled.
 const VCPU_IS_PREEMPTED: Setting = ("pv.vcpu_is_preempted", "true");
 /// kvm_flush_tlb_others() skipping preempted vCPUs, Linux 4.16.
 const PV_TLB_FLUSH: Setting = ("pv.tlb_flush", "true");
@@ -55,21 +57,27 @@ const PREEMPTED_FLAG: Setting = ("kvm.preempted_flag", "true");
 /// KVM_FEATURE_PV_TLB_FLUSH, Linux 4.16 (arch/x86/kvm/x86.c record_steal_time()).
 const PV_TLB_FLUSH_HOST: Setting = ("kvm.pv_tlb_flush", "true");
 
+/// Pause-loop exiting with KVM_DEFAULT_PLE_GAP, Linux 2.6.32 (VMX).
+const PLE: Setting = ("kvm.ple_gap", "128");
+/// The PLE window grows and shrinks per vCPU from Linux 3.18; before, it is
+/// fixed at ple_window.
+const PLE_FIXED_WINDOW: Setting = ("kvm.ple_window_grow", "1");
+
 const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
 const GUEST_4_4: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK];
-const GUEST_4_14: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED];
 const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL];
-const HOST_3_18: &[Setting] = &[PV_UNHALT];
-const HOST_4_4: &[Setting] = &[PV_UNHALT, HALT_POLL];
-const HOST_4_14: &[Setting] = &[PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];
-const HOST_5_10: &[Setting] = &[PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST];
+const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW];
+const HOST_3_18: &[Setting] = &[PLE, PV_UNHALT];
+const HOST_4_4: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL];
+const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];
+const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST];
 
 pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {
         name: "linux-3.2",
         description: "Linux 3.2 host (KVM) and guest, the testbed of the demand-based coordinated scheduling paper (ASPLOS'13, section 5)",
-        host: &[],
+        host: HOST_3_2,
         guest: GUEST_3_2,
     },
     KernelProfile {
@@ -88,7 +96,7 @@ pub const PROFILES: &[KernelProfile] = &[
         name: "linux-4.14",
         description: "Linux 4.14.0 guest (Ubuntu 18.04), the guests of the Anubis paper (SoCC'23, section 6)",
         host: HOST_4_14,
-        guest: GUEST_4_14,
+        guest: GUEST_4_4,
     },
     KernelProfile {
         name: "linux-5.10",

@@ -380,6 +380,36 @@ pub struct HostKvm {
     /// halt_poll_ns_shrink (virt/kvm/kvm_main.c, default 0: reset to 0).
     #[serde(default)]
     pub halt_poll_ns_shrink: u64,
+    /// Pause-loop exiting: ple_gap in cycles (KVM_DEFAULT_PLE_GAP 128,
+    /// arch/x86/kvm/vmx/vmx.c); 0 disables PLE. In Linux since 2.6.32.
+    #[serde(default)]
+    pub ple_gap: u64,
+    /// ple_window in cycles (KVM_VMX_DEFAULT_PLE_WINDOW 4096).
+    #[serde(default = "ple_window")]
+    pub ple_window: u64,
+    /// ple_window_grow (KVM_DEFAULT_PLE_WINDOW_GROW 2); 1 keeps the window
+    /// fixed, as before the dynamic window of Linux 3.18.
+    #[serde(default = "halt_poll_grow")]
+    pub ple_window_grow: u64,
+    /// ple_window_shrink (KVM_DEFAULT_PLE_WINDOW_SHRINK 0: reset to the base).
+    #[serde(default)]
+    pub ple_window_shrink: u64,
+    /// ple_window_max (KVM_VMX_DEFAULT_PLE_WINDOW_MAX, UINT_MAX).
+    #[serde(default = "ple_window_max")]
+    pub ple_window_max: u64,
+    /// TSC frequency that converts cycle windows to time: a nominal 2.5 GHz,
+    /// the clock `overheads.pause_ns` assumes too.
+    #[serde(default = "tsc_mhz")]
+    pub tsc_mhz: u64,
+}
+fn ple_window() -> u64 {
+    4096
+}
+fn ple_window_max() -> u64 {
+    u32::MAX as u64
+}
+fn tsc_mhz() -> u64 {
+    2500
 }
 fn halt_poll_grow() -> u64 {
     2
@@ -413,8 +443,9 @@ pub struct GuestPv {
     /// (1 << 15) in arch/x86/include/asm/spinlock.h (qspinlock.h since 4.2).
     #[serde(default = "spin_threshold")]
     pub spin_threshold: u64,
-    /// vcpu_is_preempted() reads KVM's preempted flag (Linux 4.10), and the
-    /// scheduler's available_idle_cpu() uses it (Linux 4.17).
+    /// The scheduler's idle test reads KVM's preempted flag through
+    /// vcpu_is_preempted() (the call exists from Linux 4.10; idle_cpu() and
+    /// later available_idle_cpu() use it from 4.17).
     #[serde(default)]
     pub vcpu_is_preempted: bool,
     /// kvm_flush_tlb_multi(): skip the IPI to preempted vCPUs (Linux 4.16).

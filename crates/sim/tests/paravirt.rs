@@ -24,12 +24,14 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap()
 }
 
-/// PV qspinlock vs the native queued lock, on the lock-holder scenario: the
-/// waiters behind a preempted holder halt instead of spinning.
+/// PV qspinlock vs the native queued lock, on the lock-holder scenario
+/// without pause-loop exiting: the waiters behind a preempted holder halt
+/// instead of spinning.
 #[test]
 fn pv_spinlock_waiters_halt_instead_of_spinning() {
-    let native = sim("lock-holder-preemption", &["vm[0].guest.pv.spinlocks=false", "vm[0].guest.pv.virt_spin_lock=false"], 1000);
-    let pv = sim("lock-holder-preemption", &[], 1000);
+    let no_ple = "host.kvm.ple_gap=0";
+    let native = sim("lock-holder-preemption", &[no_ple, "vm[0].guest.pv.spinlocks=false", "vm[0].guest.pv.virt_spin_lock=false"], 1000);
+    let pv = sim("lock-holder-preemption", &[no_ple], 1000);
     let vm = |s: &Value| s["vms"][0].clone();
     assert_eq!(vm(&native)["pv"]["spinlock"], "native");
     assert_eq!(vm(&pv)["pv"]["spinlock"], "pv");
@@ -49,8 +51,8 @@ fn pv_spinlock_waiters_halt_instead_of_spinning() {
 /// released lock rather than a preempted queue head.
 #[test]
 fn without_pv_unhalt_the_guest_takes_the_unfair_lock() {
-    let unfair = sim("lock-holder-preemption", &["host.kvm.pv_unhalt=false"], 1000);
-    let native = sim("lock-holder-preemption", &["host.kvm.pv_unhalt=false", "vm[0].guest.pv.virt_spin_lock=false"], 1000);
+    let unfair = sim("lock-holder-preemption", &["host.kvm.pv_unhalt=false", "host.kvm.ple_gap=0"], 1000);
+    let native = sim("lock-holder-preemption", &["host.kvm.pv_unhalt=false", "host.kvm.ple_gap=0", "vm[0].guest.pv.virt_spin_lock=false"], 1000);
     assert_eq!(unfair["vms"][0]["pv"]["spinlock"], "unfair");
     assert_eq!(u(&unfair["vms"][0]["pv"]["halts"]), 0);
     let thr = |s: &Value| f(&s["workloads"][0]["throughput_per_s"]);
@@ -137,4 +139,20 @@ fn io_submission_exits_once_per_request() {
     assert!(requests > 100);
     // The one in flight at the end has exited but not completed.
     assert!(mmio == requests || mmio == requests + 1, "mmio {mmio} requests {requests}");
+}
+
+/// Pause-loop exiting on a guest with native spinlocks (Linux 3.2): spinning
+/// waiters exit after the PLE window and KVM yields their pCPU to a
+/// preempted sibling (the lock holder among them), so less time is spun.
+#[test]
+fn pause_loop_exits_yield_to_preempted_siblings() {
+    let guest = "vm[0].guest.kernel='linux-3.2'";
+    let off = sim("lock-holder-preemption", &[guest, "host.kvm.ple_gap=0"], 1000);
+    let on = sim("lock-holder-preemption", &[guest], 1000);
+    let ple = |s: &Value| u(&s["vms"][0]["exits"]["pause_loop"]);
+    let dy = |s: &Value| u(&s["vms"][0]["pv"]["directed_yields"]);
+    assert_eq!((ple(&off), dy(&off)), (0, 0));
+    assert!(ple(&on) > 100 && dy(&on) > 10 && dy(&on) <= ple(&on), "exits {} yields {}", ple(&on), dy(&on));
+    let spin = |s: &Value| f(&s["vms"][0]["locks"]["spin_ns"]);
+    assert!(spin(&on) < 0.8 * spin(&off), "spin with PLE {} without {}", spin(&on), spin(&off));
 }

@@ -8,6 +8,7 @@
 
 pub mod halt_poll;
 pub mod io_backend;
+pub mod ple;
 pub mod pv_spinlock;
 pub mod pv_tlb;
 
@@ -27,6 +28,8 @@ pub struct VmPv {
     pub tlb_flush: bool,
     /// Guest-side halt polling (cpuidle-haltpoll), if loaded.
     pub guest_poll: Option<HaltPoll>,
+    /// kvm->last_boosted_vcpu (VM-local index).
+    pub last_boosted: u32,
     pub counters: PvCounters,
 }
 
@@ -37,6 +40,7 @@ pub struct PvCounters {
     pub halts: u64,
     /// pv_kick() (KVM_HC_KICK_CPU) hypercalls.
     pub kicks: u64,
+    /// kvm_vcpu_on_spin() yields the host scheduler accepted.
     pub directed_yields: u64,
     /// Flush requests left in the steal-time page of a preempted vCPU.
     pub tlb_flush_deferred: u64,
@@ -58,6 +62,7 @@ impl VmPv {
             preempted_visible: pv.vcpu_is_preempted && kvm.preempted_flag,
             tlb_flush: pv_tlb::enabled(pv, kvm),
             guest_poll,
+            last_boosted: 0,
             counters: PvCounters::default(),
         }
     }
@@ -66,8 +71,14 @@ impl VmPv {
 /// Per-vCPU paravirtual state.
 #[derive(Debug, Clone, Default)]
 pub struct VcpuPv {
-    /// KVM's `preempted` byte of the steal-time page as the guest reads it.
+    /// KVM's vcpu->preempted: the thread was scheduled out while runnable
+    /// (kvm_sched_out()); cleared when it is scheduled in. The steal-time
+    /// page's `preempted` byte mirrors it where the host has that feature.
     pub preempted: bool,
+    /// PLE window of this vCPU in cycles (vmx->ple_window).
+    pub ple_window: u64,
+    /// Since when the current task has spun in one pause loop (running).
+    pub loop_start: Option<u64>,
     /// The halt-poll window this vCPU is in, if any.
     pub poll: Option<Poll>,
     /// Adaptive polling window (vcpu->halt_poll_ns), host or guest side.

@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 
 use super::record::Recorder;
+use crate::paravirt::ple::Ple;
 use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState, World};
 use crate::event::{Event, EventQueue};
@@ -85,7 +86,7 @@ impl World {
                     hrtick_at: None,
                     state_since: 0,
                     task_since: 0,
-                    pv: VcpuPv::default(),
+                    pv: VcpuPv { ple_window: scenario.host.kvm.ple_window, ..VcpuPv::default() },
                     activation_deadline: None,
                     activation_gen: 0,
                     notified: false,
@@ -215,6 +216,7 @@ impl World {
             resched_pcpus: Vec::new(),
             resched_vcpus: Vec::new(),
             host_poll: HaltPoll::host(&scenario.host.kvm),
+            ple: Ple::new(&scenario.host.kvm),
             polling: Vec::new(),
             sample_ns,
             machine,

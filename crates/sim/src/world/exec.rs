@@ -8,7 +8,7 @@ use super::guest_glue::with_guest;
 use super::{irq, Exec, KStep, SpinOn, World};
 use crate::event::Event;
 use crate::guest::{GuestView, HostState};
-use crate::paravirt::{io_backend, LockKind};
+use crate::paravirt::{self, io_backend, LockKind};
 use crate::host::{Exit, Hcall};
 use crate::ids::{TaskId, VcpuId};
 use crate::workloads::{BarrierMode, Op};
@@ -388,6 +388,65 @@ impl World {
         if current {
             self.plan(v);
         }
+    }
+
+    /// With PLE, when the pause loop of spinning task `t` on `v` exits: its
+    /// window after the loop began. A loop begins when the task starts
+    /// spinning on a running vCPU, and again after anything else the vCPU
+    /// executes (an exit, a handler: `overhead` > 0).
+    pub(super) fn pause_loop_deadline(&mut self, v: VcpuId, t: TaskId, start: u64, overhead: u64) -> Option<u64> {
+        let spinning = matches!(self.tasks[t as usize].exec, Exec::Spin { .. });
+        let pv = &mut self.vcpus[v as usize].pv;
+        let (Some(ple), true) = (self.ple, spinning) else {
+            pv.loop_start = None;
+            return None;
+        };
+        if overhead > 0 || pv.loop_start.is_none() {
+            pv.loop_start = Some(start);
+        }
+        pv.loop_start.map(|s| s + ple.window_ns(pv.ple_window))
+    }
+
+    pub(super) fn pause_loop_due(&self, v: VcpuId) -> bool {
+        let pv = &self.vcpus[v as usize].pv;
+        match (self.ple, pv.loop_start) {
+            (Some(ple), Some(s)) => s + ple.window_ns(pv.ple_window) <= self.now,
+            _ => false,
+        }
+    }
+
+    /// handle_pause(): the pause loop of task `t` exits to KVM, which grows
+    /// the vCPU's window and runs kvm_vcpu_on_spin(), yielding to kernel-mode
+    /// siblings only when the spinner is in kernel mode.
+    pub(super) fn pause_loop_exit(&mut self, v: VcpuId, t: TaskId) {
+        let ple = self.ple.expect("PLE is on");
+        self.account(v);
+        let vc = &mut self.vcpus[v as usize];
+        vc.overhead += self.ov.vm_exit_ns;
+        vc.pv.loop_start = None;
+        vc.pv.ple_window = ple.grown(vc.pv.ple_window);
+        self.host_exit(v, Exit::PauseLoop);
+        let yield_to_kernel_mode = self.tasks[t as usize].facts(t).in_kernel;
+        let (vm, local) = (self.vcpus[v as usize].vm as usize, self.vcpus[v as usize].local);
+        let (first, nv) = (self.vms[vm].first_vcpu, self.vms[vm].nv);
+        for i in paravirt::ple::scan_order(self.vms[vm].pv.last_boosted, nv) {
+            let u = first + i;
+            // vcpu->ready: runnable (preempted, or woken) but not running.
+            if i == local || self.host_state(u) != HostState::Preempted {
+                continue;
+            }
+            let uc = &self.vcpus[u as usize];
+            let in_kernel = uc.curr_task.is_some_and(|c| self.tasks[c as usize].facts(c).in_kernel);
+            if yield_to_kernel_mode && uc.pv.preempted && uc.pending.is_empty() && !in_kernel {
+                continue;
+            }
+            if self.host_call(|h, view, out| h.yield_to(view, out, v, u)) {
+                self.vms[vm].pv.last_boosted = i;
+                self.vms[vm].pv.counters.directed_yields += 1;
+                break;
+            }
+        }
+        self.plan(v);
     }
 
     /// A spin-then-block waiter gives up spinning and sleeps on the futex.

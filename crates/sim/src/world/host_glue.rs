@@ -191,11 +191,9 @@ impl World {
         self.recorder.pcpu_slice(p, v, vc.state_since, self.now);
         if to == HostState::Preempted {
             // kvm_sched_out(): the thread is scheduled out while runnable,
-            // so KVM sets the steal-time page's `preempted` byte
-            // (kvm_steal_time_set_preempted(), Linux 4.10).
-            if self.scenario.host.kvm.preempted_flag {
-                self.set_preempted_flag(v, true);
-            }
+            // so KVM marks it preempted (and sets the steal-time page's
+            // `preempted` byte, kvm_steal_time_set_preempted(), Linux 4.10).
+            self.set_preempted_flag(v, true);
             let vc = &mut self.vcpus[v as usize];
             vc.preemptions += 1;
             if let Some(t) = vc.curr_task {
@@ -226,6 +224,11 @@ impl World {
         // record_steal_time() clears the `preempted` byte (and does the TLB
         // flush a PV shootdown left there, at no modelled cost).
         self.set_preempted_flag(v, false);
+        // vmx_sched_in(): shrink_ple_window().
+        if let Some(ple) = self.ple {
+            let pv = &mut self.vcpus[v as usize].pv;
+            pv.ple_window = ple.shrunk(pv.ple_window);
+        }
         self.set_host_state(v, HostState::Running);
         if let Some(t) = self.vcpus[v as usize].curr_task {
             self.task_starts_executing(t);
@@ -255,7 +258,8 @@ impl World {
         self.each_sibling_vcpu(p, Self::plan);
     }
 
-    /// KVM's `preempted` byte; the guest sees it if it reads it.
+    /// KVM's vcpu->preempted; the guest sees it (the steal-time byte) if the
+    /// host publishes it and the guest reads it.
     fn set_preempted_flag(&mut self, v: VcpuId, on: bool) {
         let vc = &mut self.vcpus[v as usize];
         vc.pv.preempted = on;

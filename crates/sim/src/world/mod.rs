@@ -24,6 +24,7 @@ use crate::guest::{GuestPolicy, HostState};
 use crate::host::HostPolicy;
 use crate::ids::{PcpuId, TaskId, VcpuId, VmId};
 use crate::machine::Machine;
+use crate::paravirt::ple::Ple;
 use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use crate::rng::Rng;
 use crate::scenario::{Overheads, Scenario, WorkloadKind};
@@ -246,6 +247,8 @@ pub struct World {
     resched_vcpus: Vec<VcpuId>,
     /// KVM's halt polling, if the host has it.
     host_poll: Option<HaltPoll>,
+    /// Pause-loop exiting, if on.
+    ple: Option<Ple>,
     /// vCPUs in a halt-poll window now.
     polling: Vec<VcpuId>,
     sample_ns: u64,
@@ -328,11 +331,13 @@ impl World {
         let irq_at = (running && (vc.in_handler.is_some() || !vc.pending.is_empty())).then_some(self.now + overhead);
         if let Some(poll) = vc.pv.poll {
             // Halted in a polling window: only its end is due.
+            self.vcpus[v as usize].pv.loop_start = None;
             self.set_progress_event(v, Some(poll.until));
             return;
         }
         let task = vc.curr_task.filter(|_| running);
         let Some(t) = task else {
+            self.vcpus[v as usize].pv.loop_start = None;
             self.set_progress_event(v, irq_at);
             return;
         };
@@ -349,20 +354,22 @@ impl World {
             _ => {}
         }
         let start = self.now + overhead;
+        let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) | (None, x) => x,
+        };
         let done = match self.tasks[t as usize].exec {
             Exec::Ready => Some(start),
             Exec::Compute(left) => Some(start + (left / self.rate(v)).ceil() as u64),
             Exec::Spin { budget: Some(b), .. } => Some(start + (b / self.rate(v)).ceil() as u64),
             _ => None,
         };
+        let ple_exit = self.pause_loop_deadline(v, t, start, overhead);
+        let done = earliest(done, ple_exit);
         // The hrtick timer shares the progress event (it fires at the earlier
         // of the two); past its time it fires as soon as the vCPU runs and
         // its overheads are over, like any interrupt.
         let hrtick = self.vcpus[v as usize].hrtick_at.map(|h| h.max(start));
-        let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, None) | (None, x) => x,
-        };
         let at = earliest(earliest(done, hrtick), irq_at);
         self.set_progress_event(v, at);
     }
@@ -417,6 +424,7 @@ impl World {
             Exec::Ready => self.advance(t, v),
             Exec::Compute(left) if left < 1e-6 => self.advance(t, v),
             Exec::Spin { on, budget: Some(b) } if b < 1e-6 => self.spin_budget_expired(t, v, on),
+            Exec::Spin { .. } if self.pause_loop_due(v) => self.pause_loop_exit(v, t),
             _ => self.plan(v),
         }
     }
