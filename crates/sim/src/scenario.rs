@@ -77,6 +77,9 @@ pub struct Host {
     pub hz: u32,
     #[serde(default)]
     pub cfs: CfsTunables,
+    /// The hypervisor's paravirtual side (see [`HostKvm`]).
+    #[serde(default)]
+    pub kvm: HostKvm,
     /// Parameters of host policy `irs` (IRS's SA sender).
     #[serde(default)]
     pub irs: crate::host::irs::IrsParams,
@@ -196,6 +199,11 @@ pub struct Overheads {
     /// Guest interrupt handler time (entry, handler, exit).
     #[serde(default = "oh_irq")]
     pub irq_handler_ns: u64,
+    /// One iteration of a spin-wait loop (PAUSE and a load): Intel's
+    /// optimization manual gives PAUSE a latency of up to 140 cycles from
+    /// Skylake on (about 10 before); 140 cycles at a nominal 2.5 GHz.
+    #[serde(default = "oh_pause")]
+    pub pause_ns: u64,
 }
 fn oh_vcpu_switch() -> u64 {
     2_000
@@ -211,6 +219,9 @@ fn oh_ipi() -> u64 {
 }
 fn oh_irq() -> u64 {
     2_000
+}
+fn oh_pause() -> u64 {
+    56
 }
 impl Default for Overheads {
     fn default() -> Self {
@@ -327,6 +338,9 @@ pub struct Guest {
     pub steal_accounting: bool,
     #[serde(default)]
     pub cfs: CfsTunables,
+    /// The guest kernel's paravirtual side (see [`GuestPv`]).
+    #[serde(default)]
+    pub pv: GuestPv,
 }
 fn rr_timeslice() -> f64 {
     100.0
@@ -339,6 +353,147 @@ impl Default for Guest {
         toml::from_str("").expect("guest defaults")
     }
 }
+
+// --- The paravirtual interface between KVM and a Linux guest -------------
+// Every switch defaults to off (the bare mechanism); the kernel profiles
+// (`crate::kernels`) turn each on from the release that has it. What each
+// does is in `crate::paravirt`.
+
+/// `[host.kvm]`: what the host's KVM offers and does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostKvm {
+    /// KVM_FEATURE_PV_UNHALT and the KVM_HC_KICK_CPU hypercall (Linux 3.12):
+    /// a guest lock waiter may halt and be kicked.
+    #[serde(default)]
+    pub pv_unhalt: bool,
+    /// The `preempted` byte of the steal-time page, set when the vCPU thread
+    /// is scheduled out while runnable (KVM_FEATURE_STEAL_TIME, Linux 4.10).
+    #[serde(default)]
+    pub preempted_flag: bool,
+    /// KVM_FEATURE_PV_TLB_FLUSH (Linux 4.16): flush requests for preempted
+    /// vCPUs are recorded in the steal-time page and done at the next entry.
+    #[serde(default)]
+    pub pv_tlb_flush: bool,
+    /// Upper bound of adaptive halt polling (module parameter halt_poll_ns);
+    /// 0 disables it. KVM_HALT_POLL_NS_DEFAULT is 200000 on x86
+    /// (arch/x86/include/asm/kvm_host.h); halt polling appeared in Linux 4.0.
+    #[serde(default)]
+    pub halt_poll_ns: u64,
+    /// halt_poll_ns_grow (virt/kvm/kvm_main.c, default 2).
+    #[serde(default = "halt_poll_grow")]
+    pub halt_poll_ns_grow: u64,
+    /// halt_poll_ns_grow_start (virt/kvm/kvm_main.c, default 10000).
+    #[serde(default = "halt_poll_grow_start")]
+    pub halt_poll_ns_grow_start: u64,
+    /// halt_poll_ns_shrink (virt/kvm/kvm_main.c, default 0: reset to 0).
+    #[serde(default)]
+    pub halt_poll_ns_shrink: u64,
+    /// Pause-loop exiting: ple_gap in cycles (KVM_DEFAULT_PLE_GAP 128,
+    /// arch/x86/kvm/vmx/vmx.c); 0 disables PLE. In Linux since 2.6.32.
+    #[serde(default)]
+    pub ple_gap: u64,
+    /// ple_window in cycles (KVM_VMX_DEFAULT_PLE_WINDOW 4096).
+    #[serde(default = "ple_window")]
+    pub ple_window: u64,
+    /// ple_window_grow (KVM_DEFAULT_PLE_WINDOW_GROW 2); 1 keeps the window
+    /// fixed, as before the dynamic window of Linux 3.18.
+    #[serde(default = "halt_poll_grow")]
+    pub ple_window_grow: u64,
+    /// ple_window_shrink (KVM_DEFAULT_PLE_WINDOW_SHRINK 0: reset to the base).
+    #[serde(default)]
+    pub ple_window_shrink: u64,
+    /// ple_window_max (KVM_VMX_DEFAULT_PLE_WINDOW_MAX, UINT_MAX).
+    #[serde(default = "ple_window_max")]
+    pub ple_window_max: u64,
+    /// TSC frequency that converts cycle windows to time: a nominal 2.5 GHz,
+    /// the clock `overheads.pause_ns` assumes too.
+    #[serde(default = "tsc_mhz")]
+    pub tsc_mhz: u64,
+}
+fn ple_window() -> u64 {
+    4096
+}
+fn ple_window_max() -> u64 {
+    u32::MAX as u64
+}
+fn tsc_mhz() -> u64 {
+    2500
+}
+fn halt_poll_grow() -> u64 {
+    2
+}
+fn halt_poll_grow_start() -> u64 {
+    10_000
+}
+impl Default for HostKvm {
+    fn default() -> Self {
+        toml::from_str("").expect("kvm defaults")
+    }
+}
+
+/// `[vm.guest.pv]`: what the guest kernel has and uses.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestPv {
+    /// CONFIG_PARAVIRT_SPINLOCKS: a paravirtual lock slowpath (PV ticketlocks,
+    /// Linux 3.12; PV qspinlock, 4.2), used when the host offers PV_UNHALT.
+    #[serde(default)]
+    pub spinlocks: bool,
+    /// virt_spin_lock(): under a hypervisor without PV spinlocks, the
+    /// unfair test-and-set lock instead of the fair queued one (Linux 4.2).
+    #[serde(default)]
+    pub virt_spin_lock: bool,
+    /// KVM_HINTS_REALTIME (dedicated pCPUs, Linux 4.16 as KVM_HINTS_DEDICATED):
+    /// the guest keeps native queued spinlocks and may use cpuidle-haltpoll.
+    #[serde(default)]
+    pub realtime_hint: bool,
+    /// Loops a PV lock waiter spins before pv_wait(): SPIN_THRESHOLD,
+    /// (1 << 15) in arch/x86/include/asm/spinlock.h (qspinlock.h since 4.2).
+    #[serde(default = "spin_threshold")]
+    pub spin_threshold: u64,
+    /// The scheduler's idle test reads KVM's preempted flag through
+    /// vcpu_is_preempted() (the call exists from Linux 4.10; idle_cpu() and
+    /// later available_idle_cpu() use it from 4.17).
+    #[serde(default)]
+    pub vcpu_is_preempted: bool,
+    /// kvm_flush_tlb_multi(): skip the IPI to preempted vCPUs (Linux 4.16).
+    #[serde(default)]
+    pub tlb_flush: bool,
+    /// cpuidle-haltpoll (Linux 5.4): poll in the guest before HLT. Linux
+    /// loads it only with `realtime_hint` (haltpoll_want()).
+    #[serde(default)]
+    pub haltpoll: bool,
+    /// guest_halt_poll_ns (drivers/cpuidle/governors/haltpoll.c, 200000).
+    #[serde(default = "guest_halt_poll_ns")]
+    pub halt_poll_ns: u64,
+    /// guest_halt_poll_grow (2), guest_halt_poll_grow_start (50000) and
+    /// guest_halt_poll_shrink (2), same file.
+    #[serde(default = "halt_poll_grow")]
+    pub halt_poll_grow: u64,
+    #[serde(default = "guest_halt_poll_grow_start")]
+    pub halt_poll_grow_start: u64,
+    #[serde(default = "guest_halt_poll_shrink")]
+    pub halt_poll_shrink: u64,
+}
+fn spin_threshold() -> u64 {
+    1 << 15
+}
+fn guest_halt_poll_ns() -> u64 {
+    200_000
+}
+fn guest_halt_poll_grow_start() -> u64 {
+    50_000
+}
+fn guest_halt_poll_shrink() -> u64 {
+    2
+}
+impl Default for GuestPv {
+    fn default() -> Self {
+        toml::from_str("").expect("guest pv defaults")
+    }
+}
+// --- end of the paravirtual interface -------------------------------------
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]

@@ -266,4 +266,10 @@ pub trait HostPolicy {
     fn on_exit(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _exit: Exit) {}
     /// The guest on `v` finished handling an interrupt (EOI).
     fn on_eoi(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _kind: IrqKind) {}
+    /// yield_to(): running `v` offers its pCPU to runnable, not running
+    /// `target` (KVM's directed yield, kvm_vcpu_yield_to()); returns whether
+    /// it yielded. A policy without directed yield refuses.
+    fn yield_to(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _target: VcpuId) -> bool {
+        false
+    }
 }
