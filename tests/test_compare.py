@@ -54,8 +54,9 @@ def test_cli_variants_match_file_variants(cli, two_variant_scenario, tmp_path):
 
 def test_compare_report_renders(cli, two_variant_scenario, tmp_path, browser_load):
     from test_report import assert_charts_drawn
-    assert cli("compare", two_variant_scenario, "--duration", SHORT, "--out", tmp_path).exit_code == 0
-    assert_charts_drawn(browser_load(tmp_path / "report.html"), expected_charts=4)
+    out = tmp_path / "out"
+    assert cli("compare", two_variant_scenario, "--duration", SHORT, "--out", out).exit_code == 0
+    assert_charts_drawn(browser_load(out / "report.html"), expected_charts=4)
 
 
 def test_bad_variant_is_a_user_error(cli, two_variant_scenario, tmp_path):

@@ -45,7 +45,7 @@ def traced_run(tmp_path_factory):
     from typer.testing import CliRunner
     from vmsched.cli import app
     out = tmp_path_factory.mktemp("traced")
-    result = CliRunner().invoke(app, ["run", "default", "--duration", SHORT, "--trace", "--validate",
+    result = CliRunner().invoke(app, ["run", "default", "--duration", SHORT, "--trace", "--check-invariants",
                                       "--out", str(out)])
     assert result.exit_code == 0, result.output
     return out

@@ -75,7 +75,8 @@ def run_comparison(scenario: str | Path | api.Scenario, variants: Iterable[str] 
                    seed: int | None = None, set: Iterable[str] | None = None,
                    duration: int | str | None = None, validate: bool = False,
                    trace_window: tuple[int, int] | None = None,
-                   on_start: Callable[[Variant], None] | None = None) -> Comparison:
+                   on_start: Callable[[Variant], None] | None = None,
+                   allow_large: bool = False) -> Comparison:
     source = scenario if isinstance(scenario, api.Scenario) else api.load_scenario(scenario)
     common = list(set or [])
     chosen = resolve_variants(source, api.normalize(source, common), variants)
@@ -86,7 +87,8 @@ def run_comparison(scenario: str | Path | api.Scenario, variants: Iterable[str] 
         if on_start:
             on_start(variant)
         results.append(api.run(source, seed=seed, set=[*common, *variant.overrides],
-                               duration=duration, validate=validate, trace_window=trace_window))
+                               duration=duration, validate=validate, trace_window=trace_window,
+                               allow_large=allow_large))
     return Comparison(chosen, results)
 
 

@@ -15,6 +15,7 @@ pub mod pelt;
 pub mod rng;
 pub mod scenario;
 pub mod scenarios;
+pub mod size;
 pub mod summary;
 pub mod sync;
 pub mod tableau;

@@ -187,6 +187,7 @@ impl World {
             resched_pcpus: Vec::new(),
             resched_vcpus: Vec::new(),
             sample_ns,
+            stop: opts.stop.clone(),
             machine,
             scenario,
         }
