@@ -888,14 +888,14 @@ const MAX_OVERHEAD_NS: u64 = 1_000_000;
 /// engine's 1 ns resolution.
 pub fn checked_ns(path: &str, value: f64, unit_ns: f64, positive: bool) -> Result<u64, ScenarioError> {
     if !value.is_finite() || value < 0.0 {
-        return Err(err(path, format!("must be a finite number >= 0 (got {value})")));
+        return Err(err(path, format!("must be a finite number >= 0 (got {value:?})")));
     }
     let ns = (value * unit_ns).round();
     if ns > MAX_TIME_NS as f64 {
-        return Err(err(path, format!("{value} is beyond the longest time a scenario may give, 1e6 s")));
+        return Err(err(path, format!("{value:?} is beyond the longest time a scenario may give, 1e6 s")));
     }
     if positive && ns < 1.0 {
-        return Err(err(path, format!("must be at least 1 ns, the engine's time resolution (got {value})")));
+        return Err(err(path, format!("must be at least 1 ns, the engine's time resolution (got {value:?})")));
     }
     Ok(ns as u64)
 }
