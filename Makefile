@@ -13,7 +13,7 @@ setup:
 	@$(VENV)/bin/maturin develop -q --release -E test,bench
 
 run: setup
-	$(VENV)/bin/vmsched run --out runs/default $(ARGS)
+	$(VENV)/bin/vmsched run --out runs/default --force $(ARGS)
 
 # The HTML report is opened in a real headless browser by the tests; a fresh machine
 # gets it here, so that `make test` alone is the whole set-up.
