@@ -265,3 +265,38 @@ def test_unexpected_error_is_one_line_exit_4(tmp_path):
     result = subprocess.run([*VMSCHED, "report", str(run_dir)], capture_output=True, text=True)
     assert result.returncode == 4, result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# --- plan ---------------------------------------------------------------------------------
+
+TWO_CORES_FIVE_VCPUS = ('{"host": {"cores": 2}, "vm": [{"name": "vm0", "vcpus": 4, "utilization": 0.4724499078475226, '
+                        '"latency_ms": 76}, {"name": "vm1", "utilization": 0.096655, "latency_ms": 27}]}')
+
+
+def test_plan_of_two_cores_five_vcpus_is_small(cli, tmp_path):
+    source = tmp_path / "in.json"
+    source.write_text(TWO_CORES_FIVE_VCPUS)
+    out = tmp_path / "table.bin"
+    result = cli("plan", source, "--out", out, "--format", "bin")
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size < 64 * 1024  # was 410 MB, from one 1 ns allocation
+    assert "left short 0" in result.stdout
+
+
+def test_plan_input_and_output_problems(cli, tmp_path):
+    binary = tmp_path / "blob.json"
+    binary.write_bytes(bytes(range(256)) * 4)
+    assert_user_error(cli("plan", binary, "--out", tmp_path / "t.json"), str(binary), "not a text file")
+    source = tmp_path / "in.json"
+    source.write_text(TWO_CORES_FIVE_VCPUS)
+    assert_user_error(cli("plan", source, "--out", tmp_path), str(tmp_path), "is a directory")
+    assert_user_error(cli("plan", source, "--out", tmp_path / "missing" / "t.json"), "no directory")
+    assert list(tmp_path.iterdir()) == [binary, source] or set(tmp_path.iterdir()) == {binary, source}
+
+
+def test_plan_takes_a_builtin_name(cli, tmp_path):
+    out = tmp_path / "t.json"
+    result = cli("plan", "anubis-table1", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["vcpus"]
+    assert_user_error(cli("plan", "no-such-builtin", "--out", out), "no-such-builtin")
