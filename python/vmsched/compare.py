@@ -14,7 +14,7 @@ from rich.table import Table
 
 from . import api
 from .errors import UserError
-from .metrics import format_value, headline_metrics, ratio
+from .metrics import change, format_value, headline_metrics, ratio
 from .overrides import parse_variant, toml_literal
 from .tables import write_tables
 
@@ -111,28 +111,25 @@ def rich_table(comparison: Comparison) -> Table:
     for index, name in enumerate(names):
         table.add_column(name, justify="right")
         if index:
-            table.add_column("ratio", justify="right")
+            table.add_column("change", justify="right")
     for (metric,), rows in frame.group_by("metric", maintain_order=True):
         by_variant = {row["variant"]: row for row in rows.iter_rows(named=True)}
         first = rows.row(0, named=True)
         cells = [metric, first["unit"], first["better"]]
+        base = by_variant.get(names[0])
         for index, name in enumerate(names):
             row = by_variant.get(name)
             cells.append(format_value(row["value"] if row else None))
             if index:
-                factor = row["ratio"] if row else None
-                cells.append("–" if factor is None else _styled_ratio(factor, first["better"]))
+                text, verdict = change(row["value"] if row else None, base["value"] if base else None,
+                                       first["better"])
+                cells.append(f"[{_VERDICT_STYLE[verdict]}]{text}[/]" if verdict else text)
         table.add_row(*cells)
     return table
 
 
-def _styled_ratio(factor: float, better: str) -> str:
-    """Green where the variant is better than the first one, red where worse."""
-    text = f"×{factor:.3f}"
-    if better == "" or abs(factor - 1) < 1e-3:
-        return text
-    improved = (factor > 1) == (better == "↑")
-    return f"[green]{text}[/]" if improved else f"[red]{text}[/]"
+# Green where the variant is better than the first one, red where worse.
+_VERDICT_STYLE = {"better": "green", "worse": "red"}
 
 
 def write_comparison(comparison: Comparison, out_dir: Path) -> Path:

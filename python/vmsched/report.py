@@ -13,7 +13,7 @@ import polars as pl
 
 from . import api
 from .atomic import write_atomic
-from .metrics import format_value, headline_metrics, ratio
+from .metrics import change, format_value, headline_metrics
 from .tables import read_tables
 
 # Tables the report reads from a run directory, when present.
@@ -42,12 +42,14 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
     return RunData(label or summary["scenario"], summary, config, read_tables(run_dir, REPORT_TABLES))
 
 
-def _table(headers: list[str], rows: list[list[str]], numeric_from: int) -> str:
+def _table(headers: list[str], rows: list[list[str | tuple[str, str]]], numeric_from: int) -> str:
+    """Cells are text, or (text, extra CSS class) such as a better/worse verdict."""
+    def cell(i: int, value: str | tuple[str, str]) -> str:
+        text, extra = value if isinstance(value, tuple) else (value, "")
+        classes = " ".join(c for c in ("num" if i >= numeric_from else "", extra) if c)
+        return f'<td class="{classes}">{html.escape(text)}</td>'
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{"num" if i >= numeric_from else ""}">{html.escape(cell)}</td>'
-                         for i, cell in enumerate(row)) + "</tr>"
-        for row in rows)
+    body = "".join("<tr>" + "".join(cell(i, value) for i, value in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -57,15 +59,14 @@ def summary_table_html(runs: list[RunData]) -> str:
     base = per_run[0]
     headers = ["metric", "unit", "better"]
     for index, run in enumerate(runs):
-        headers += [run.label] if index == 0 else [run.label, "ratio"]
+        headers += [run.label] if index == 0 else [run.label, "change"]
     rows = []
     for position, metric in enumerate(base):
         row = [metric.name, metric.unit, metric.better, format_value(metric.value)]
         for metrics in per_run[1:]:
             other = next((m for m in metrics if m.name == metric.name), None)
             value = other.value if other else None
-            factor = ratio(value, metric.value)
-            row += [format_value(value), "–" if factor is None else f"×{factor:.3f}"]
+            row += [format_value(value), change(value, metric.value, metric.better)]
         rows.append(row)
     return _table(headers, rows, numeric_from=3)
 
@@ -163,6 +164,8 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; 
 table { border-collapse: collapse; font-size: 0.9em; margin: 1em 0; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.75em; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.better { color: #1a7f37; font-weight: 600; }
+td.worse { color: #cf222e; font-weight: 600; }
 pre { background: #f6f6f6; padding: 1em; overflow: auto; max-height: 30em; }
 .chart { margin: 1.5em 0; }
 """
