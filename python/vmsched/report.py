@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import plotly.graph_objects as go
 import polars as pl
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
 
 from . import api
 from .atomic import write_atomic
@@ -21,6 +24,22 @@ REPORT_TABLES = ("requests", "samples", "vcpu_states")
 STATE_COLORS = {"running": "#2ca02c", "preempted": "#d62728", "halted": "#c7c7c7"}
 CDF_POINTS = 500  # points per latency CDF: enough to draw, small enough to embed
 DEFAULT_TIMELINE_NS = 50_000_000
+# Above this many VMs a per-VM chart becomes small multiples (one panel per VM, shared
+# axes) instead of one tangle of lines.
+OVERLAY_MAX_VMS = 8
+SMALL_MULTIPLE_COLUMNS = 4
+# Samples averaged in the smoothed series (the raw series is one legend click away).
+SMOOTHING_SAMPLES = 5
+
+
+def _saturated(color: str) -> bool:
+    """Not a grey: a VM's line must not read as a grid line or the background."""
+    channels = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    return max(channels) - min(channels) > 60
+
+
+# One colour per VM in every chart; beyond the palette's colours they repeat.
+VM_PALETTE = [color for color in qualitative.Dark24 + qualitative.Light24 if _saturated(color)]
 
 
 @dataclass
@@ -72,7 +91,9 @@ def summary_table_html(runs: list[RunData]) -> str:
 
 
 def _figure_html(fig: go.Figure, first: bool) -> str:
-    fig.update_layout(template="plotly_white", height=380, margin=dict(l=60, r=20, t=50, b=50))
+    fig.update_layout(template="plotly_white", margin=dict(l=60, r=20, t=60, b=50))
+    if fig.layout.height is None:
+        fig.update_layout(height=380)
     return fig.to_html(full_html=False, include_plotlyjs=first, config={"displaylogo": False})
 
 
@@ -80,6 +101,13 @@ def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
     workloads = sorted({name for run in runs if not run.frame("requests").is_empty()
                         for name in run.frame("requests")["workload"].unique().to_list()})
     figures = []
+    all_latency = [run.frame("requests")["latency_ns"] for run in runs if not run.frame("requests").is_empty()]
+    latency_ns = pl.concat(all_latency) if all_latency else pl.Series("latency_ns", [], dtype=pl.Int64)
+    positive = latency_ns.filter(latency_ns > 0)
+    # One latency axis for every workload, so the CDFs compare at a glance.
+    axis_range = None
+    if positive.len():
+        axis_range = [math.log10(positive.min() / 1e3), math.log10(positive.max() / 1e3)]
     for workload in workloads:
         fig = go.Figure()
         for run in runs:
@@ -95,7 +123,7 @@ def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
             fig.add_trace(go.Scatter(x=(picked / 1e3).to_list(), y=ranks, mode="lines",
                                      line_shape="hv", name=run.label))
         fig.update_layout(title=f"Latency CDF: {workload}", xaxis_title="latency (µs)",
-                          yaxis_title="fraction of requests", xaxis_type="log")
+                          yaxis_title="fraction of requests", xaxis_type="log", xaxis_range=axis_range)
         figures.append(fig)
     return figures
 
@@ -109,19 +137,67 @@ def _metric_by_vm(run: RunData, metric: str) -> pl.DataFrame:
             .group_by("time_ns", "vm").agg(pl.col("value").mean()).sort("vm", "time_ns"))
 
 
+def vm_colors(runs: list[RunData]) -> dict[str, str]:
+    """The colour of each VM, the same in every chart (by its order in the first run)."""
+    names = [vm["name"] for run in runs for vm in run.summary["vms"]]
+    ordered = list(dict.fromkeys(names))
+    return {name: VM_PALETTE[i % len(VM_PALETTE)] for i, name in enumerate(ordered)}
+
+
+def _smoothed(values: pl.Series) -> list[float]:
+    return values.rolling_mean(SMOOTHING_SAMPLES, min_samples=1).to_list()
+
+
 def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
                  dashed_metric: str | None = None) -> go.Figure:
-    fig = go.Figure()
-    for run in runs:
+    """One line per VM in its colour, smoothed over a few samples, with the raw series
+    hidden in the legend; the dashed metric (entitlement) in the same colour. Above
+    OVERLAY_MAX_VMS VMs each VM gets its own panel."""
+    colors = vm_colors(runs)
+    vms = list(colors)
+    multiples = len(vms) > OVERLAY_MAX_VMS
+    if multiples:
+        rows = -(-len(vms) // SMALL_MULTIPLE_COLUMNS)
+        fig = make_subplots(rows=rows, cols=SMALL_MULTIPLE_COLUMNS, subplot_titles=vms, shared_xaxes=True,
+                            shared_yaxes=True, vertical_spacing=min(0.08, 0.5 / rows), horizontal_spacing=0.03)
+        fig.update_layout(height=220 * rows + 120, showlegend=False)
+    else:
+        fig = go.Figure()
+
+    def place(vm: str) -> dict:
+        if not multiples:
+            return {}
+        index = vms.index(vm)
+        return {"row": index // SMALL_MULTIPLE_COLUMNS + 1, "col": index % SMALL_MULTIPLE_COLUMNS + 1}
+
+    dashes = ["solid", "dot", "dashdot", "longdash"]
+    for run_index, run in enumerate(runs):
         prefix = f"{run.label} · " if len(runs) > 1 else ""
+        line = dashes[run_index % len(dashes)]
         for (vm,), rows in _metric_by_vm(run, metric).group_by("vm", maintain_order=True):
-            fig.add_trace(go.Scatter(x=(rows["time_ns"] / 1e6).to_list(), y=rows["value"].to_list(),
-                                     mode="lines", name=f"{prefix}{vm}"))
+            x = (rows["time_ns"] / 1e6).to_list()
+            common = dict(mode="lines", legendgroup=f"{prefix}{vm}")
+            fig.add_trace(go.Scatter(x=x, y=_smoothed(rows["value"]), name=f"{prefix}{vm}",
+                                     line=dict(color=colors[vm], dash=line), **common), **place(vm))
+            fig.add_trace(go.Scatter(x=x, y=rows["value"].to_list(), name=f"{prefix}{vm} raw", visible="legendonly",
+                                     line=dict(color=colors[vm], width=1, dash=line), opacity=0.5, **common),
+                          **place(vm))
         if dashed_metric:
             for (vm,), rows in _metric_by_vm(run, dashed_metric).group_by("vm", maintain_order=True):
                 fig.add_trace(go.Scatter(x=(rows["time_ns"] / 1e6).to_list(), y=rows["value"].to_list(),
-                                         mode="lines", line_dash="dash", name=f"{prefix}{vm} entitled"))
-    fig.update_layout(title=title, xaxis_title="simulated time (ms)", yaxis_title=yaxis)
+                                         mode="lines", legendgroup=f"{prefix}{vm}", name=f"{prefix}{vm} entitled",
+                                         line=dict(color=colors[vm], dash="dash", width=1)), **place(vm))
+    subtitle = f" (mean of {SMOOTHING_SAMPLES} samples; raw series in the legend)" if not multiples else ""
+    fig.update_layout(title=title + subtitle)
+    if multiples:
+        fig.update_xaxes(title_text="simulated time (ms)", row=-(-len(vms) // SMALL_MULTIPLE_COLUMNS))
+        fig.update_yaxes(title_text=yaxis, col=1)
+        # One scale for every panel, from zero, with room above the highest line (a
+        # line along the top edge would be half hidden).
+        highest = max((max(trace.y) for trace in fig.data if trace.y), default=0) or 1
+        fig.update_yaxes(range=[0, highest * 1.08])
+    else:
+        fig.update_layout(xaxis_title="simulated time (ms)", yaxis_title=yaxis)
     return fig
 
 
@@ -171,6 +247,22 @@ pre { background: #f6f6f6; padding: 1em; overflow: auto; max-height: 30em; }
 """
 
 
+def config_as_read(config: dict) -> dict:
+    """The normalized configuration with each workload reduced to the fields its kind
+    reads (the schema fills every field with a default; the others mean nothing there)."""
+    from . import _native
+    if not config.get("vm"):
+        return config
+    vms = []
+    for vm in config["vm"]:
+        workloads = []
+        for workload in vm.get("workload", []):
+            read = set(_native.workload_fields_read(workload["kind"]))
+            workloads.append({key: value for key, value in workload.items() if key in read})
+        vms.append({**vm, "workload": workloads})
+    return {**config, "vm": vms}
+
+
 def build_report(runs: list[RunData], title: str) -> str:
     """The whole page. The first run is the reference for ratios and the timeline."""
     figures: list[go.Figure] = [*latency_cdfs(runs),
@@ -184,7 +276,8 @@ def build_report(runs: list[RunData], title: str) -> str:
     charts = "".join(f'<div class="chart">{_figure_html(fig, first=(i == 0))}</div>'
                      for i, fig in enumerate(figures))
     configs = "".join(
-        f"<details><summary>{html.escape(run.label)}</summary><pre>{html.escape(json.dumps(run.config, indent=2))}</pre></details>"
+        f"<details><summary>{html.escape(run.label)}</summary>"
+        f"<pre>{html.escape(json.dumps(config_as_read(run.config), indent=2))}</pre></details>"
         for run in runs)
     first = runs[0].summary
     return f"""<!DOCTYPE html>

@@ -137,7 +137,16 @@ fn variant_name_problem(name: &str) -> Option<String> {
     vmsched_sim::scenario::check_variant_name(name).err()
 }
 
+/// The scenario fields a workload of `kind` reads, those every kind reads first.
+#[pyfunction]
+fn workload_fields_read(kind: &str) -> PyResult<Vec<&'static str>> {
+    let kind: vmsched_sim::scenario::WorkloadKind = serde_json::from_value(serde_json::Value::String(kind.to_string()))
+        .map_err(|e| PyValueError::new_err(format!("workload kind `{kind}`: {e}")))?;
+    Ok(vmsched_sim::scenario::READ_BY_EVERY_KIND.iter().chain(vmsched_sim::scenario::fields_read(kind)).copied().collect())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(workload_fields_read, m)?)?;
     m.add_function(wrap_pyfunction!(variant_name_problem, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(validate_scenario, m)?)?;

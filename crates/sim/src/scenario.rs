@@ -805,7 +805,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
     }
 }
 
-const READ_BY_EVERY_KIND: [&str; 4] = ["kind", "enabled", "name", "start_ms"];
+pub const READ_BY_EVERY_KIND: [&str; 4] = ["kind", "enabled", "name", "start_ms"];
 
 /// Rejects workload fields their kind does not read, on the raw document (after
 /// serde the defaults are indistinguishable from what the file gave).
