@@ -99,3 +99,16 @@ def test_report_config_shows_only_fields_each_kind_reads(reported_run):
     config_section = html[html.index("<h2>Configuration</h2>"):]
     # The default scenario's server does not read `phases`; its parallel job does.
     assert config_section.count("&quot;phases&quot;") == 1
+
+
+def test_report_lists_the_run_and_its_parts_of_latency(reported_run):
+    import json
+    html = (reported_run / "report.html").read_text()
+    run = json.loads((reported_run / "run.json").read_text())
+    from vmsched import __version__
+    assert run["vmsched_version"] == __version__
+    run_section = html[html.index("<h2>Run</h2>"):html.index("<h2>Summary</h2>")]
+    assert "builtin:default" in run_section and __version__ in run_section
+    # The server's latency splits into queue wait and service; steal is shown per vCPU.
+    assert "queue wait" in html and "service" in html
+    assert "Steal per vCPU" in html

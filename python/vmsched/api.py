@@ -169,14 +169,19 @@ class Result:
     def recorded_tables(self) -> dict[str, pl.DataFrame]:
         return {name: pl.DataFrame(cols) for name, cols in (self.tables or {}).items()}
 
+    def meta(self) -> dict:
+        """What names the run: scenario source, overrides, seed and duration."""
+        return {"source": self.scenario.source, "overrides": self.overrides, "seed": self.summary["seed"],
+                "duration_ns": self.summary["duration_ns"]}
+
     def save(self, out_dir: str | Path, tables: Iterable[str] | None = None) -> list[Path]:
         """summary.json exactly as the engine wrote it, run.json (what reproduces the run:
         scenario text, overrides, seed, plus the normalized configuration) and one Parquet
         file per recorded table (or per table named in `tables`); each written atomically."""
         out_dir = Path(out_dir)
-        reproduce = {"source": self.scenario.source, "overrides": self.overrides,
-                     "seed": self.summary["seed"], "duration_ns": self.summary["duration_ns"],
-                     "scenario_text": self.scenario.text, "config": self.config}
+        from . import __version__
+        reproduce = {**self.meta(), "vmsched_version": __version__, "scenario_text": self.scenario.text,
+                     "config": self.config}
         frames = self.recorded_tables()
         if tables is not None:
             frames = {name: frames[name] for name in tables if name in frames}

@@ -140,7 +140,9 @@ def write_comparison(comparison: Comparison, out_dir: Path) -> Path:
     for variant, result in zip(comparison.variants, comparison.results):
         result.save(out_dir / variant.name, tables=api.RECORD_TABLES)
     write_tables({"compare": comparison.frame}, out_dir)
-    runs = [RunData(variant.name, result.summary, result.config, result.recorded_tables())
+    from . import __version__
+    runs = [RunData(variant.name, result.summary, result.config, result.recorded_tables(),
+                    {**result.meta(), "vmsched_version": __version__})
             for variant, result in zip(comparison.variants, comparison.results)]
     scenario = comparison.results[0].summary["scenario"]
     return write_report(out_dir, runs, title=f"vmsched compare: {scenario}")

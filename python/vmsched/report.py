@@ -49,6 +49,8 @@ class RunData:
     summary: dict
     config: dict
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+    # run.json without the scenario text and configuration: source, seed, overrides...
+    meta: dict = field(default_factory=dict)
 
     def frame(self, name: str) -> pl.DataFrame:
         return self.frames.get(name, pl.DataFrame())
@@ -57,8 +59,10 @@ class RunData:
 def load_run(run_dir: Path, label: str | None = None) -> RunData:
     summary = json.loads((run_dir / "summary.json").read_text())
     run_path = run_dir / "run.json"
-    config = json.loads(run_path.read_text())["config"] if run_path.is_file() else {}
-    return RunData(label or summary["scenario"], summary, config, read_tables(run_dir, REPORT_TABLES))
+    reproduce = json.loads(run_path.read_text()) if run_path.is_file() else {}
+    meta = {key: value for key, value in reproduce.items() if key not in ("config", "scenario_text")}
+    return RunData(label or summary["scenario"], summary, reproduce.get("config", {}),
+                   read_tables(run_dir, REPORT_TABLES), meta)
 
 
 def _table(headers: list[str], rows: list[list[str | tuple[str, str]]], numeric_from: int) -> str:
@@ -114,15 +118,24 @@ def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
             requests = run.frame("requests")
             if requests.is_empty():
                 continue
-            latency = requests.filter(pl.col("workload") == workload)["latency_ns"].sort()
-            if latency.is_empty():
-                continue
-            step = max(1, len(latency) // CDF_POINTS)
-            picked = latency.gather_every(step).append(latency.tail(1))
-            ranks = [min(1.0, (i * step + 1) / len(latency)) for i in range(len(picked) - 1)] + [1.0]
-            fig.add_trace(go.Scatter(x=(picked / 1e3).to_list(), y=ranks, mode="lines",
-                                     line_shape="hv", name=run.label))
-        fig.update_layout(title=f"Latency CDF: {workload}", xaxis_title="latency (µs)",
+            rows = requests.filter(pl.col("workload") == workload)
+            prefix = f"{run.label} · " if len(runs) > 1 else ""
+            # Total latency, and its parts where the workload has them: waiting in the
+            # queue (arrival to service start) and being served (start to end).
+            for column, label, dash in (("latency_ns", "latency", "solid"), ("queue_ns", "queue wait", "dot"),
+                                        ("service_ns", "service", "dash")):
+                if column not in rows.columns or rows[column].null_count() == rows.height:
+                    continue
+                values = rows[column].drop_nulls().sort()
+                if values.is_empty() or (column != "latency_ns" and values.equals(rows["latency_ns"].sort())):
+                    continue
+                step = max(1, len(values) // CDF_POINTS)
+                picked = values.gather_every(step).append(values.tail(1))
+                ranks = [min(1.0, (i * step + 1) / len(values)) for i in range(len(picked) - 1)] + [1.0]
+                fig.add_trace(go.Scatter(x=(picked / 1e3).to_list(), y=ranks, mode="lines", line_shape="hv",
+                                         line_dash=dash, name=f"{prefix}{label}",
+                                         visible=True if column == "latency_ns" else "legendonly"))
+        fig.update_layout(title=f"Latency CDF: {workload} (queue wait and service in the legend)", xaxis_title="latency (µs)",
                           yaxis_title="fraction of requests", xaxis_type="log", xaxis_range=axis_range)
         figures.append(fig)
     return figures
@@ -201,6 +214,45 @@ def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
     return fig
 
 
+def steal_heatmap(run: RunData) -> go.Figure | None:
+    """Steal of every vCPU over time, one row per vCPU: which vCPUs wait, and when."""
+    samples = run.frame("samples")
+    if samples.is_empty():
+        return None
+    steal = samples.filter(pl.col("metric") == "vcpu_steal_frac")
+    if steal.is_empty():
+        return None
+    if steal["vm"].dtype.is_integer():
+        names = [vm["name"] for vm in run.summary["vms"]]
+        steal = steal.with_columns(pl.col("vm").map_elements(names.__getitem__, return_dtype=pl.String))
+    order = {vm["name"]: i for i, vm in enumerate(run.summary["vms"])}
+    steal = steal.with_columns(pl.col("vm").replace_strict(order, return_dtype=pl.Int64).alias("vm_order"))
+    wide = (steal.with_columns(pl.concat_str(pl.col("vm"), pl.lit(" vCPU "), pl.col("vcpu").cast(pl.String)).alias("track"))
+            .sort("vm_order", "vcpu", "time_ns"))
+    tracks = wide["track"].unique(maintain_order=True).to_list()
+    times = sorted(wide["time_ns"].unique().to_list())
+    column = {t: i for i, t in enumerate(times)}
+    grid = [[None] * len(times) for _ in tracks]
+    row_of = {track: i for i, track in enumerate(tracks)}
+    for track, time_ns, value in wide.select("track", "time_ns", "value").iter_rows():
+        grid[row_of[track]][column[time_ns]] = value
+    fig = go.Figure(go.Heatmap(z=grid, x=[t / 1e6 for t in times], y=tracks, zmin=0, zmax=1,
+                               colorscale="Reds", colorbar=dict(title="steal")))
+    fig.update_layout(title=f"Steal per vCPU ({run.label})", xaxis_title="simulated time (ms)",
+                      yaxis_autorange="reversed", height=max(300, min(1200, 12 * len(tracks) + 140)))
+    return fig
+
+
+def run_metadata_html(run_dirs_meta: list[tuple[str, dict]]) -> str:
+    """What reproduces each run: source, seed, duration, overrides, version."""
+    rows = []
+    for label, meta in run_dirs_meta:
+        rows.append([label, meta.get("source", ""), str(meta.get("seed", "")),
+                     f'{meta.get("duration_ns", 0) / 1e6:g} ms', " ".join(meta.get("overrides", [])) or "none",
+                     meta.get("vmsched_version", "")])
+    return _table(["run", "scenario", "seed", "duration", "overrides", "vmsched"], rows, numeric_from=99)
+
+
 def first_span(states: pl.DataFrame, span_ns: int) -> pl.DataFrame:
     """The states within the first span_ns of the table, clipped to it."""
     if states.is_empty():
@@ -272,6 +324,7 @@ def build_report(runs: list[RunData], title: str) -> str:
                                              "fraction of time"),
                                 _lines_by_vm(runs, "vcpu_runqueue", "Guest runqueue length per VM (mean over vCPUs)",
                                              "tasks")]
+    figures += [fig for run in runs if (fig := steal_heatmap(run)) is not None]
     figures += [fig for run in runs if (fig := vcpu_timeline(run)) is not None]
     charts = "".join(f'<div class="chart">{_figure_html(fig, first=(i == 0))}</div>'
                      for i, fig in enumerate(figures))
@@ -286,6 +339,7 @@ def build_report(runs: list[RunData], title: str) -> str:
 <h1>{html.escape(title)}</h1>
 <p>{html.escape(first.get("description", ""))}</p>
 <p>Seed {first["seed"]}, {first["duration_ns"] / 1e9:g} simulated s.</p>
+<h2>Run</h2>{run_metadata_html([(run.label, run.meta) for run in runs])}
 <h2>Summary</h2>{summary_table_html(runs)}
 <h2>Charts</h2>{charts}
 <h2>Configuration</h2>{configs}
