@@ -116,6 +116,8 @@ def reproduce(
     else:
         for table in registry.rich_tables(result.rows):
             console.print(table)
+    for failure in result.failures:
+        status.print(f"failed run (left out of the means): {failure}")
     status.print(f"wrote {result.out / 'reproduce.html'} and {result.out / 'reproduce.json'}")
 
 
