@@ -22,7 +22,7 @@ AddressOption = Annotated[Optional[str], typer.Option(
 
 
 def _guarded(action):
-    """Run `action` with a progress bar's cleanup; input problems exit 2."""
+    """Run `action`; an input problem is `error: ...` and exit 2."""
     try:
         return action()
     except UserError as err:

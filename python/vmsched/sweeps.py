@@ -21,7 +21,6 @@ import os
 import queue
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -474,7 +473,6 @@ class ProgressBar:
         self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
                             TextColumn("{task.fields[failed]} failed"), TimeRemainingColumn(), console=console)
         self.task = None
-        self.started = time.monotonic()
 
     def __call__(self, done: int, failed: int, total: int) -> None:
         if self.task is None:
