@@ -14,7 +14,7 @@ from .errors import UserError, fail
 console = Console()
 status = Console(stderr=True)
 
-BackendOption = Annotated[str, typer.Option(help="local (a process pool on this machine) or ray.")]
+BackendOption = Annotated[str, typer.Option(help="local (worker processes on this machine) or ray.")]
 WorkersOption = Annotated[Optional[int], typer.Option(
     help="Parallel runs (default: all cores; with ray, the CPUs of a local Ray instance).")]
 AddressOption = Annotated[Optional[str], typer.Option(
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
 
 
 def sweep(
-    spec: Annotated[Optional[Path], typer.Argument(help="Sweep spec (TOML): scenarios, seeds, variants, [grid].")] = None,
+    spec: Annotated[Optional[Path], typer.Argument(help="Sweep spec (TOML): scenarios, seeds, variants, grid of overrides.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Sweep directory: run records and results/.")] = None,
     backend: BackendOption = "local",
     workers: WorkersOption = None,
@@ -92,7 +92,7 @@ def reproduce(
     workers: WorkersOption = None,
     address: AddressOption = None,
 ) -> None:
-    """Run the registered experiments of a paper (scenarios with a [paper] table) and
+    """Run the registered experiments of a paper (built-in scenarios with a paper table) and
     print the paper's values beside the simulation's, with an HTML page."""
     from . import reproduce as registry
     from .sweeps import ProgressBar
