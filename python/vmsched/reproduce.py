@@ -339,7 +339,7 @@ def matrix(quick: bool = False, out: str | Path | None = None, backend: str = "l
             for guest in guests:
                 overrides = [f"host.policy={host}"] + [f"vm[{i}].guest.policy={guest}" for i in range(vm_count)]
                 variant = ",".join(overrides)
-                spec = SweepSpec([name], seeds, [f"{host}+{guest}={variant}"], duration=duration)
+                spec = SweepSpec([name], seeds, [f"{host}-{guest}={variant}"], duration=duration)
                 planned += [(host, guest, run) for run in plan(spec)]
     store = execute_runs([run for _, _, run in planned], out, backend, workers, address, progress)
     samples: dict = {}
