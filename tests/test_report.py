@@ -112,3 +112,11 @@ def test_report_lists_the_run_and_its_parts_of_latency(reported_run):
     # The server's latency splits into queue wait and service; steal is shown per vCPU.
     assert "queue wait" in html and "service" in html
     assert "Steal per vCPU" in html
+
+
+def test_report_shows_pcpu_lanes_in_vm_colours(sixteen_vm_run):
+    from vmsched.report import VM_PALETTE
+    html = (sixteen_vm_run / "report.html").read_text()
+    lanes = next(chart for chart in html.split("Plotly.newPlot(") if "pCPU lanes" in chart)
+    assert '"pCPU 63"' in lanes and '"pCPU 0"' in lanes
+    assert VM_PALETTE[0] in lanes and VM_PALETTE[15] in lanes

@@ -20,7 +20,7 @@ from .metrics import change, format_value, headline_metrics
 from .tables import read_tables
 
 # Tables the report reads from a run directory, when present.
-REPORT_TABLES = ("requests", "samples", "vcpu_states")
+REPORT_TABLES = ("requests", "samples", "vcpu_states", "pcpu_slices")
 STATE_COLORS = {"running": "#2ca02c", "preempted": "#d62728", "halted": "#c7c7c7"}
 CDF_POINTS = 500  # points per latency CDF: enough to draw, small enough to embed
 DEFAULT_TIMELINE_NS = 50_000_000
@@ -214,6 +214,35 @@ def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
     return fig
 
 
+def pcpu_lanes(run: RunData) -> go.Figure | None:
+    """Which vCPU ran on each pCPU: one lane per pCPU, bars in the VM's colour."""
+    slices = run.frame("pcpu_slices")
+    if slices.is_empty():
+        return None
+    names = [vm["name"] for vm in run.summary["vms"]]
+    if slices["vm"].dtype.is_integer():
+        slices = slices.with_columns(pl.col("vm").map_elements(names.__getitem__, return_dtype=pl.String))
+    slices = first_span(slices, DEFAULT_TIMELINE_NS)
+    colors = vm_colors([run])
+    lanes = sorted(slices["pcpu"].unique().to_list(), reverse=True)  # pCPU 0 on top
+    fig = go.Figure()
+    for vm in names:
+        rows = slices.filter(pl.col("vm") == vm)
+        if rows.is_empty():
+            continue
+        fig.add_trace(go.Bar(y=[f"pCPU {p}" for p in rows["pcpu"].to_list()], base=(rows["start_ns"] / 1e6).to_list(),
+                             x=((rows["end_ns"] - rows["start_ns"]) / 1e6).to_list(), orientation="h", name=vm,
+                             marker_color=colors[vm],
+                             customdata=rows["vcpu"].to_list(),
+                             hovertemplate=f"{vm} vCPU %{{customdata}}<extra></extra>"))
+    window = (slices["start_ns"].min() / 1e6, slices["end_ns"].max() / 1e6)
+    fig.update_layout(title=f"pCPU lanes: which VM's vCPU ran where, {window[0]:.3f}–{window[1]:.3f} ms ({run.label})",
+                      barmode="overlay", xaxis_title="simulated time (ms)", bargap=0.15,
+                      yaxis=dict(categoryorder="array", categoryarray=[f"pCPU {p}" for p in lanes]),
+                      height=max(300, 18 * len(lanes) + 140))
+    return fig
+
+
 def steal_heatmap(run: RunData) -> go.Figure | None:
     """Steal of every vCPU over time, one row per vCPU: which vCPUs wait, and when."""
     samples = run.frame("samples")
@@ -325,6 +354,7 @@ def build_report(runs: list[RunData], title: str) -> str:
                                 _lines_by_vm(runs, "vcpu_runqueue", "Guest runqueue length per VM (mean over vCPUs)",
                                              "tasks")]
     figures += [fig for run in runs if (fig := steal_heatmap(run)) is not None]
+    figures += [fig for run in runs[:1] if (fig := pcpu_lanes(run)) is not None]
     figures += [fig for run in runs if (fig := vcpu_timeline(run)) is not None]
     charts = "".join(f'<div class="chart">{_figure_html(fig, first=(i == 0))}</div>'
                      for i, fig in enumerate(figures))
@@ -347,13 +377,14 @@ def build_report(runs: list[RunData], title: str) -> str:
 """
 
 
-def rerun_vcpu_states(run_dir: Path, window: tuple[int, int]) -> pl.DataFrame:
-    """The vCPU states in `window`, from a deterministic re-run of the run in run_dir."""
+def rerun_timelines(run_dir: Path, window: tuple[int, int]) -> dict[str, pl.DataFrame]:
+    """The vCPU states and pCPU slices in `window`, from a deterministic re-run of the
+    run in run_dir."""
     reproduce = json.loads((run_dir / "run.json").read_text())
     result = api.run(api.Scenario(reproduce["scenario_text"], reproduce["source"]),
                      seed=reproduce["seed"], set=reproduce["overrides"],
                      duration=reproduce["duration_ns"], record=False, trace_window=window)
-    return result.table("vcpu_states")
+    return {name: result.table(name) for name in ("vcpu_states", "pcpu_slices")}
 
 
 def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: str | None = None,
@@ -366,7 +397,7 @@ def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: 
         run = load_run(run_dir)
         if window or "vcpu_states" not in run.frames:
             window = window or (0, min(run.summary["duration_ns"], DEFAULT_TIMELINE_NS))
-            run.frames["vcpu_states"] = rerun_vcpu_states(run_dir, window)
+            run.frames.update(rerun_timelines(run_dir, window))
         else:  # a long traced window would make an unreadable (and heavy) timeline
             run.frames["vcpu_states"] = first_span(run.frames["vcpu_states"], DEFAULT_TIMELINE_NS)
         runs = [run]

@@ -360,3 +360,24 @@ fn split_on_two_cores_leaves_no_unenforceable_piece() {
     assert!(to_binary(&plan.table).len() < 1 << 20, "{} bytes", to_binary(&plan.table).len());
     assert!(verify(&plan.table).is_empty());
 }
+
+/// A sliver kept by coalescing does not set the slice length: the slice table
+/// stays within MAX_SLICES_PER_ALLOCATION entries per allocation, lookups still
+/// find every allocation, and the verifier accepts the table.
+#[test]
+fn a_kept_sliver_does_not_blow_up_the_slice_table() {
+    use vmsched_plan::table::MAX_SLICES_PER_ALLOCATION;
+    let mut t = table(vec![vec![(0, 0, H / 2), (1, H / 2, H / 2 + 1), (0, H / 2 + 1, H)]], vec![entry("a", 0.5, 100.0), entry("b", 0.5, 100.0)]);
+    let core = &t.cores[0];
+    assert!(core.slices.len() as u64 <= MAX_SLICES_PER_ALLOCATION * 3, "{} slices", core.slices.len());
+    for a in &core.allocations {
+        assert_eq!(core.lookup(a.start_ns), Some(a));
+        assert_eq!(core.lookup(a.end_ns - 1), Some(a));
+    }
+    assert!(!verify(&t).contains(&Violation::BadSliceTable { core: 0, slice: 0 }));
+    // A slice length other than the rule's is a corrupt table.
+    let halved = t.cores[0].slices.len().div_ceil(2);
+    t.cores[0].slice_ns *= 2;
+    t.cores[0].slices.truncate(halved);
+    assert!(verify(&t).contains(&Violation::BadSliceTable { core: 0, slice: 0 }));
+}
