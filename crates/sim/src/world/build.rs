@@ -101,7 +101,8 @@ impl World {
                 task_slices: 0,
             });
         }
-        let host = registry::host_policy(registry::HostBuild { host: &scenario.host, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups });
+        let vm_of: Vec<u32> = vcpus.iter().map(|v| v.vm).collect();
+        let host = registry::host_policy(registry::HostBuild { scenario: &scenario, host: &scenario.host, vm_of: &vm_of, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups });
         let mut sync = SyncObjects::default();
         let mut tasks = Vec::new();
         let mut wls = Vec::new();

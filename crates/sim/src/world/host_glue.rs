@@ -14,7 +14,21 @@ impl World {
         let view = HostView { now: self.now, machine: &self.machine, allowed: &self.allowed, running_on: &self.pcpu_curr };
         let mut out = HostOut::default();
         f(self.host.as_mut(), &view, &mut out);
+        let charge = std::mem::take(&mut out.charge);
         self.apply_host_out(out);
+        self.apply_charges(charge);
+    }
+
+    /// Scheduler work on a pCPU delays the vCPU running there; on an idle
+    /// pCPU it only uses idle time.
+    fn apply_charges(&mut self, charge: Vec<(PcpuId, u64)>) {
+        for (p, ns) in charge {
+            if let Some(v) = self.pcpu_curr[p as usize] {
+                self.account(v);
+                self.vcpus[v as usize].overhead += ns;
+                self.plan(v);
+            }
+        }
     }
 
     fn apply_host_out(&mut self, out: HostOut) {
@@ -37,8 +51,11 @@ impl World {
         let view = HostView { now: self.now, machine: &self.machine, allowed: &self.allowed, running_on: &self.pcpu_curr };
         let mut out = HostOut::default();
         let next = self.host.pick_next(&view, &mut out, p, prev);
+        // The decision's own cost falls on whatever runs after it.
+        let charge = std::mem::take(&mut out.charge);
         self.apply_host_out(out);
         if next == prev {
+            self.apply_charges(charge);
             return;
         }
         self.account_siblings(p);
@@ -48,6 +65,7 @@ impl World {
         if let Some(v) = next {
             self.start_running(v, p);
         }
+        self.apply_charges(charge);
         self.replan_siblings(p);
     }
 
