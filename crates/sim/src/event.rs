@@ -32,6 +32,11 @@ pub enum Event {
     /// A workload starts its tasks.
     WorkloadStart(u32),
     CapacityChange(u32),
+    /// The bound of a vCPU's activation (two-phase preemption) passes;
+    /// stale when the vCPU's activation generation moved on.
+    ActivationTimeout(VcpuId, u64),
+    /// A guest policy's own timer (VM, token).
+    GuestTimer(VmId, u64),
     Sample,
 }
 

@@ -24,4 +24,4 @@ pub mod workloads;
 pub mod world;
 
 pub use scenario::{parse, Scenario, ScenarioError};
-pub use world::{run, RunOptions, RunOutput};
+pub use world::{run, run_custom, CustomPolicies, RunOptions, RunOutput};

@@ -47,6 +47,7 @@ pub fn summarize(w: &World) -> Value {
         let task_migrations: u64 = vm.tasks.iter().map(|&t| vm.guest.task_migrations(w.tasks[t as usize].local)).sum();
         let spin: u64 = vm.tasks.iter().map(|&t| w.tasks[t as usize].spin_ns).sum();
         let ipis: Map<String, Value> = crate::world::irq_kind_names().iter().zip(vm.ipis.iter()).map(|(k, &n)| (k.to_string(), json!(n))).collect();
+        let named = |names: &[&str], counts: &[u64]| -> Map<String, Value> { names.iter().zip(counts).map(|(k, &n)| (k.to_string(), json!(n))).collect() };
         let lock = json!({"lhp_count": vm.lhp_count, "lwp_count": vm.lwp_count, "spin_ns": spin});
         locks.insert(vm.name.clone(), lock.clone());
         vms.push(json!({
@@ -64,7 +65,12 @@ pub fn summarize(w: &World) -> Value {
                 "count": vm.irq_count,
                 "pending_ns_mean": vm.irq_pending_sum.checked_div(vm.irq_count).unwrap_or(0),
                 "pending_ns_max": vm.irq_pending_max,
+                "redirected": vm.irq_redirected,
+                "boosted": vm.irq_boosted,
             },
+            "exits": named(&crate::host::EXIT_NAMES, &vm.exits),
+            "hypercalls": named(&crate::host::HCALL_NAMES, &vm.hypercalls),
+            "activations": named(&["sent", "answered", "timed_out"], &vm.activations),
             "locks": lock,
             "vcpus": vcpus,
         }));
@@ -99,7 +105,7 @@ pub fn summarize(w: &World) -> Value {
         "seed": w.scenario.seed,
         "duration_ns": w.end,
         "events": w.events,
-        "host": {"policy": w.host_name(), "pcpus": w.machine.pcpus, "busy_ns": busy},
+        "host": {"policy": w.host_name(), "kernel": w.scenario.host.kernel, "pcpus": w.machine.pcpus, "busy_ns": busy},
         "vms": vms,
         "workloads": workloads,
         "locks": locks,

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{GuestPolicy, GuestView, HostState, TickOut};
+use super::{GuestAct, GuestPolicy, GuestView, HostState, TickOut};
 use crate::cfs::{CfsRq, Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
 use crate::pelt::Pelt;
 use crate::scenario::{Guest, Policy};
@@ -26,6 +26,10 @@ const BUSY_FACTOR: u64 = 16;
 pub struct GTask {
     pub policy: Policy,
     pub rt_priority: u32,
+    /// The task's own affinity (sched_setaffinity).
+    affinity: Vec<bool>,
+    /// Effective: the affinity within the VM's cpuset (or the cpuset when
+    /// they do not meet, as cpuset_cpus_allowed_fallback() does).
     pub allowed: Vec<bool>,
     /// p->nr_cpus_allowed
     nr_allowed: u32,
@@ -67,7 +71,9 @@ impl GuestRq {
     }
 }
 
-pub struct GuestLinux {
+/// Linux's scheduler state and mechanics in one VM; [`GuestLinux`] composes
+/// hook sets on it.
+pub struct LinuxKernel {
     tun: Tunables,
     tick_ns: u64,
     rr_slice_ns: u64,
@@ -82,7 +88,7 @@ pub struct GuestLinux {
     tasks: Vec<GTask>,
 }
 
-impl GuestLinux {
+impl LinuxKernel {
     pub fn new(cfg: &Guest, nv: u32) -> Self {
         let mut llc_of = vec![0; nv as usize];
         for (g, grp) in cfg.llc_groups.iter().enumerate() {
@@ -92,7 +98,7 @@ impl GuestLinux {
         }
         let arch_capacity = if cfg.capacity.is_empty() { vec![1024; nv as usize] } else { cfg.capacity.clone() };
         let rqs = arch_capacity.iter().map(|&c| GuestRq { capacity: c, ..Default::default() }).collect();
-        GuestLinux {
+        LinuxKernel {
             tun: Tunables::with_overrides(nv, &cfg.cfs),
             tick_ns: 1_000_000_000 / cfg.hz as u64,
             rr_slice_ns: (cfg.rr_timeslice_ms * 1e6) as u64,
@@ -109,8 +115,72 @@ impl GuestLinux {
 
 
 
-    fn nr_vcpus(&self) -> u32 {
+    pub fn nr_vcpus(&self) -> u32 {
         self.rqs.len() as u32
+    }
+
+    pub fn nr_tasks(&self) -> u32 {
+        self.tasks.len() as u32
+    }
+
+    pub fn task(&self, t: u32) -> &GTask {
+        &self.tasks[t as usize]
+    }
+
+    /// The capacity of `v` the guest was told (arch_scale_cpu_capacity).
+    pub fn arch_capacity(&self, v: u32) -> u32 {
+        self.arch_capacity[v as usize]
+    }
+
+    /// Run-time change of a vCPU's capacity, as vSched's kernel module
+    /// writes the probed capacity (then rebuilds the domains, so the
+    /// asymmetric-capacity flag is re-derived).
+    pub fn set_capacity(&mut self, v: u32, capacity: u32) {
+        self.arch_capacity[v as usize] = capacity.max(1);
+        self.asym_capacity = self.arch_capacity.iter().any(|&c| c != self.arch_capacity[0]);
+        self.update_capacity(v);
+    }
+
+    /// Run-time rebuild of the LLC groups (partition_sched_domains()).
+    pub fn set_llc_groups(&mut self, groups: &[Vec<u32>]) {
+        for (g, grp) in groups.iter().enumerate() {
+            for &c in grp {
+                self.llc_of[c as usize] = g as u32;
+            }
+        }
+    }
+
+    pub fn llc_of(&self, v: u32) -> u32 {
+        self.llc_of[v as usize]
+    }
+
+    /// Run-time change of the VM-wide cpuset (cpuset.cpus of the cgroup the
+    /// tasks run in): each task's effective mask becomes its affinity within
+    /// the cpuset. Queued tasks on excluded vCPUs move at once; running ones
+    /// are returned as stopper migrations for the engine to carry out.
+    pub fn set_cpuset(&mut self, view: &GuestView, cpuset: &[bool]) -> Vec<GuestAct> {
+        let mut acts = Vec::new();
+        for t in 0..self.tasks.len() as u32 {
+            let task = &mut self.tasks[t as usize];
+            let within: Vec<bool> = task.affinity.iter().zip(cpuset).map(|(&a, &c)| a && c).collect();
+            task.allowed = if within.contains(&true) { within } else { cpuset.to_vec() };
+            task.nr_allowed = task.allowed.iter().filter(|&&a| a).count() as u32;
+            let (cpu, target) = (task.cpu, task.allowed.iter().position(|&a| a).expect("a cpuset has a vCPU") as u32);
+            if task.allowed[cpu as usize] {
+                continue;
+            }
+            if self.rqs[cpu as usize].curr == Some(t) {
+                acts.push(GuestAct::Migrate { from: cpu, to: target });
+            } else if self.queued_on(t, cpu) {
+                self.move_queued(view, t, cpu, target);
+            }
+        }
+        acts
+    }
+
+    fn queued_on(&self, t: u32, v: u32) -> bool {
+        let rq = &self.rqs[v as usize];
+        rq.cfs.queued().any(|q| q == t) || rq.rt.values().any(|q| q.contains(&t))
     }
 
     /// update_rq_clock_task(): the task clock advances by wall time minus the
@@ -145,12 +215,12 @@ impl GuestLinux {
         rq.capacity = (arch - irq).max(1.0) as u32;
     }
 
-    fn is_idle(&self, view: &GuestView, v: u32) -> bool {
+    pub fn is_idle(&self, view: &GuestView, v: u32) -> bool {
         self.rqs[v as usize].nr_running() == 0 && view.host_state[v as usize] != HostState::Preempted
     }
 
     /// sched_idle_cpu(): every runnable task there is SCHED_IDLE.
-    fn sched_idle_cpu(&self, v: u32) -> bool {
+    pub fn sched_idle_cpu(&self, v: u32) -> bool {
         let rq = &self.rqs[v as usize];
         rq.nr_running() > 0 && rq.nr_running() == rq.idle_policy_nr
     }
@@ -310,7 +380,7 @@ impl GuestLinux {
 
 }
 
-impl GuestPolicy for GuestLinux {
+impl GuestPolicy for LinuxKernel {
     fn name(&self) -> &'static str {
         "linux"
     }
@@ -325,7 +395,7 @@ impl GuestPolicy for GuestLinux {
         let cpu = allowed.iter().position(|&a| a).unwrap_or(0) as u32;
         self.ents.push(Entity { weight, ..Default::default() });
         let nr_allowed = allowed.iter().filter(|&&a| a).count() as u32;
-        self.tasks.push(GTask { policy, rt_priority, allowed, nr_allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0 });
+        self.tasks.push(GTask { policy, rt_priority, affinity: allowed.clone(), allowed, nr_allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0 });
         (self.tasks.len() - 1) as u32
     }
 
@@ -525,7 +595,7 @@ impl GuestPolicy for GuestLinux {
     /// scheduler_tick() on a running vCPU: slice accounting, periodic load
     /// balance (with capacity update), misfit detection and nohz-idle kick.
     fn tick(&mut self, view: &GuestView, v: u32) -> TickOut {
-        let mut out = TickOut { resched: self.slice_expired(view, v), kick: None };
+        let mut out = TickOut { resched: self.slice_expired(view, v), ..TickOut::default() };
         let now = view.now;
         for level in 0..2 {
             if now < self.rqs[v as usize].next_balance[level] {
@@ -587,12 +657,146 @@ impl GuestPolicy for GuestLinux {
     }
 }
 
+
+/// A set of hooks composed onto guest Linux: each sees the kernel's verdict
+/// and state and may change the verdict, or act through the kernel's
+/// run-time interfaces (capacity, LLC groups, cpusets) and through guest
+/// acts. Every default is plain Linux, so `GuestLinux<()>` is unchanged.
+pub trait LinuxHooks {
+    /// The registry name of Linux with these hooks.
+    fn name(&self) -> &'static str {
+        "linux"
+    }
+    fn start(&mut self, _k: &mut LinuxKernel, _view: &GuestView) -> Vec<GuestAct> {
+        Vec::new()
+    }
+    /// select_task_rq() for waking task `t`: `chosen` is Linux's choice.
+    fn select_rq(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _t: u32, chosen: u32) -> u32 {
+        chosen
+    }
+    /// check_preempt_curr() after `t` was enqueued on `v`.
+    fn wake_preempt(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _t: u32, _v: u32, preempt: bool) -> bool {
+        preempt
+    }
+    /// After Linux's scheduler_tick() on running vCPU `v`.
+    fn tick(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _v: u32, _out: &mut TickOut) {}
+    fn timer(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _token: u64) -> Vec<GuestAct> {
+        Vec::new()
+    }
+    /// The host's activation upcall on running vCPU `v`.
+    fn on_activation(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _v: u32) -> Vec<GuestAct> {
+        Vec::new()
+    }
+    fn on_ipi(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _v: u32, _payload: u64) -> Vec<GuestAct> {
+        Vec::new()
+    }
+}
+
+/// Plain Linux.
+impl LinuxHooks for () {}
+
+/// Linux's scheduler in a VM with a hook set composed on it.
+pub struct GuestLinux<H: LinuxHooks = ()> {
+    kernel: LinuxKernel,
+    hooks: H,
+}
+
+impl GuestLinux<()> {
+    pub fn new(cfg: &Guest, nv: u32) -> Self {
+        GuestLinux::with_hooks(cfg, nv, ())
+    }
+}
+
+impl<H: LinuxHooks> GuestLinux<H> {
+    pub fn with_hooks(cfg: &Guest, nv: u32, hooks: H) -> Self {
+        GuestLinux { kernel: LinuxKernel::new(cfg, nv), hooks }
+    }
+
+    pub fn kernel(&self) -> &LinuxKernel {
+        &self.kernel
+    }
+
+    pub fn hooks(&self) -> &H {
+        &self.hooks
+    }
+}
+
+impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
+    fn name(&self) -> &'static str {
+        self.hooks.name()
+    }
+    fn tick_ns(&self) -> u64 {
+        self.kernel.tick_ns()
+    }
+    fn add_task(&mut self, policy: Policy, rt_priority: u32, allowed: Vec<bool>) -> u32 {
+        self.kernel.add_task(policy, rt_priority, allowed)
+    }
+    fn select_rq(&mut self, view: &GuestView, t: u32) -> u32 {
+        let chosen = self.kernel.select_rq(view, t);
+        self.hooks.select_rq(&mut self.kernel, view, t, chosen)
+    }
+    fn enqueue(&mut self, view: &GuestView, t: u32, v: u32, new_task: bool) -> bool {
+        let preempt = self.kernel.enqueue(view, t, v, new_task);
+        self.hooks.wake_preempt(&mut self.kernel, view, t, v, preempt)
+    }
+    fn block_curr(&mut self, view: &GuestView, v: u32) {
+        self.kernel.block_curr(view, v)
+    }
+    fn pick_next(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        self.kernel.pick_next(view, v)
+    }
+    fn tick(&mut self, view: &GuestView, v: u32) -> TickOut {
+        let mut out = self.kernel.tick(view, v);
+        self.hooks.tick(&mut self.kernel, view, v, &mut out);
+        out
+    }
+    fn hrtick_delay(&self, v: u32) -> Option<u64> {
+        self.kernel.hrtick_delay(v)
+    }
+    fn slice_expired(&mut self, view: &GuestView, v: u32) -> bool {
+        self.kernel.slice_expired(view, v)
+    }
+    fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        self.kernel.misfit_target(view, v)
+    }
+    fn detach_curr_to(&mut self, view: &GuestView, v: u32, to: u32) -> u32 {
+        self.kernel.detach_curr_to(view, v, to)
+    }
+    fn curr(&self, v: u32) -> Option<u32> {
+        self.kernel.curr(v)
+    }
+    fn nr_running(&self, v: u32) -> u32 {
+        self.kernel.nr_running(v)
+    }
+    fn capacity(&self, v: u32) -> u32 {
+        self.kernel.capacity(v)
+    }
+    fn task_cpu(&self, t: u32) -> u32 {
+        self.kernel.task_cpu(t)
+    }
+    fn task_migrations(&self, t: u32) -> u64 {
+        self.kernel.task_migrations(t)
+    }
+    fn start(&mut self, view: &GuestView) -> Vec<GuestAct> {
+        self.hooks.start(&mut self.kernel, view)
+    }
+    fn timer(&mut self, view: &GuestView, token: u64) -> Vec<GuestAct> {
+        self.hooks.timer(&mut self.kernel, view, token)
+    }
+    fn on_activation(&mut self, view: &GuestView, v: u32) -> Vec<GuestAct> {
+        self.hooks.on_activation(&mut self.kernel, view, v)
+    }
+    fn on_ipi(&mut self, view: &GuestView, v: u32, payload: u64) -> Vec<GuestAct> {
+        self.hooks.on_ipi(&mut self.kernel, view, v, payload)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn guest(nv: u32, extra: &str) -> GuestLinux {
-        GuestLinux::new(&toml::from_str(extra).unwrap(), nv)
+    fn guest(nv: u32, extra: &str) -> LinuxKernel {
+        LinuxKernel::new(&toml::from_str(extra).unwrap(), nv)
     }
 
     fn view<'a>(states: &'a [HostState], steal: &'a [u64]) -> GuestView<'a> {

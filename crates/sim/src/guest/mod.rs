@@ -4,6 +4,7 @@
 
 pub mod linux;
 
+use crate::host::{Hcall, IrqKind};
 use crate::scenario::Policy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,12 +24,32 @@ pub struct GuestView<'a> {
 }
 
 /// What a guest tick asks of the engine.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TickOut {
     /// The current task should be switched out.
     pub resched: bool,
     /// An idle vCPU received work and must be woken (reschedule IPI).
     pub kick: Option<u32>,
+    /// Anything else the guest does from its tick.
+    pub acts: Vec<GuestAct>,
+}
+
+/// What a guest kernel asks of the engine, from its hooks (activation
+/// upcall, payload IPI, its own timers, tick). vCPUs are VM-local indices,
+/// in hypercalls too; `from` is the vCPU that acts (it must be running).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuestAct {
+    /// need_resched on a vCPU (an IPI when it is another vCPU).
+    Resched(u32),
+    /// An IPI of the guest's own, handled by [`GuestPolicy::on_ipi`].
+    Ipi { from: u32, to: u32, kind: IrqKind, payload: u64 },
+    /// The stopper: the task running on `from` moves to `to` (which is sent
+    /// a reschedule IPI). Skipped when `from` is not running or its task
+    /// cannot be preempted.
+    Migrate { from: u32, to: u32 },
+    Hypercall { from: u32, call: Hcall },
+    /// Call [`GuestPolicy::timer`] with `token` at time `at`.
+    Timer { at: u64, token: u64 },
 }
 
 /// A guest kernel's scheduler, in the spirit of Linux's `sched_class`: the
@@ -66,4 +87,23 @@ pub trait GuestPolicy {
     fn capacity(&self, v: u32) -> u32;
     fn task_cpu(&self, t: u32) -> u32;
     fn task_migrations(&self, t: u32) -> u64;
+
+    /// Called once at time 0 (to arm the policy's own timers).
+    fn start(&mut self, _view: &GuestView) -> Vec<GuestAct> {
+        Vec::new()
+    }
+    /// The policy's own timer fired.
+    fn timer(&mut self, _view: &GuestView, _token: u64) -> Vec<GuestAct> {
+        Vec::new()
+    }
+    /// The host warns running vCPU `v` that it is about to be preempted (a
+    /// scheduler activation). A guest without a handler ignores it and is
+    /// preempted when the host's bound passes.
+    fn on_activation(&mut self, _view: &GuestView, _v: u32) -> Vec<GuestAct> {
+        Vec::new()
+    }
+    /// An IPI the policy sent (`GuestAct::Ipi`) is handled on `v`.
+    fn on_ipi(&mut self, _view: &GuestView, _v: u32, _payload: u64) -> Vec<GuestAct> {
+        Vec::new()
+    }
 }

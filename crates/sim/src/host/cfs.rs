@@ -4,7 +4,7 @@
 //!
 //! Source: kernel/sched/fair.c (Linux 6.5) unless noted.
 
-use super::{HostOut, HostPolicy, HostView};
+use super::{Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
 use crate::cfs::{CfsRq, Entity, Placement, Tunables};
 use crate::ids::{PcpuId, VcpuId};
 
@@ -34,7 +34,9 @@ struct GroupState {
 const T_EXPIRE: u64 = 1 << 56;
 const T_REFILL: u64 = 2 << 56;
 
-pub struct HostCfs {
+/// Host CFS's state and mechanics: runqueues, entities, bandwidth groups,
+/// balancing. Hook sets read and steer it through its public methods.
+pub struct CfsCore {
     tun: Tunables,
     rqs: Vec<CfsRq>,
     ents: Vec<Entity>,
@@ -47,15 +49,15 @@ pub struct HostCfs {
     next_balance: Vec<[u64; 2]>,
 }
 
-impl HostCfs {
-    pub fn new(tun: Tunables, pcpus: u32, weights: &[u64], initial_cpu: &[PcpuId], groups: Vec<BandwidthGroup>) -> Self {
+impl CfsCore {
+    fn new(tun: Tunables, pcpus: u32, weights: &[u64], initial_cpu: &[PcpuId], groups: Vec<BandwidthGroup>) -> Self {
         let mut group_of = vec![None; weights.len()];
         for (g, grp) in groups.iter().enumerate() {
             for &v in &grp.members {
                 group_of[v as usize] = Some(g as u32);
             }
         }
-        HostCfs {
+        CfsCore {
             tun,
             rqs: vec![CfsRq::default(); pcpus as usize],
             ents: weights.iter().map(|&w| Entity { weight: w, ..Default::default() }).collect(),
@@ -71,7 +73,7 @@ impl HostCfs {
     }
 
     /// update_curr() on pCPU p, charging bandwidth runtime too.
-    fn update_curr(&mut self, view: &HostView, p: PcpuId) {
+    pub fn update_curr(&mut self, view: &HostView, p: PcpuId) {
         let rq = &mut self.rqs[p as usize];
         let before = rq.curr.map(|c| self.ents[c as usize].sum_exec);
         rq.update_curr(&mut self.ents, view.now);
@@ -82,7 +84,7 @@ impl HostCfs {
         }
     }
 
-    fn is_idle(&self, view: &HostView, p: PcpuId) -> bool {
+    pub fn is_idle(&self, view: &HostView, p: PcpuId) -> bool {
         view.running_on[p as usize].is_none() && self.rqs[p as usize].nr_running == 0
     }
 
@@ -111,20 +113,19 @@ impl HostCfs {
         }
     }
 
-    fn enqueue(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId, how: Placement) {
+    /// Enqueues `v` on `p`; returns check_preempt_wakeup()'s verdict (an
+    /// idle pCPU always takes it).
+    fn enqueue(&mut self, view: &HostView, v: VcpuId, p: PcpuId, how: Placement) -> bool {
         self.update_curr(view, p);
         self.rqs[p as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
         self.cpu_of[v as usize] = p;
-        // check_preempt_wakeup()
         let rq = &self.rqs[p as usize];
-        if view.running_on[p as usize].is_none() || rq.wakeup_preempts(&self.ents, v, &self.tun) {
-            out.resched.push(p);
-        }
+        view.running_on[p as usize].is_none() || rq.wakeup_preempts(&self.ents, v, &self.tun)
     }
 
     /// A vCPU's vruntime relative to its runqueue's min_vruntime, what a
     /// migration keeps (migrate_task_rq_fair()).
-    fn lag(&self, v: VcpuId, p: PcpuId) -> i64 {
+    pub fn lag(&self, v: VcpuId, p: PcpuId) -> i64 {
         self.ents[v as usize].vruntime as i64 - self.rqs[p as usize].min_vruntime as i64
     }
 
@@ -134,7 +135,7 @@ impl HostCfs {
     }
 
     /// Moves a queued (not running) vCPU between runqueues, keeping its lag.
-    fn migrate(&mut self, view: &HostView, v: VcpuId, from: PcpuId, to: PcpuId) {
+    pub fn migrate(&mut self, view: &HostView, v: VcpuId, from: PcpuId, to: PcpuId) {
         self.update_curr(view, from);
         let lag = self.lag(v, from);
         self.rqs[from as usize].dequeue(&mut self.ents, v, view.now);
@@ -236,76 +237,187 @@ impl HostCfs {
     }
 }
 
-impl HostPolicy for HostCfs {
+/// Timer tokens of a hook set carry this tag (the hook sees its own token).
+pub const T_HOOK: u64 = 3 << 56;
+
+/// What a hook set decides when host CFS is about to preempt a running vCPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preempt {
+    Now,
+    /// Warn the guest with an activation first and let the vCPU run until
+    /// it answers or `limit_ns` pass (two-phase preemption).
+    NotifyFirst { limit_ns: u64 },
+}
+
+/// A set of hooks composed onto host CFS: each hook sees CFS's verdict and
+/// the CFS state ([`CfsCore`]) and may change the verdict. Every default is
+/// plain CFS, so `HostCfs<()>` is Linux's CFS unchanged.
+pub trait CfsHooks {
+    /// The registry name of CFS with these hooks.
     fn name(&self) -> &'static str {
         "cfs"
     }
+    fn start(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut) {}
+    /// select_task_rq() for a waking vCPU: `chosen` is CFS's choice.
+    fn select_cpu(&mut self, _cfs: &CfsCore, _view: &HostView, _v: VcpuId, chosen: PcpuId) -> PcpuId {
+        chosen
+    }
+    /// pick_next_entity(): `chosen` is the leftmost queued vCPU on `p`; a hook
+    /// may return another vCPU queued on `p` (or None to idle).
+    fn pick(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, _p: PcpuId, chosen: Option<VcpuId>) -> Option<VcpuId> {
+        chosen
+    }
+    /// check_preempt_tick() on `p`: `preempt` is CFS's verdict.
+    fn tick_preempt(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, _p: PcpuId, preempt: bool) -> bool {
+        preempt
+    }
+    /// check_preempt_wakeup(): does woken `v`, queued on `p`, preempt?
+    fn wake_preempt(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, _p: PcpuId, _v: VcpuId, preempt: bool) -> bool {
+        preempt
+    }
+    /// Running `prev` on `p` is about to give way to `next`.
+    fn before_preempt(&mut self, _cfs: &CfsCore, _view: &HostView, _p: PcpuId, _prev: VcpuId, _next: VcpuId) -> Preempt {
+        Preempt::Now
+    }
+    /// A timer the hook set armed with `(at, T_HOOK | token)`.
+    fn timer(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, _token: u64) {}
+    fn on_interrupt(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, _to: VcpuId, _kind: IrqKind, _from: Option<VcpuId>) -> Delivery {
+        Delivery::Deliver
+    }
+    fn on_exit(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _exit: Exit) {}
+    fn on_eoi(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _kind: IrqKind) {}
+}
 
-    fn start(&mut self, _view: &HostView, out: &mut HostOut) {
-        for (g, st) in self.groups.iter().enumerate() {
-            out.timers.push((st.cfg.phase_ns + st.cfg.period_ns, T_REFILL | g as u64));
+/// Plain CFS.
+impl CfsHooks for () {}
+
+/// Linux CFS for vCPU threads, with a hook set composed on it.
+pub struct HostCfs<H: CfsHooks = ()> {
+    k: CfsCore,
+    hooks: H,
+}
+
+impl HostCfs<()> {
+    pub fn new(tun: Tunables, pcpus: u32, weights: &[u64], initial_cpu: &[PcpuId], groups: Vec<BandwidthGroup>) -> Self {
+        HostCfs::with_hooks(tun, pcpus, weights, initial_cpu, groups, ())
+    }
+}
+
+impl<H: CfsHooks> HostCfs<H> {
+    pub fn with_hooks(tun: Tunables, pcpus: u32, weights: &[u64], initial_cpu: &[PcpuId], groups: Vec<BandwidthGroup>, hooks: H) -> Self {
+        HostCfs { k: CfsCore::new(tun, pcpus, weights, initial_cpu, groups), hooks }
+    }
+
+    pub fn hooks(&self) -> &H {
+        &self.hooks
+    }
+
+    fn enqueue(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId, how: Placement) {
+        let preempt = self.k.enqueue(view, v, p, how);
+        if self.hooks.wake_preempt(&mut self.k, view, out, p, v, preempt) {
+            out.resched.push(p);
         }
     }
 
+    /// Whether running `prev` stays on `p` instead of giving way to `next`:
+    /// while its activation is outstanding, or when the hooks ask to warn
+    /// its guest first.
+    fn keeps_running(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: VcpuId, next: VcpuId) -> bool {
+        if view.facts.is_none() || view.preempt_notified(prev) {
+            return false;
+        }
+        if view.activation_pending(prev) {
+            return true;
+        }
+        match self.hooks.before_preempt(&self.k, view, p, prev, next) {
+            Preempt::Now => false,
+            Preempt::NotifyFirst { limit_ns } => {
+                out.notify_preempt.push((prev, limit_ns));
+                true
+            }
+        }
+    }
+}
+
+impl<H: CfsHooks> HostPolicy for HostCfs<H> {
+    fn name(&self) -> &'static str {
+        self.hooks.name()
+    }
+
+    fn start(&mut self, view: &HostView, out: &mut HostOut) {
+        for (g, st) in self.k.groups.iter().enumerate() {
+            out.timers.push((st.cfg.phase_ns + st.cfg.period_ns, T_REFILL | g as u64));
+        }
+        self.hooks.start(&mut self.k, view, out);
+    }
+
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
-        if let Some(g) = self.group_of[v as usize] {
-            self.charge_group(view, g as usize);
-            if self.groups[g as usize].runtime_left <= 0 {
+        if let Some(g) = self.k.group_of[v as usize] {
+            self.k.charge_group(view, g as usize);
+            if self.k.groups[g as usize].runtime_left <= 0 {
                 // A throttled cgroup holds its woken threads until the refill.
-                self.throttled[v as usize] = true;
-                self.groups[g as usize].throttled.push(v);
+                self.k.throttled[v as usize] = true;
+                self.k.groups[g as usize].throttled.push(v);
                 return;
             }
         }
-        let p = self.select_cpu(view, v);
-        let prev = self.cpu_of[v as usize];
+        let chosen = self.k.select_cpu(view, v);
+        let p = self.hooks.select_cpu(&self.k, view, v, chosen);
+        let prev = self.k.cpu_of[v as usize];
         if p != prev {
             // A sleeper woken elsewhere keeps its lag (migrate_task_rq_fair()).
-            self.update_curr(view, prev);
-            let lag = self.lag(v, prev);
-            self.update_curr(view, p);
-            self.apply_lag(v, p, lag);
+            self.k.update_curr(view, prev);
+            let lag = self.k.lag(v, prev);
+            self.k.update_curr(view, p);
+            self.k.apply_lag(v, p, lag);
         }
         self.enqueue(view, out, v, p, Placement::Wakeup);
     }
 
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
-        self.update_curr(view, p);
-        let rq = &mut self.rqs[p as usize];
-        if self.ents[v as usize].on_rq {
-            rq.dequeue(&mut self.ents, v, view.now);
+        self.k.update_curr(view, p);
+        let rq = &mut self.k.rqs[p as usize];
+        if self.k.ents[v as usize].on_rq {
+            rq.dequeue(&mut self.k.ents, v, view.now);
         }
         if rq.curr == Some(v) {
-            rq.put_prev(&mut self.ents, view.now);
+            rq.put_prev(&mut self.k.ents, view.now);
         }
-        self.group_changed(view, out, v);
+        self.k.group_changed(view, out, v);
     }
 
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
-        self.update_curr(view, p);
+        self.k.update_curr(view, p);
         if let Some(pv) = prev {
-            if self.rqs[p as usize].curr == Some(pv) {
-                if self.throttled[pv as usize] && self.ents[pv as usize].on_rq {
-                    self.rqs[p as usize].dequeue(&mut self.ents, pv, view.now);
+            if self.k.rqs[p as usize].curr == Some(pv) {
+                if self.k.throttled[pv as usize] && self.k.ents[pv as usize].on_rq {
+                    self.k.rqs[p as usize].dequeue(&mut self.k.ents, pv, view.now);
                 }
-                self.rqs[p as usize].put_prev(&mut self.ents, view.now);
+                self.k.rqs[p as usize].put_prev(&mut self.k.ents, view.now);
             }
         }
-        if self.rqs[p as usize].nr_running == 0 {
+        if self.k.rqs[p as usize].nr_running == 0 {
             // newidle_balance(): an idle CPU pulls before it idles.
-            let span = self.span(view, p, 1);
-            self.balance(view, out, p, &span);
+            let span = self.k.span(view, p, 1);
+            self.k.balance(view, out, p, &span);
         }
-        let next = self.rqs[p as usize].first();
+        let first = self.k.rqs[p as usize].first();
+        let mut next = self.hooks.pick(&mut self.k, view, out, p, first);
+        if let (Some(pv), Some(n)) = (prev, next) {
+            if n != pv && self.k.ents[pv as usize].on_rq && self.keeps_running(view, out, p, pv, n) {
+                next = prev;
+            }
+        }
         if let Some(n) = next {
-            self.rqs[p as usize].set_curr(&mut self.ents, n, view.now);
+            debug_assert!(self.k.rqs[p as usize].queued().any(|q| q == n), "a hook picked vCPU {n}, not queued on pCPU {p}");
+            self.k.rqs[p as usize].set_curr(&mut self.k.ents, n, view.now);
         }
         if let Some(pv) = prev {
-            self.group_changed(view, out, pv);
+            self.k.group_changed(view, out, pv);
         }
         if let Some(n) = next {
             if prev != Some(n) {
-                self.group_changed(view, out, n);
+                self.k.group_changed(view, out, n);
             }
         }
         out.resched.retain(|&q| q != p);
@@ -313,29 +425,30 @@ impl HostPolicy for HostCfs {
     }
 
     fn tick(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId) {
-        self.update_curr(view, p);
-        if self.rqs[p as usize].tick_preempt(&self.ents, &self.tun) {
+        self.k.update_curr(view, p);
+        let preempt = self.k.rqs[p as usize].tick_preempt(&self.k.ents, &self.k.tun);
+        if self.hooks.tick_preempt(&mut self.k, view, out, p, preempt) {
             out.resched.push(p);
         }
         let busy = view.running_on[p as usize].is_some();
         for level in 0..2 {
-            if view.now < self.next_balance[p as usize][level] {
+            if view.now < self.k.next_balance[p as usize][level] {
                 continue;
             }
-            let span = self.span(view, p, level);
+            let span = self.k.span(view, p, level);
             // sd->balance_interval starts at the domain weight in ms.
             let interval = span.len() as u64 * 1_000_000 * if busy { BUSY_FACTOR } else { 1 };
-            self.next_balance[p as usize][level] = view.now + interval;
-            self.balance(view, out, p, &span);
+            self.k.next_balance[p as usize][level] = view.now + interval;
+            self.k.balance(view, out, p, &span);
         }
         // nohz_balancer_kick(): a CPU with more than one runnable thread wakes
         // an idle CPU to pull one.
-        if self.rqs[p as usize].nr_running >= 2 {
+        if self.k.rqs[p as usize].nr_running >= 2 {
             let m = view.machine;
             for q in 0..m.pcpus {
-                if self.is_idle(view, q) {
-                    if let Some(v) = self.pullable(view, p, q) {
-                        self.migrate(view, v, p, q);
+                if self.k.is_idle(view, q) {
+                    if let Some(v) = self.k.pullable(view, p, q) {
+                        self.k.migrate(view, v, p, q);
                         out.resched.push(q);
                         break;
                     }
@@ -349,39 +462,52 @@ impl HostPolicy for HostCfs {
         let gen = (token >> 24) & 0xffff_ffff;
         match token & (0xff << 56) {
             T_EXPIRE => {
-                if gen != self.groups[g].expiry_gen & 0xffff_ffff {
+                if gen != self.k.groups[g].expiry_gen & 0xffff_ffff {
                     return;
                 }
-                self.charge_group(view, g);
-                if self.groups[g].runtime_left <= 0 {
-                    self.throttle(view, out, g);
+                self.k.charge_group(view, g);
+                if self.k.groups[g].runtime_left <= 0 {
+                    self.k.throttle(view, out, g);
                 } else {
-                    self.arm_expiry(view, out, g);
+                    self.k.arm_expiry(view, out, g);
                 }
             }
             T_REFILL => {
-                self.charge_group(view, g);
-                let st = &mut self.groups[g];
+                self.k.charge_group(view, g);
+                let st = &mut self.k.groups[g];
                 // No carry-over of unused quota: cpu.max.burst defaults to 0.
                 st.runtime_left = st.cfg.quota_ns as i64;
                 out.timers.push((view.now + st.cfg.period_ns, T_REFILL | g as u64));
                 let woken = std::mem::take(&mut st.throttled);
                 for v in woken {
-                    self.throttled[v as usize] = false;
-                    if !self.ents[v as usize].on_rq {
-                        let p = self.cpu_of[v as usize];
+                    self.k.throttled[v as usize] = false;
+                    if !self.k.ents[v as usize].on_rq {
+                        let p = self.k.cpu_of[v as usize];
                         // unthrottle_cfs_rq() enqueues with ENQUEUE_WAKEUP.
                         self.enqueue(view, out, v, p, Placement::Wakeup);
                     }
                 }
-                self.arm_expiry(view, out, g);
+                self.k.arm_expiry(view, out, g);
             }
+            T_HOOK => self.hooks.timer(&mut self.k, view, out, token & !T_HOOK),
             _ => unreachable!("unknown host timer token {token:#x}"),
         }
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
-        self.rqs[p as usize].nr_running
+        self.k.rqs[p as usize].nr_running
+    }
+
+    fn on_interrupt(&mut self, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {
+        self.hooks.on_interrupt(&mut self.k, view, out, to, kind, from)
+    }
+
+    fn on_exit(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, exit: Exit) {
+        self.hooks.on_exit(&mut self.k, view, out, v, exit)
+    }
+
+    fn on_eoi(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, kind: IrqKind) {
+        self.hooks.on_eoi(&mut self.k, view, out, v, kind)
     }
 }
 
@@ -404,17 +530,17 @@ mod tests {
         let mut running: Vec<Option<VcpuId>> = vec![None, None];
         let mut out = HostOut::default();
         for v in 0..3 {
-            let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &running };
+            let view = HostView::new(0, &m, &allowed, &running);
             h.wake(&view, &mut out, v);
         }
         assert_eq!((h.nr_running(0), h.nr_running(1)), (2, 1));
         for p in 0..2 {
-            let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &running };
+            let view = HostView::new(0, &m, &allowed, &running);
             running[p as usize] = h.pick_next(&view, &mut out, p, None);
         }
         assert_eq!(running, vec![Some(0), Some(1)]);
         // vCPU 1 halts on pCPU 1: pCPU 1 pulls the queued vCPU 2 from pCPU 0.
-        let view = HostView { now: 1_000_000, machine: &m, allowed: &allowed, running_on: &[Some(0), None] };
+        let view = HostView::new(1_000_000, &m, &allowed, &[Some(0), None]);
         h.block(&view, &mut out, 1, 1);
         let next = h.pick_next(&view, &mut out, 1, None);
         assert_eq!(next, Some(2));
@@ -428,7 +554,7 @@ mod tests {
         let allowed = vec![vec![true, false]; 2];
         let mut h = HostCfs::new(Tunables::linux_default(2), 2, &[1024; 2], &[0, 0], vec![]);
         let mut out = HostOut::default();
-        let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &[None, None] };
+        let view = HostView::new(0, &m, &allowed, &[None, None]);
         h.wake(&view, &mut out, 0);
         h.wake(&view, &mut out, 1);
         assert_eq!(h.pick_next(&view, &mut out, 1, None), None);
@@ -444,18 +570,18 @@ mod tests {
         let group = BandwidthGroup { quota_ns: 2_000_000, period_ns: 10_000_000, phase_ns: 0, members: vec![0] };
         let mut h = HostCfs::new(Tunables::linux_default(1), 1, &[1024], &[0], vec![group]);
         let mut out = HostOut::default();
-        let view = HostView { now: 0, machine: &m, allowed: &allowed, running_on: &[None] };
+        let view = HostView::new(0, &m, &allowed, &[None]);
         h.start(&view, &mut out);
         h.wake(&view, &mut out, 0);
         assert_eq!(h.pick_next(&view, &mut out, 0, None), Some(0));
         let expiry = out.timers.iter().find(|(_, tok)| tok & (0xff << 56) == T_EXPIRE).copied().unwrap();
         assert_eq!(expiry.0, 2_000_000);
-        let view = HostView { now: expiry.0, machine: &m, allowed: &allowed, running_on: &[Some(0)] };
+        let view = HostView::new(expiry.0, &m, &allowed, &[Some(0)]);
         let mut out = HostOut::default();
         h.timer(&view, &mut out, expiry.1);
         assert_eq!(out.resched, vec![0]);
         assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), None);
-        let view = HostView { now: 10_000_000, machine: &m, allowed: &allowed, running_on: &[None] };
+        let view = HostView::new(10_000_000, &m, &allowed, &[None]);
         let mut out = HostOut::default();
         h.timer(&view, &mut out, T_REFILL);
         assert_eq!(h.nr_running(0), 1);

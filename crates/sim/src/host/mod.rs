@@ -1,6 +1,12 @@
 //! Host scheduling policies: they decide which vCPU runs on each pCPU. A policy
 //! sees the machine and the vCPUs through [`HostView`] and asks the engine for
-//! reschedules and timers through [`HostOut`]; it never touches engine state.
+//! reschedules, timers and activations through [`HostOut`]; it never touches
+//! engine state.
+//!
+//! Besides the scheduling callbacks, a policy may react to what KVM sees
+//! between the levels (the hooks with default bodies below): interrupt
+//! delivery, VM exits and hypercalls, end-of-interrupt. Their defaults are
+//! what a plain host does, so a policy that ignores them behaves as before.
 
 pub mod cfs;
 pub mod credit;
@@ -8,8 +14,24 @@ pub mod credit2;
 pub mod rtds;
 pub mod tableau;
 
-use crate::ids::{PcpuId, VcpuId};
+use std::ops::Range;
+
+use crate::guest::HostState;
+use crate::ids::{PcpuId, VcpuId, VmId};
 use crate::machine::Machine;
+use crate::scenario::Scenario;
+use crate::world::{Task, Vcpu, VmState};
+
+pub use crate::world::IrqKind;
+
+/// What the engine knows about the VMs, for the views' accessors.
+#[derive(Clone, Copy)]
+pub(crate) struct Facts<'a> {
+    pub scenario: &'a Scenario,
+    pub vcpus: &'a [Vcpu],
+    pub vms: &'a [VmState],
+    pub tasks: &'a [Task],
+}
 
 /// What a host policy may read.
 pub struct HostView<'a> {
@@ -19,11 +41,112 @@ pub struct HostView<'a> {
     pub allowed: &'a [Vec<bool>],
     /// The vCPU each pCPU runs now.
     pub running_on: &'a [Option<VcpuId>],
+    pub(crate) facts: Option<Facts<'a>>,
 }
 
-impl HostView<'_> {
+/// The guest task a vCPU is running, as host introspection sees it (the
+/// Anubis prototype reads the guest's current task; urgent-vCPU-first and
+/// PLE reason about whether the vCPU is in the kernel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestTask {
+    /// Engine-wide task id (stable for the run).
+    pub id: u32,
+    /// Index of the workload the task belongs to.
+    pub workload: u32,
+    /// Running kernel code: preemption disabled or a kernel path pending.
+    pub in_kernel: bool,
+    /// Holds a spinlock or a mutex.
+    pub holds_lock: bool,
+    /// Busy-waiting (on a lock, a barrier or TLB-shootdown acks).
+    pub spinning: bool,
+}
+
+impl<'a> HostView<'a> {
+    /// A view without VM facts (for policy unit tests that drive a policy
+    /// directly); the VM accessors panic on it.
+    pub fn new(now: u64, machine: &'a Machine, allowed: &'a [Vec<bool>], running_on: &'a [Option<VcpuId>]) -> Self {
+        HostView { now, machine, allowed, running_on, facts: None }
+    }
+
     pub fn may_run(&self, v: VcpuId, p: PcpuId) -> bool {
         self.allowed[v as usize][p as usize]
+    }
+
+    fn facts(&self) -> Facts<'a> {
+        self.facts.expect("this host view carries no VM facts")
+    }
+
+    pub fn nr_vms(&self) -> u32 {
+        self.facts().vms.len() as u32
+    }
+
+    /// The VM a vCPU belongs to.
+    pub fn vm_of(&self, v: VcpuId) -> VmId {
+        self.facts().vcpus[v as usize].vm
+    }
+
+    /// The vCPU's index inside its VM.
+    pub fn local_index(&self, v: VcpuId) -> u32 {
+        self.facts().vcpus[v as usize].local
+    }
+
+    /// The engine-wide ids of a VM's vCPUs.
+    pub fn vcpus_of(&self, vm: VmId) -> Range<VcpuId> {
+        let st = &self.facts().vms[vm as usize];
+        st.first_vcpu..st.first_vcpu + st.nv
+    }
+
+    /// The VM's host scheduling weight (per vCPU thread) and its Tableau
+    /// reservation (utilization, latency goal in ms), as configured.
+    pub fn vm_weight(&self, vm: VmId) -> u32 {
+        self.facts().scenario.vms[vm as usize].weight
+    }
+
+    pub fn vm_reservation(&self, vm: VmId) -> (Option<f64>, Option<f64>) {
+        let cfg = &self.facts().scenario.vms[vm as usize];
+        (cfg.utilization, cfg.latency_ms)
+    }
+
+    pub fn state(&self, v: VcpuId) -> HostState {
+        let f = self.facts();
+        let vc = &f.vcpus[v as usize];
+        f.vms[vc.vm as usize].host_state[vc.local as usize]
+    }
+
+    /// When the vCPU entered its current host state.
+    pub fn state_since(&self, v: VcpuId) -> u64 {
+        self.facts().vcpus[v as usize].state_since()
+    }
+
+    /// CPU, steal and halted time of the vCPU, as of its last accounting
+    /// (the engine accounts at every change of its state or task).
+    pub fn times(&self, v: VcpuId) -> (u64, u64, u64) {
+        let vc = &self.facts().vcpus[v as usize];
+        (vc.cpu_ns, vc.steal_ns, vc.halted_ns)
+    }
+
+    /// The guest task the vCPU is running (introspection), if any.
+    pub fn guest_task(&self, v: VcpuId) -> Option<GuestTask> {
+        let f = self.facts();
+        let t = f.vcpus[v as usize].curr_task?;
+        Some(f.tasks[t as usize].facts(t))
+    }
+
+    /// Interrupts waiting for the vCPU to run.
+    pub fn pending_interrupts(&self, v: VcpuId) -> usize {
+        self.facts().vcpus[v as usize].pending_interrupts()
+    }
+
+    /// The vCPU was warned of its preemption (an activation) and answered,
+    /// or the warning's bound passed: it may be preempted now.
+    pub fn preempt_notified(&self, v: VcpuId) -> bool {
+        self.facts().vcpus[v as usize].preempt_notified()
+    }
+
+    /// An activation is outstanding: the vCPU runs until it answers or the
+    /// bound passes.
+    pub fn activation_pending(&self, v: VcpuId) -> bool {
+        self.facts().vcpus[v as usize].activation_pending()
     }
 }
 
@@ -37,6 +160,82 @@ pub struct HostOut {
     /// (pCPU, ns): scheduler work done on that pCPU (a decision, a wakeup),
     /// time the vCPU running there after the decision loses.
     pub charge: Vec<(PcpuId, u64)>,
+    /// Two-phase preemption: (vCPU, bound in ns). The running vCPU receives
+    /// an activation upcall and keeps running until its guest answers with
+    /// `Hcall::ActivationDone` or the bound passes; then its pCPU is
+    /// rescheduled and [`HostView::preempt_notified`] is true for it.
+    pub notify_preempt: Vec<(VcpuId, u64)>,
+}
+
+/// A VM exit (or hypercall) a host policy may observe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The guest wrote the ICR to send an IPI (one call per receiver; a
+    /// multicast is one exit).
+    Ipi { to: VcpuId, kind: IrqKind },
+    /// The vCPU spun past the pause-loop window.
+    PauseLoop,
+    /// An MMIO/PIO access (a virtio notify when the guest submits IO).
+    Mmio,
+    /// HLT: the guest has nothing to run.
+    Halt,
+    Hypercall(Hcall),
+}
+
+/// Hypercalls from the guest. vCPU ids are engine-wide when a host policy
+/// sees them; a guest policy names its own vCPUs by VM-local index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hcall {
+    /// Give up the pCPU (sched_yield of the vCPU thread).
+    Yield,
+    /// Directed yield to a vCPU of the same VM (KVM_HC_SCHED_YIELD).
+    YieldTo(VcpuId),
+    /// Wake a halted vCPU (KVM_HC_KICK_CPU, PV spinlock unlock).
+    Kick(VcpuId),
+    /// Ask the host whether a vCPU is running (IRS's vCPU-state hypercall).
+    VcpuState(VcpuId),
+    /// The guest has handled an activation; `blocked` when the vCPU then
+    /// had nothing left to run.
+    ActivationDone { blocked: bool },
+}
+
+pub const EXIT_KINDS: usize = 5;
+pub const EXIT_NAMES: [&str; EXIT_KINDS] = ["ipi", "pause_loop", "mmio", "halt", "hypercall"];
+pub const HCALL_KINDS: usize = 5;
+pub const HCALL_NAMES: [&str; HCALL_KINDS] = ["yield", "yield_to", "kick", "vcpu_state", "activation_done"];
+
+impl Exit {
+    pub fn index(self) -> usize {
+        match self {
+            Exit::Ipi { .. } => 0,
+            Exit::PauseLoop => 1,
+            Exit::Mmio => 2,
+            Exit::Halt => 3,
+            Exit::Hypercall(_) => 4,
+        }
+    }
+}
+
+impl Hcall {
+    pub fn index(self) -> usize {
+        match self {
+            Hcall::Yield => 0,
+            Hcall::YieldTo(_) => 1,
+            Hcall::Kick(_) => 2,
+            Hcall::VcpuState(_) => 3,
+            Hcall::ActivationDone { .. } => 4,
+        }
+    }
+}
+
+/// What happens to an interrupt on its way to a vCPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    Deliver,
+    /// Deliver to another vCPU of the same VM instead.
+    Redirect(VcpuId),
+    /// Deliver; the policy has boosted the target (counted as a boost).
+    Boost,
 }
 
 pub trait HostPolicy {
@@ -48,12 +247,25 @@ pub trait HostPolicy {
     /// The vCPU running on `p` halts.
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId);
     /// Chooses what runs on `p` next. `prev` is the vCPU running there now
-    /// (still runnable); it may be chosen again.
+    /// (still runnable); it may be chosen again. The choice may be a vCPU
+    /// running on another pCPU: the engine then moves it here (its old pCPU
+    /// is rescheduled), as a table-driven dispatcher moves a vCPU whose
+    /// reservation continues on another core.
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId>;
     fn tick(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId);
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64);
     /// Runnable vCPUs on `p`, the running one included.
     fn nr_running(&self, p: PcpuId) -> u32;
+
+    /// An interrupt reaches vCPU `to` (from a device, a timer or another
+    /// vCPU's IPI): deliver it, redirect it, or deliver and boost.
+    fn on_interrupt(&mut self, _view: &HostView, _out: &mut HostOut, _to: VcpuId, _kind: IrqKind, _from: Option<VcpuId>) -> Delivery {
+        Delivery::Deliver
+    }
+    /// A VM exit or hypercall of vCPU `v`.
+    fn on_exit(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _exit: Exit) {}
+    /// The guest on `v` finished handling an interrupt (EOI).
+    fn on_eoi(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _kind: IrqKind) {}
 }
 
 /// Per-operation costs of a scheduler, in ns of pCPU time: a scheduling

@@ -7,11 +7,14 @@ use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState
 use crate::event::{Event, EventQueue};
 use crate::guest::HostState;
 use crate::host::cfs::BandwidthGroup;
-use crate::host::{HostOut, HostView};
+use super::guest_glue::with_guest;
+use crate::guest::GuestView;
 use crate::machine::Machine;
 use crate::rng::stream;
+use crate::guest::GuestPolicy;
+use crate::host::HostPolicy;
 use crate::registry;
-use crate::scenario::{BandwidthScope, Scenario, WorkloadKind};
+use crate::scenario::{BandwidthScope, Guest, Scenario, WorkloadKind};
 use crate::sync::{SyncObjects, VmObjects};
 use crate::workloads::{self, WorkloadMetrics};
 
@@ -19,8 +22,17 @@ fn ms(x: f64) -> u64 {
     (x * 1e6).round() as u64
 }
 
+/// Policies built by the caller instead of the registry: how a policy
+/// written outside this crate (a user's experiment, a test) runs on the
+/// engine through the same public hooks.
+#[derive(Default)]
+pub struct CustomPolicies<'a> {
+    pub host: Option<&'a dyn Fn(registry::HostBuild) -> Box<dyn HostPolicy>>,
+    pub guest: Option<&'a dyn Fn(&Guest, u32) -> Box<dyn GuestPolicy>>,
+}
+
 impl World {
-    pub fn new(mut scenario: Scenario, opts: &RunOptions) -> World {
+    pub fn new(mut scenario: Scenario, opts: &RunOptions, custom: &CustomPolicies) -> World {
         if let Some(seed) = opts.seed {
             scenario.seed = seed;
         }
@@ -72,6 +84,9 @@ impl World {
                     hrtick_at: None,
                     state_since: 0,
                     task_since: 0,
+                    activation_deadline: None,
+                    activation_gen: 0,
+                    notified: false,
                 });
             }
             if let Some(bw) = &vm.bandwidth {
@@ -86,7 +101,10 @@ impl World {
                 name: vm.name.clone(),
                 first_vcpu: first,
                 nv: vm.vcpus,
-                guest: registry::guest_policy(&vm.guest, vm.vcpus),
+                guest: match custom.guest {
+                    Some(build) => build(&vm.guest, vm.vcpus),
+                    None => registry::guest_policy(&vm.guest, vm.vcpus),
+                },
                 host_state: vec![HostState::Halted; vm.vcpus as usize],
                 steal_published: vec![0; vm.vcpus as usize],
                 tasks: Vec::new(),
@@ -99,10 +117,19 @@ impl World {
                 lwp_count: 0,
                 wakeups: 0,
                 task_slices: 0,
+                exits: Default::default(),
+                hypercalls: Default::default(),
+                activations: [0; 3],
+                irq_redirected: 0,
+                irq_boosted: 0,
             });
         }
         let vm_of: Vec<u32> = vcpus.iter().map(|v| v.vm).collect();
-        let host = registry::host_policy(registry::HostBuild { scenario: &scenario, host: &scenario.host, vm_of: &vm_of, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups });
+        let build = registry::HostBuild { scenario: &scenario, host: &scenario.host, vm_of: &vm_of, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups };
+        let host = match custom.host {
+            Some(f) => f(build),
+            None => registry::host_policy(build),
+        };
         let mut sync = SyncObjects::default();
         let mut tasks = Vec::new();
         let mut wls = Vec::new();
@@ -192,11 +219,10 @@ impl World {
 
     /// Arms the first events: ticks, policy timers, workload starts.
     pub(super) fn start(&mut self) {
-        let view = HostView { now: 0, machine: &self.machine, allowed: &self.allowed, running_on: &self.pcpu_curr };
-        let mut out = HostOut::default();
-        self.host.start(&view, &mut out);
-        for (at, token) in out.timers {
-            self.schedule(at, Event::HostTimer(token));
+        self.host_call(|h, view, out| h.start(view, out));
+        for vm in 0..self.vms.len() as u32 {
+            let acts = with_guest!(self, vm, |g, view| g.start(&view));
+            self.apply_guest_acts(vm, acts);
         }
         self.schedule(self.host_tick_ns, Event::HostTick);
         for vm in 0..self.vms.len() as u32 {
@@ -218,7 +244,12 @@ impl World {
 
 /// Runs a scenario to its end and summarizes it.
 pub fn run(scenario: Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<RunOutput, String> {
-    let mut world = World::new(scenario, opts);
+    run_custom(scenario, opts, &CustomPolicies::default(), progress)
+}
+
+/// [`run`] with policies built by the caller.
+pub fn run_custom(scenario: Scenario, opts: &RunOptions, custom: &CustomPolicies, progress: &mut dyn FnMut(u64, u64)) -> Result<RunOutput, String> {
+    let mut world = World::new(scenario, opts, custom);
     world.start();
     world.run_loop(progress)?;
     let summary = crate::summary::summarize(&world);

@@ -8,6 +8,7 @@ use super::guest_glue::with_guest;
 use super::{irq, Exec, KStep, SpinOn, World};
 use crate::event::Event;
 use crate::guest::{GuestView, HostState};
+use crate::host::Exit;
 use crate::ids::{TaskId, VcpuId};
 use crate::workloads::{BarrierMode, Op};
 
@@ -345,6 +346,10 @@ impl World {
         self.account(v);
         self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
         self.vms[vm as usize].ipis[irq::Kind::TlbShootdown as usize] += targets.len() as u64;
+        self.vms[vm as usize].exits[Exit::Ipi { to: v, kind: irq::Kind::TlbShootdown }.index()] += 1;
+        for &u in &targets {
+            self.host_call(|h, view, out| h.on_exit(view, out, v, Exit::Ipi { to: u, kind: irq::Kind::TlbShootdown }));
+        }
         for &u in &targets {
             self.raise(Some(v), u, irq::Kind::TlbShootdown, irq::What::TlbAck(t), self.ov.ipi_delivery_ns);
         }

@@ -2,8 +2,10 @@
 //! the VM's guest kernel on the engine's vCPUs.
 
 use super::{irq, Exec, World};
-use crate::guest::{GuestView, HostState};
-use crate::ids::{TaskId, VcpuId};
+use crate::event::Event;
+use crate::guest::{GuestAct, GuestView, HostState};
+use crate::host::Hcall;
+use crate::ids::{TaskId, VcpuId, VmId};
 
 /// Calls the guest kernel of VM `$vm` with its view of its vCPUs.
 macro_rules! with_guest {
@@ -169,16 +171,74 @@ impl World {
             self.send_ipi(v, wv, irq::Kind::Reschedule, irq::What::Resched);
         }
         // Misfit: the stopper moves the running task to a bigger idle vCPU.
-        let movable = self.vcpus[v as usize].curr_task.map(|t| self.tasks[t as usize].preempt_count == 0).unwrap_or(false);
-        if movable {
+        if self.curr_movable(v) {
             if let Some(w) = with_guest!(self, vm, |g, view| g.misfit_target(&view, local)) {
-                self.account(v);
-                with_guest!(self, vm, |g, view| g.detach_curr_to(&view, local, w));
-                let wv = self.global_vcpu(vm, w);
-                self.send_ipi(v, wv, irq::Kind::Reschedule, irq::What::Resched);
-                self.request_guest_resched(v);
+                self.stopper_migrate(v, w);
             }
         }
+        self.apply_guest_acts(vm, out.acts);
+    }
+
+    /// The current task of `v` may be moved (it is not in a non-preemptible
+    /// section).
+    fn curr_movable(&self, v: VcpuId) -> bool {
+        self.vcpus[v as usize].curr_task.map(|t| self.tasks[t as usize].preempt_count == 0).unwrap_or(false)
+    }
+
+    /// migration_cpu_stop() on running vCPU `v`: its task moves to the VM's
+    /// vCPU `to`, which is sent a reschedule IPI; `v` picks again.
+    fn stopper_migrate(&mut self, v: VcpuId, to: u32) {
+        let (vm, local) = (self.vcpus[v as usize].vm, self.vcpus[v as usize].local);
+        self.account(v);
+        with_guest!(self, vm, |g, view| g.detach_curr_to(&view, local, to));
+        let wv = self.global_vcpu(vm, to);
+        self.send_ipi(v, wv, irq::Kind::Reschedule, irq::What::Resched);
+        // The stopper switches at once: the task has left this vCPU, so the
+        // vCPU must not be seen running it (a host reschedule may follow).
+        self.guest_resched(v);
+    }
+
+    /// Carries out a guest policy's acts for VM `vm`.
+    pub(super) fn apply_guest_acts(&mut self, vm: VmId, acts: Vec<GuestAct>) {
+        for act in acts {
+            match act {
+                GuestAct::Resched(l) => {
+                    let v = self.global_vcpu(vm, l);
+                    self.request_guest_resched(v);
+                }
+                GuestAct::Ipi { from, to, kind, payload } => {
+                    let (f, t) = (self.global_vcpu(vm, from), self.global_vcpu(vm, to));
+                    if self.host_state(f) == HostState::Running {
+                        self.send_ipi(f, t, kind, irq::What::Payload(payload));
+                    }
+                }
+                GuestAct::Migrate { from, to } => {
+                    let f = self.global_vcpu(vm, from);
+                    if self.host_state(f) == HostState::Running && self.curr_movable(f) {
+                        self.stopper_migrate(f, to);
+                    }
+                }
+                GuestAct::Hypercall { from, call } => {
+                    let f = self.global_vcpu(vm, from);
+                    let global = |l: u32| self.global_vcpu(vm, l);
+                    let call = match call {
+                        Hcall::YieldTo(l) => Hcall::YieldTo(global(l)),
+                        Hcall::Kick(l) => Hcall::Kick(global(l)),
+                        Hcall::VcpuState(l) => Hcall::VcpuState(global(l)),
+                        other => other,
+                    };
+                    if self.host_state(f) == HostState::Running {
+                        self.hypercall(f, call);
+                    }
+                }
+                GuestAct::Timer { at, token } => self.schedule(at.max(self.now), Event::GuestTimer(vm, token)),
+            }
+        }
+    }
+
+    pub(super) fn guest_timer(&mut self, vm: VmId, token: u64) {
+        let acts = with_guest!(self, vm, |g, view| g.timer(&view, token));
+        self.apply_guest_acts(vm, acts);
     }
 
     /// A vCPU is back on a pCPU: deliver what waited, act on deferred

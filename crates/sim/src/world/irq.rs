@@ -5,8 +5,11 @@
 use super::World;
 use crate::event::Event;
 use crate::guest::HostState;
+use crate::host::{Delivery, Exit};
 use crate::ids::{TaskId, VcpuId};
 use crate::workloads::IrqAction;
+use super::guest_glue::with_guest;
+use crate::guest::GuestView;
 
 pub const KINDS: usize = 6;
 
@@ -31,6 +34,10 @@ pub enum What {
     Wake(TaskId),
     /// A device interrupt of a workload (payload is the workload's).
     Workload(u32, u64),
+    /// A scheduler activation: the host is about to preempt the vCPU.
+    Activation,
+    /// A guest policy's own IPI, with its payload.
+    Payload(u64),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +54,7 @@ impl World {
     /// A device or timer interrupt raised by the event being handled reaches
     /// its vCPU at once (no event needed in between).
     pub(super) fn raise_now(&mut self, to: VcpuId, kind: Kind, what: What) {
+        let to = self.delivery(to, kind, None);
         let irq = Irq { to, kind, what, from: None, sent_ns: self.now, raised_ns: self.now };
         let vc = &self.vcpus[to as usize];
         let (vm, free) = (vc.vm, vc.in_handler.is_none() && vc.pending.is_empty() && vc.overhead == 0);
@@ -56,12 +64,30 @@ impl World {
             self.account(to);
             self.count_interrupt(vm, 0);
             self.recorder.irq(&irq, vm, self.now);
-            self.irq_effect(to, what);
+            self.irq_effect(to, what, kind);
             self.plan(to);
             return;
         }
         let id = self.alloc_irq(irq);
-        self.irq_arrives(id);
+        self.irq_pending(id);
+    }
+
+    /// The host policy's say on an interrupt reaching `to`: the vCPU that
+    /// gets it (redirection stays inside the VM).
+    fn delivery(&mut self, to: VcpuId, kind: Kind, from: Option<VcpuId>) -> VcpuId {
+        let vm = self.vcpus[to as usize].vm as usize;
+        match self.host_call(|h, view, out| h.on_interrupt(view, out, to, kind, from)) {
+            Delivery::Deliver => to,
+            Delivery::Boost => {
+                self.vms[vm].irq_boosted += 1;
+                to
+            }
+            Delivery::Redirect(u) => {
+                assert_eq!(self.vcpus[u as usize].vm as usize, vm, "an interrupt is redirected only inside its VM");
+                self.vms[vm].irq_redirected += 1;
+                u
+            }
+        }
     }
 
     /// Counts an interrupt delivered to VM `vm` after waiting `waited` ns.
@@ -98,11 +124,20 @@ impl World {
         self.vcpus[from as usize].overhead += self.ov.vm_exit_ns;
         let vm = self.vcpus[from as usize].vm as usize;
         self.vms[vm].ipis[kind as usize] += 1;
+        self.host_exit(from, Exit::Ipi { to, kind });
         self.raise(Some(from), to, kind, what, self.ov.ipi_delivery_ns);
         self.plan(from);
     }
 
+    /// An interrupt raised earlier reaches its vCPU (or the one the host
+    /// policy delivers it to).
     pub(super) fn irq_arrives(&mut self, id: u32) {
+        let irq = self.irqs[id as usize];
+        self.irqs[id as usize].to = self.delivery(irq.to, irq.kind, irq.from);
+        self.irq_pending(id);
+    }
+
+    fn irq_pending(&mut self, id: u32) {
         let to = self.irqs[id as usize].to;
         self.vcpus[to as usize].pending.push(id);
         match self.host_state(to) {
@@ -141,13 +176,13 @@ impl World {
     /// acknowledgement) takes place.
     pub(super) fn finish_handler(&mut self, v: VcpuId) {
         let id = self.vcpus[v as usize].in_handler.take().expect("a handler runs");
-        let what = self.irqs[id as usize].what;
+        let (what, kind) = (self.irqs[id as usize].what, self.irqs[id as usize].kind);
         self.free_irqs.push(id);
-        self.irq_effect(v, what);
+        self.irq_effect(v, what, kind);
     }
 
-    /// What a handler does when it ends.
-    fn irq_effect(&mut self, v: VcpuId, what: What) {
+    /// What a handler does when it ends, then its end of interrupt.
+    fn irq_effect(&mut self, v: VcpuId, what: What, kind: Kind) {
         match what {
             What::Resched => self.request_guest_resched(v),
             What::TlbAck(sender) => self.tlb_ack(sender, v),
@@ -158,7 +193,18 @@ impl World {
                     self.sem_up_from_irq(s, v);
                 }
             }
+            What::Activation => {
+                let (vm, local) = (self.vcpus[v as usize].vm, self.vcpus[v as usize].local);
+                let acts = with_guest!(self, vm, |g, view| g.on_activation(&view, local));
+                self.apply_guest_acts(vm, acts);
+            }
+            What::Payload(payload) => {
+                let (vm, local) = (self.vcpus[v as usize].vm, self.vcpus[v as usize].local);
+                let acts = with_guest!(self, vm, |g, view| g.on_ipi(&view, local, payload));
+                self.apply_guest_acts(vm, acts);
+            }
         }
+        self.host_call(|h, view, out| h.on_eoi(view, out, v, kind));
         if self.vcpus[v as usize].curr_task.is_none() {
             // An idle vCPU woke for this interrupt: schedule (or halt again).
             self.request_guest_resched(v);

@@ -29,7 +29,8 @@ use crate::scenario::{Overheads, Scenario, WorkloadKind};
 use crate::sync::SyncObjects;
 use crate::workloads::{Cx, Op, Program, WorkloadMetrics};
 
-pub use build::run;
+pub use build::{run, run_custom, CustomPolicies};
+pub use irq::Kind as IrqKind;
 
 /// Events at one instant beyond which a run is stuck rather than busy.
 const LIVELOCK_EVENTS: u64 = 1_000_000;
@@ -81,6 +82,27 @@ pub struct Vcpu {
     hrtick_at: Option<u64>,
     state_since: u64,
     task_since: u64,
+    /// Two-phase preemption: when the outstanding activation's bound passes.
+    activation_deadline: Option<u64>,
+    /// Generation of the activation bound timer (stale timers are ignored).
+    activation_gen: u64,
+    /// The activation was answered or timed out: the host may preempt now.
+    notified: bool,
+}
+
+impl Vcpu {
+    pub fn state_since(&self) -> u64 {
+        self.state_since
+    }
+    pub fn pending_interrupts(&self) -> usize {
+        self.pending.len()
+    }
+    pub fn preempt_notified(&self) -> bool {
+        self.notified
+    }
+    pub fn activation_pending(&self) -> bool {
+        self.activation_deadline.is_some()
+    }
 }
 
 /// What a task is doing.
@@ -140,6 +162,19 @@ pub struct Task {
     record_gaps_over: Option<u64>,
 }
 
+impl Task {
+    /// What host introspection sees of this task (engine id `id`).
+    pub fn facts(&self, id: TaskId) -> crate::host::GuestTask {
+        crate::host::GuestTask {
+            id,
+            workload: self.workload,
+            in_kernel: self.preempt_count > 0 || !self.kseq.is_empty(),
+            holds_lock: self.locks_held > 0,
+            spinning: matches!(self.exec, Exec::Spin { .. }),
+        }
+    }
+}
+
 pub struct VmState {
     pub name: String,
     pub first_vcpu: VcpuId,
@@ -157,6 +192,13 @@ pub struct VmState {
     pub lwp_count: u64,
     pub wakeups: u64,
     pub task_slices: u64,
+    /// VM exits by kind (host::EXIT_NAMES) and hypercalls by kind.
+    pub exits: [u64; crate::host::EXIT_KINDS],
+    pub hypercalls: [u64; crate::host::HCALL_KINDS],
+    /// Activations sent, answered by the guest, and timed out.
+    pub activations: [u64; 3],
+    pub irq_redirected: u64,
+    pub irq_boosted: u64,
 }
 
 pub struct WorkloadState {
@@ -425,6 +467,8 @@ impl World {
                 }
             }
             Event::HostTimer(token) => self.host_call(|h, view, out| h.timer(view, out, token)),
+            Event::ActivationTimeout(v, gen) => self.activation_timeout(v, gen),
+            Event::GuestTimer(vm, token) => self.guest_timer(vm, token),
             Event::GuestTick(vm) => {
                 let tick = self.vms[vm as usize].guest.tick_ns();
                 self.schedule(self.now + tick, ev);

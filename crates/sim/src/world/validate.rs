@@ -47,6 +47,16 @@ impl World {
             if vc.acct_last > self.now {
                 return Err(format!("vCPU {v} accounted into the future"));
             }
+            // Two-phase preemption: a warned vCPU keeps running, at most
+            // until its bound; a notified one is still on its pCPU.
+            if let Some(deadline) = vc.activation_deadline {
+                if self.host_state(v) != HostState::Running || deadline < self.now {
+                    return Err(format!("vCPU {v}: activation outstanding while {:?}, bound {deadline} ns at {} ns", self.host_state(v), self.now));
+                }
+            }
+            if vc.notified && (self.host_state(v) != HostState::Running || vc.activation_deadline.is_some()) {
+                return Err(format!("vCPU {v}: notified of its preemption but {:?}", self.host_state(v)));
+            }
         }
         let busy: u64 = self.pcpu_busy_ns.iter().sum();
         let run: u64 = self.vcpus.iter().map(|v| v.cpu_ns).sum();
@@ -65,7 +75,7 @@ mod tests {
     /// A world part-way through the two-VM, one-pCPU scenario.
     fn world() -> World {
         let s = crate::parse(crate::scenarios::find("two-vms-one-pcpu").unwrap().toml, &[]).unwrap();
-        let mut w = World::new(s, &RunOptions { duration_ns: Some(10_000_000), ..Default::default() });
+        let mut w = World::new(s, &RunOptions { duration_ns: Some(10_000_000), ..Default::default() }, &Default::default());
         w.start();
         w.run_loop(&mut |_, _| {}).unwrap();
         w
