@@ -10,9 +10,11 @@
 //! the core's slice length.
 //!
 //! Cross-core hand-off follows section 6: a vCPU is owned by at most one
-//! pCPU; a pCPU whose slot names a vCPU still running elsewhere runs
-//! second-level work (or idles) and asks to be notified, and the owner
-//! reschedules it when it lets the vCPU go. Wakeups notify the pCPU whose
+//! pCPU. When a split vCPU's allocation on one core ends as its next one
+//! begins on another, the new core takes it over still running (the engine
+//! moves it and reschedules the old core). If the old core's slot has not
+//! ended yet, the new core runs second-level work (or idles) and asks to be
+//! notified, and the owner reschedules it when it lets the vCPU go. Wakeups notify the pCPU whose
 //! slot the vCPU owns now, or, uncapped, its second-level core if that idles.
 //! The reservation set is fixed for a run, so the table never switches.
 
@@ -40,6 +42,10 @@ pub struct Tableau {
     curr: Vec<Option<VcpuId>>,
     /// Second-level round-robin position per pCPU: the last table vCPU it ran.
     rr_last: Vec<Option<u32>>,
+    /// The second-level turn running on each pCPU: (vCPU, end of its turn).
+    turn: Vec<Option<(VcpuId, u64)>>,
+    /// A turn cut short by a table slot: (vCPU, time left); it resumes first.
+    cut_turn: Vec<Option<(VcpuId, u64)>>,
     gen: Vec<u64>,
     switched_out: Vec<bool>,
     capped: bool,
@@ -79,6 +85,8 @@ impl Tableau {
             wanted_by: vec![None; nv],
             curr: vec![None; n],
             rr_last: vec![None; n],
+            turn: vec![None; n],
+            cut_turn: vec![None; n],
             gen: vec![0; n],
             switched_out: vec![false; n],
             capped: prm.capped,
@@ -111,15 +119,28 @@ impl Tableau {
         self.awake[v as usize] && self.owner[v as usize].is_none_or(|o| o == p)
     }
 
-    /// Second level: round robin over the core's runnable candidates,
-    /// starting after the one it ran last.
-    fn second_level(&self, core: usize, p: PcpuId, now: u64) -> Option<VcpuId> {
+    /// Second level: round robin over the core's runnable candidates, each
+    /// turn one slice long; a turn a table slot cut short resumes first for
+    /// what was left of it, so that the free time is shared evenly.
+    /// Returns the vCPU and the length of its turn.
+    fn second_level(&mut self, core: usize, p: PcpuId, now: u64) -> Option<(VcpuId, u64)> {
         let cands = self.table.second_level_candidates(core, now);
+        if let Some((v, left)) = self.cut_turn[p as usize].take() {
+            if self.free_for(v, p) && cands.contains(&self.entry_of_vcpu[v as usize]) {
+                return Some((v, left));
+            }
+        }
         let start = self.rr_last[p as usize].map_or(0, |last| cands.partition_point(|&c| c <= last));
-        (0..cands.len())
+        let v = (0..cands.len())
             .map(|i| cands[(start + i) % cands.len()])
             .map(|e| self.vcpu_of_entry[e as usize])
-            .find(|&v| self.free_for(v, p))
+            .find(|&v| self.free_for(v, p))?;
+        self.rr_last[p as usize] = Some(self.entry_of_vcpu[v as usize]);
+        Some((v, self.table.cores[core].slice_ns))
+    }
+
+    fn holds_slot(&self, p: PcpuId, v: VcpuId, now: u64) -> bool {
+        self.core_of_pcpu[p as usize].and_then(|c| self.slot_owner(c, now)).is_some_and(|(o, _)| o == v)
     }
 
     /// The pCPU whose slot `v` holds now, if any (it may hop between cores).
@@ -174,6 +195,11 @@ impl HostPolicy for Tableau {
         if let Some(c) = prev {
             self.owner[c as usize] = None;
         }
+        if let Some((v, end)) = self.turn[pi].take() {
+            if prev == Some(v) && now < end {
+                self.cut_turn[pi] = Some((v, end - now));
+            }
+        }
         let Some(core) = self.core_of_pcpu[pi] else {
             self.curr[pi] = None;
             return None;
@@ -182,19 +208,29 @@ impl HostPolicy for Tableau {
         let mut until = boundary;
         let mut next = None;
         if let Some((v, _)) = self.slot_owner(core, now) {
-            if self.free_for(v, p) {
-                next = Some(v);
-            } else if self.awake[v as usize] {
-                // Still running elsewhere: ask its owner to tell us when it
-                // lets go.
-                self.wanted_by[v as usize] = Some(p);
+            match self.owner[v as usize] {
+                _ if !self.awake[v as usize] => {}
+                None => next = Some(v),
+                Some(q) if q == p => next = Some(v),
+                Some(q) if !self.holds_slot(q, v, now) => {
+                    // A split vCPU hops: its allocation on q is over and
+                    // ours begins, so it moves here still running (q then
+                    // reschedules).
+                    self.curr[q as usize] = None;
+                    next = Some(v);
+                }
+                Some(_) => {
+                    // Its owner's slot has not ended yet (allocations that
+                    // touch): ask the owner to tell us when it lets go.
+                    self.wanted_by[v as usize] = Some(p);
+                }
             }
         }
         if next.is_none() && !self.capped {
-            next = self.second_level(core, p, now);
-            if let Some(v) = next {
-                self.rr_last[pi] = Some(self.entry_of_vcpu[v as usize]);
-                until = until.min(now + self.table.cores[core].slice_ns);
+            if let Some((v, turn)) = self.second_level(core, p, now) {
+                next = Some(v);
+                self.turn[pi] = Some((v, now + turn));
+                until = until.min(now + turn);
             }
         }
         if let Some(c) = prev.filter(|&c| Some(c) != next) {
