@@ -280,3 +280,29 @@ proptest! {
         }
     }
 }
+
+/// The Tableau paper's experiments run under every scheduler variant with
+/// the engine's invariants checked after every event (briefly).
+#[test]
+fn tableau_experiments_keep_invariants_under_every_scheduler() {
+    for b in vmsched_sim::scenarios::BUILTINS.iter().filter(|b| b.name.starts_with("tableau-")) {
+        let base = vmsched_sim::parse(b.toml, &[]).unwrap();
+        for (name, ovs) in &base.variants {
+            let ovs: Vec<String> = ovs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let s = vmsched_sim::parse(b.toml, &ovs).unwrap();
+            let opts = RunOptions { validate: true, duration_ns: Some(30 * MS), ..Default::default() };
+            let out = run(s, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{}@{name}: {e}", b.name));
+            assert!(out.summary["events"].as_u64().unwrap() > 0);
+        }
+    }
+}
+
+/// A reservation the planner cannot meet is a scenario error at the field.
+#[test]
+fn unplannable_reservations_are_scenario_errors() {
+    let text = format!("{}{}{}", host("tableau", 1), hog_vm("a", "utilization=0.7"), hog_vm("b", "utilization=0.7"));
+    let e = vmsched_sim::parse(&text, &[]).unwrap_err();
+    assert!(e.to_string().contains("cannot plan a Tableau table"), "{e}");
+    let text = format!("{}{}", host("rtds", 1), hog_vm("a", "rtds_budget_ms=12\nrtds_period_ms=10"));
+    assert_eq!(vmsched_sim::parse(&text, &[]).unwrap_err().path, "vm[0].rtds_budget_ms");
+}
