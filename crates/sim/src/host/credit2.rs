@@ -27,6 +27,9 @@ const MIN_TIMER_NS: i64 = 500_000;
 const MAX_TIMER_NS: i64 = CREDIT_INIT;
 /// CSCHED2_CARRYOVER_MAX = CSCHED2_MIN_TIMER: credit kept across a reset.
 const CARRYOVER_MAX: i64 = MIN_TIMER_NS;
+/// CSCHED2_MIGRATE_COMPENSATION = MICROSECS(50): credit a vCPU gains when a
+/// pCPU takes it from another one (csched2_schedule()).
+const MIGRATE_COMPENSATION: i64 = 50_000;
 
 const T_SLICE: u64 = 1 << 56;
 const KIND: u64 = 0xff << 56;
@@ -291,6 +294,9 @@ impl HostPolicy for Credit2 {
         if let Some(n) = next {
             let vc = &mut self.vcs[n as usize];
             vc.tickled_cpu = None;
+            if vc.cpu != p {
+                vc.credit += MIGRATE_COMPENSATION;
+            }
             vc.cpu = p;
             vc.burn_from = now;
             if prev != Some(n) {
