@@ -220,6 +220,7 @@ impl World {
             ple: Ple::new(&scenario.host.kvm),
             polling: Vec::new(),
             sample_ns,
+            stop: opts.stop.clone(),
             machine,
             scenario,
         }
