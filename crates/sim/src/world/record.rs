@@ -142,7 +142,9 @@ impl Recorder {
     }
     pub fn irq(&mut self, irq: &Irq, vm: u32, now: u64) {
         if let Some((a, b)) = self.window {
-            if now >= a && irq.sent_ns <= b {
+            // Both ends inside the window: the trace draws the send and the
+            // delivery as instants.
+            if irq.sent_ns >= a && now <= b {
                 self.timeline.irqs.push((irq.kind as usize, vm, irq.from, irq.to, irq.sent_ns, now));
             }
         }
