@@ -1,15 +1,23 @@
 """vmsched: a laboratory for CPU scheduling in virtualized clouds.
 
-`vmsched.run`, `vmsched.compare` and `vmsched.scenarios` are the Python API; they load
-lazily so that `import vmsched._native` (the benchmark's child processes) and the CLI's
-start-up stay free of polars and plotly until they are needed."""
+`vmsched.run`, `vmsched.compare`, `vmsched.scenarios` and `vmsched.sweep` are the
+Python API; they load lazily so that `import vmsched._native` (the benchmark's child
+processes, sweep workers) and the CLI's start-up stay free of polars and plotly until
+they are needed."""
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("vmsched")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "unknown"
 
 _EXPORTS = {
     "run": "api", "scenarios": "api", "load_scenario": "api", "Result": "api",
     "compare": "compare", "write_report": "report",
+    "sweep": "sweeps", "summarize": "sweeps", "read_results": "sweeps",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -29,6 +29,8 @@ pub struct Scenario {
     /// Named sets of dotted-key overrides, for `vmsched compare`.
     #[serde(default)]
     pub variants: BTreeMap<String, BTreeMap<String, toml::Value>>,
+    /// The published result this scenario reproduces, for `vmsched reproduce`.
+    pub paper: Option<Paper>,
 }
 
 fn default_seed() -> u64 {
@@ -78,6 +80,9 @@ pub struct Host {
     /// The hypervisor's paravirtual side (see [`HostKvm`]).
     #[serde(default)]
     pub kvm: HostKvm,
+    /// Parameters of host policy `irs` (IRS's SA sender).
+    #[serde(default)]
+    pub irs: crate::host::irs::IrsParams,
 }
 
 impl Default for Host {
@@ -108,6 +113,8 @@ pub enum HostPolicyKind {
     /// Linux CFS scheduling vCPU threads, as under KVM.
     #[default]
     Cfs,
+    /// IRS's activation sender on its base scheduler (Middleware'17).
+    Irs,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -116,6 +123,8 @@ pub enum GuestPolicyKind {
     /// Linux's scheduler (CFS, RT, SCHED_IDLE) as a guest kernel runs it.
     #[default]
     Linux,
+    /// Linux with IRS's activation receiver, context switcher and migrator.
+    Irs,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -643,6 +652,17 @@ pub enum WorkloadKind {
     LatencyProbe,
 }
 
+impl Workload {
+    /// The name the workload is reported under: its `name`, or VM/KIND<index in the VM>.
+    pub fn label(&self, vm_name: &str, index: usize) -> String {
+        if self.name.is_empty() {
+            format!("{}/{}{}", vm_name, self.kind.name(), index)
+        } else {
+            self.name.clone()
+        }
+    }
+}
+
 impl WorkloadKind {
     pub fn name(self) -> &'static str {
         match self {
@@ -708,10 +728,14 @@ fn line_of(text: &str, offset: usize) -> String {
 
 /// Parses a scenario already in table form (JSON input goes through here too).
 pub fn from_table(mut doc: toml::Table) -> Result<Scenario, ScenarioError> {
+    check_fields_read(&doc)?;
+    // Variants apply to the document as written: one may name another kernel.
+    let doc_before_variants = doc.clone();
     crate::kernels::apply_profiles(&mut doc)?;
     let scenario: Scenario = serde_path_to_error::deserialize(toml::Value::Table(doc))
         .map_err(|e| err(clean_path(&e.path().to_string()), e.inner().to_string()))?;
     check(&scenario)?;
+    check_variants(&doc_before_variants, &scenario)?;
     Ok(scenario)
 }
 
@@ -794,6 +818,7 @@ pub fn apply_override(doc: &mut toml::Table, ov: &str) -> Result<(), ScenarioErr
 
 /// Semantic checks serde cannot express.
 fn check(s: &Scenario) -> Result<(), ScenarioError> {
+    check_limits(s)?;
     if !(s.duration_ms > 0.0 && s.duration_ms.is_finite()) {
         return Err(err("duration_ms", "must be a positive number of milliseconds"));
     }
@@ -916,6 +941,189 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(format!("variants.{name}"), "a variant needs at least one override"));
         }
     }
+    if let Some(paper) = &s.paper {
+        check_paper(paper, s)?;
+    }
+    Ok(())
+}
+
+/// The `[paper]` table: which paper and figure the scenario reproduces, and each value
+/// the paper reports, as a metric of the runs (a path into `summary.json`) beside the
+/// paper's number and the expected direction of the effect.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Paper {
+    pub paper: PaperName,
+    /// Figure or table of the paper, e.g. "Table 1", "Fig. 2".
+    pub figure: String,
+    /// How the scenario maps the paper's setup, and what it leaves out.
+    #[serde(default)]
+    pub note: String,
+    #[serde(rename = "claim")]
+    pub claims: Vec<Claim>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PaperName {
+    Vsched,
+    Irs,
+    Uvf,
+    Anubis,
+    Tableau,
+    /// The double-scheduling phenomena of the built-in baseline scenarios.
+    Phenomena,
+}
+
+/// One reported value. Its simulated counterpart is `metric` of the run under
+/// `variant`, times `scale`; with `ratio`, it is that metric divided by the `versus`
+/// run's metric (same seed). `direction` says whether the paper finds the value higher
+/// or lower than the `versus` reference.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Row label, e.g. the paper's row or bar name.
+    pub name: String,
+    /// Path into summary.json: `vms[web].share`, `workloads[io/ping].latency_ns.p95`,
+    /// `locks.vm.lhp_count`; list entries by name or index.
+    pub metric: String,
+    /// Variant of the scenario the value comes from ("" is the scenario as written).
+    #[serde(default)]
+    pub variant: String,
+    /// The paper's number, in `unit`; absent where the paper gives none.
+    pub paper_value: Option<f64>,
+    #[serde(default)]
+    pub unit: String,
+    /// Factor from the metric's unit to `unit` (1e-6 for ns to ms).
+    #[serde(default = "unit_scale")]
+    pub scale: f64,
+    pub versus: Option<Reference>,
+    #[serde(default)]
+    pub ratio: bool,
+    pub direction: Option<Direction>,
+}
+fn unit_scale() -> f64 {
+    1.0
+}
+
+/// The run and metric a claim is compared with (defaults: as written, same metric).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    #[serde(default)]
+    pub variant: String,
+    pub metric: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Higher,
+    Lower,
+}
+
+/// Top-level keys of summary.json a metric path may start with (see summary.rs).
+const SUMMARY_ROOTS: &[&str] = &["duration_ns", "events", "host", "vms", "workloads", "locks"];
+
+fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
+    if paper.claims.is_empty() {
+        return Err(err("paper.claim", "a [paper] table needs at least one [[paper.claim]]"));
+    }
+    for (ci, claim) in paper.claims.iter().enumerate() {
+        let p = format!("paper.claim[{ci}]");
+        check_claim_variant(&claim.variant, s, &format!("{p}.variant"))?;
+        check_metric_path(&claim.metric, s).map_err(|reason| err(format!("{p}.metric"), reason))?;
+        if let Some(reference) = &claim.versus {
+            check_claim_variant(&reference.variant, s, &format!("{p}.versus.variant"))?;
+            if let Some(metric) = &reference.metric {
+                check_metric_path(metric, s).map_err(|reason| err(format!("{p}.versus.metric"), reason))?;
+            }
+        } else if claim.ratio || claim.direction.is_some() {
+            return Err(err(format!("{p}.versus"), "`ratio` and `direction` compare with a reference run: give versus = { variant = ... }"));
+        }
+        if !(claim.scale.is_finite() && claim.scale != 0.0) {
+            return Err(err(format!("{p}.scale"), "must be a non-zero number"));
+        }
+        if claim.ratio && claim.scale != 1.0 {
+            return Err(err(format!("{p}.scale"), "a ratio has no unit to scale"));
+        }
+    }
+    Ok(())
+}
+
+fn check_claim_variant(name: &str, s: &Scenario, path: &str) -> Result<(), ScenarioError> {
+    if name.is_empty() || s.variants.contains_key(name) {
+        return Ok(());
+    }
+    let known: Vec<&str> = s.variants.keys().map(String::as_str).collect();
+    Err(err(path, format!("no variant `{name}` in [variants] (the scenario has: {})", if known.is_empty() { "none".to_string() } else { known.join(", ") })))
+}
+
+/// One step of a metric path: a key, and for lists the entry's name or index.
+fn metric_segments(path: &str) -> Result<Vec<(&str, Option<&str>)>, String> {
+    let mut segments = Vec::new();
+    let mut rest = path;
+    loop {
+        let key_end = rest.find(['.', '[']).unwrap_or(rest.len());
+        let key = &rest[..key_end];
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("`{path}` is not a metric path such as workloads[NAME].latency_ns.p95"));
+        }
+        rest = &rest[key_end..];
+        let mut selector = None;
+        if let Some(inner) = rest.strip_prefix('[') {
+            let close = inner.find(']').ok_or_else(|| format!("`{path}`: unclosed `[`"))?;
+            selector = Some(&inner[..close]);
+            rest = &inner[close + 1..];
+        }
+        segments.push((key, selector));
+        if rest.is_empty() {
+            return Ok(segments);
+        }
+        rest = rest.strip_prefix('.').ok_or_else(|| format!("`{path}`: expected `.` after `{key}`"))?;
+    }
+}
+
+/// The path's structure and the VM and workload names it selects; the keys below a
+/// VM or workload are checked against each run's summary when the claim is evaluated.
+fn check_metric_path(path: &str, s: &Scenario) -> Result<(), String> {
+    let segments = metric_segments(path)?;
+    let (root, selector) = segments[0];
+    if !SUMMARY_ROOTS.contains(&root) {
+        return Err(format!("`{path}`: summary.json has no `{root}` (it has {})", SUMMARY_ROOTS.join(", ")));
+    }
+    let vm_names: Vec<String> = s.vms.iter().map(|vm| vm.name.clone()).collect();
+    let workload_names: Vec<String> = s
+        .vms
+        .iter()
+        .flat_map(|vm| vm.workloads.iter().enumerate().map(move |(wi, w)| w.label(&vm.name, wi)))
+        .collect();
+    let names = match root {
+        "vms" => Some(&vm_names),
+        "workloads" => Some(&workload_names),
+        _ => None,
+    };
+    match (names, selector) {
+        (Some(names), Some(chosen)) => {
+            let by_index = chosen.parse::<usize>().is_ok_and(|i| i < names.len());
+            if !by_index && !names.iter().any(|n| n == chosen) {
+                return Err(format!("`{path}`: no {root} entry `{chosen}` (the scenario has: {})", names.join(", ")));
+            }
+        }
+        (Some(_), None) => return Err(format!("`{path}`: select one entry of `{root}`, e.g. {root}[NAME]")),
+        (None, Some(_)) => return Err(format!("`{path}`: `{root}` is not a list")),
+        (None, None) => {}
+    }
+    if root == "locks" {
+        match segments.get(1) {
+            Some((vm, None)) if vm_names.iter().any(|n| n == vm) => {}
+            _ => return Err(format!("`{path}`: `locks` is keyed by VM name (the scenario has: {})", vm_names.join(", "))),
+        }
+    }
+    let depth = if root == "locks" { 3 } else { 2 };
+    if segments.len() < depth && matches!(root, "host" | "vms" | "workloads" | "locks") {
+        return Err(format!("`{path}` names a table, not a number"));
+    }
     Ok(())
 }
 
@@ -949,6 +1157,275 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
         return Err(err(format!("{p}.stages"), "a pipeline needs at least 2 stages"));
     }
     Ok(())
+}
+
+/// The fields each workload kind reads (besides `kind`, `enabled`, `name` and
+/// `start_ms`, which every kind reads). Any other field given for that kind is an
+/// error: the run would silently ignore it.
+pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
+    const THREADS: [&str; 5] = ["threads", "policy", "rt_priority", "affinity", "pin_threads"];
+    macro_rules! threaded {
+        ($($f:literal),*) => {{
+            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], $($f),*];
+            FIELDS
+        }};
+    }
+    match kind {
+        WorkloadKind::Hog => threaded!("work_us"),
+        // Filler threads are SCHED_IDLE whatever `policy` says.
+        WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us"],
+        WorkloadKind::Bursty => threaded!("work_us", "work_dist", "sleep_us"),
+        WorkloadKind::Parallel => threaded!(
+            "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",
+            "tlb_shootdowns_per_s", "work_stealing"
+        ),
+        WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages"),
+        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu"),
+        // Answered in the guest kernel's interrupt handler: no threads.
+        WorkloadKind::Ping => &["rate_per_s", "irq_vcpu"],
+        WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),
+        WorkloadKind::LatencyProbe => threaded!("gap_threshold_us"),
+    }
+}
+
+pub const READ_BY_EVERY_KIND: [&str; 4] = ["kind", "enabled", "name", "start_ms"];
+
+/// Rejects workload fields their kind does not read, on the raw document (after
+/// serde the defaults are indistinguishable from what the file gave).
+fn check_fields_read(doc: &toml::Table) -> Result<(), ScenarioError> {
+    let Some(vms) = doc.get("vm").and_then(|v| v.as_array()) else { return Ok(()) };
+    for (vi, vm) in vms.iter().enumerate() {
+        let Some(workloads) = vm.get("workload").and_then(|w| w.as_array()) else { continue };
+        for (wi, w) in workloads.iter().enumerate() {
+            let Some(table) = w.as_table() else { continue };
+            let Some(kind) = table.get("kind").and_then(|k| WorkloadKind::deserialize(k.clone()).ok()) else {
+                continue; // serde reports a missing or unknown kind with its path
+            };
+            let read = fields_read(kind);
+            if let Some(field) = table.keys().find(|k| !READ_BY_EVERY_KIND.contains(&k.as_str()) && !read.contains(&k.as_str())) {
+                return Err(err(
+                    format!("vm[{vi}].workload[{wi}].{field}"),
+                    format!("a `{}` workload does not read `{field}`; it reads {}", kind.name(), read.join(", ")),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every `[variants.NAME]` must give a valid scenario when applied, and its name
+/// must be usable as a directory name (compare writes one directory per variant).
+fn check_variants(doc: &toml::Table, s: &Scenario) -> Result<(), ScenarioError> {
+    for (name, overrides) in &s.variants {
+        let path = format!("variants.{name}");
+        check_variant_name(name).map_err(|reason| err(&path, reason))?;
+        let mut applied = doc.clone();
+        // The variant alone: the base scenario's variants and [paper] table
+        // (which names them) are checked once, on the base.
+        applied.remove("variants");
+        applied.remove("paper");
+        for (key, value) in overrides {
+            apply_override(&mut applied, &format!("{key}={value}")).map_err(|e| err(format!("{path}.{}", e.path), e.reason))?;
+        }
+        from_table(applied).map_err(|e| {
+            let inner = if e.path.is_empty() { e.reason.clone() } else { format!("{}: {}", e.path, e.reason) };
+            err(path.clone(), inner)
+        })?;
+    }
+    Ok(())
+}
+
+/// A variant name becomes a directory beside the others: letters, digits, `-`,
+/// `_` and `.`, not starting with a dot (so never `..` or a hidden file).
+pub fn check_variant_name(name: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.is_empty() || name.starts_with('.') || !name.chars().all(allowed) || name.len() > 100 {
+        return Err(format!("variant name `{name}` must be 1-100 letters, digits, `-`, `_` or `.`, not starting with `.`"));
+    }
+    Ok(())
+}
+
+/// Largest time any field may give, in ns: 1e6 s (11.6 days). Simulated time is
+/// integer nanoseconds in a u64 (584 years); keeping every input 2^14 times
+/// below that leaves room for the sums the engine forms (vruntime, deadlines).
+pub const MAX_TIME_NS: u64 = 1_000_000_000_000_000;
+/// Linux's CPU limit (CONFIG_NR_CPUS range 2..8192 on x86-64, arch/x86/Kconfig).
+pub const MAX_PCPUS: u64 = 8192;
+/// KVM's vCPU limit per VM (KVM_MAX_VCPUS, arch/x86/include/asm/kvm_host.h).
+pub const MAX_VCPUS: u32 = 1024;
+/// Most tasks one kernel can have (PID_MAX_LIMIT on 64-bit, include/linux/threads.h).
+pub const MAX_TASKS: u64 = 4 * 1024 * 1024;
+/// Task-group share range (MIN_SHARES, MAX_SHARES in kernel/sched/sched.h).
+pub const MIN_WEIGHT: u32 = 2;
+pub const MAX_WEIGHT: u32 = 1 << 18;
+/// The largest CPU capacity is SCHED_CAPACITY_SCALE (include/linux/sched.h).
+pub const MAX_CAPACITY: u32 = 1024;
+/// Arrival and event rates: one every 100 ns. A vCPU spends about 2 us in each
+/// interrupt (Overheads::irq_handler_ns), so faster arrivals only grow queues.
+pub const MAX_RATE_PER_S: f64 = 1e7;
+/// Scheduler tunables accept 0.1 ms..1 s (min/max_sched_granularity_ns of the
+/// sysctl table, kernel/sysctl.c before 5.13); wakeup granularity 0..1 s.
+const CFS_GRANULARITY_NS: (u64, u64) = (100_000, 1_000_000_000);
+/// An overhead of a millisecond or more is a tick's worth of time, not an overhead.
+const MAX_OVERHEAD_NS: u64 = 1_000_000;
+
+/// A time in `unit_ns` units converted to whole nanoseconds, or why it cannot be:
+/// not finite, negative, beyond [`MAX_TIME_NS`], or (when `positive`) below the
+/// engine's 1 ns resolution.
+pub fn checked_ns(path: &str, value: f64, unit_ns: f64, positive: bool) -> Result<u64, ScenarioError> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(err(path, format!("must be a finite number >= 0 (got {value:?})")));
+    }
+    let ns = (value * unit_ns).round();
+    if ns > MAX_TIME_NS as f64 {
+        return Err(err(path, format!("{value:?} is beyond the longest time a scenario may give, 1e6 s")));
+    }
+    if positive && ns < 1.0 {
+        return Err(err(path, format!("must be at least 1 ns, the engine's time resolution (got {value:?})")));
+    }
+    Ok(ns as u64)
+}
+
+fn in_range<T: PartialOrd + std::fmt::Display>(path: &str, value: T, low: T, high: T, why: &str) -> Result<(), ScenarioError> {
+    if value < low || value > high {
+        return Err(err(path, format!("{value} is outside {low}..={high} ({why})")));
+    }
+    Ok(())
+}
+
+fn check_name(path: &str, name: &str, required: bool) -> Result<(), ScenarioError> {
+    if required && name.trim().is_empty() {
+        return Err(err(path, "must not be empty"));
+    }
+    if name.chars().any(char::is_control) || name.len() > 200 {
+        return Err(err(path, "must be at most 200 characters, none of them control characters"));
+    }
+    Ok(())
+}
+
+fn check_cfs_tunables(path: &str, t: &CfsTunables) -> Result<(), ScenarioError> {
+    let (low, high) = CFS_GRANULARITY_NS;
+    let why = "the kernel's sysctl range";
+    if let Some(v) = t.latency_ns {
+        in_range(&format!("{path}.latency_ns"), v, low, high, why)?;
+    }
+    if let Some(v) = t.min_granularity_ns {
+        in_range(&format!("{path}.min_granularity_ns"), v, low, high, why)?;
+    }
+    if let Some(v) = t.wakeup_granularity_ns {
+        in_range(&format!("{path}.wakeup_granularity_ns"), v, 0, high, why)?;
+    }
+    Ok(())
+}
+
+/// Ranges of every number, so that what validates also runs: sizes a real
+/// machine or kernel allows, times the integer-nanosecond clock represents.
+fn check_limits(s: &Scenario) -> Result<(), ScenarioError> {
+    check_name("name", &s.name, true)?;
+    let duration_ns = checked_ns("duration_ms", s.duration_ms, 1e6, true)?;
+    let h = &s.host;
+    let pcpus = h.sockets as u64 * h.cores_per_socket as u64 * h.threads_per_core as u64;
+    if pcpus > MAX_PCPUS {
+        return Err(err("host", format!("{} sockets x {} cores x {} threads = {pcpus} pCPUs; Linux supports at most {MAX_PCPUS} (CONFIG_NR_CPUS)", h.sockets, h.cores_per_socket, h.threads_per_core)));
+    }
+    in_range("host.threads_per_core", h.threads_per_core, 1, 2, "smt_factor models two SMT siblings per core, as on x86")?;
+    in_range("host.capacity", h.capacity, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+    for (i, &c) in h.core_capacity.iter().enumerate() {
+        in_range(&format!("host.core_capacity[{i}]"), c, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+    }
+    for (i, c) in h.capacity_changes.iter().enumerate() {
+        let at = checked_ns(&format!("host.capacity_changes[{i}].at_ms"), c.at_ms, 1e6, false)?;
+        if at >= duration_ns {
+            return Err(err(format!("host.capacity_changes[{i}].at_ms"), format!("{} ms is not before the run's end ({} ms)", c.at_ms, s.duration_ms)));
+        }
+        in_range(&format!("host.capacity_changes[{i}].capacity"), c.capacity, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+    }
+    for (f, v) in [("smt_ns", h.distances.smt_ns), ("socket_ns", h.distances.socket_ns), ("cross_socket_ns", h.distances.cross_socket_ns)] {
+        in_range(&format!("host.distances.{f}"), v, 0, MAX_OVERHEAD_NS, "a cache-line transfer takes tens to hundreds of ns")?;
+    }
+    check_cfs_tunables("host.cfs", &h.cfs)?;
+    let o = &s.overheads;
+    for (f, v) in [("vcpu_switch_ns", o.vcpu_switch_ns), ("task_switch_ns", o.task_switch_ns), ("vm_exit_ns", o.vm_exit_ns), ("ipi_delivery_ns", o.ipi_delivery_ns), ("irq_handler_ns", o.irq_handler_ns)] {
+        in_range(&format!("overheads.{f}"), v, 0, MAX_OVERHEAD_NS, "an overhead of a millisecond or more is a tick's worth of time")?;
+    }
+    checked_ns("metrics.sample_interval_ms", s.metrics.sample_interval_ms, 1e6, true)?;
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let p = format!("vm[{vi}]");
+        check_name(&format!("{p}.name"), &vm.name, true)?;
+        in_range(&format!("{p}.vcpus"), vm.vcpus, 1, MAX_VCPUS, "KVM_MAX_VCPUS")?;
+        in_range(&format!("{p}.weight"), vm.weight, MIN_WEIGHT, MAX_WEIGHT, "the kernel's MIN_SHARES..MAX_SHARES")?;
+        if let Some(bw) = &vm.bandwidth {
+            let bp = format!("{p}.bandwidth");
+            let period = checked_ns(&format!("{bp}.period_ms"), bw.period_ms, 1e6, true)?;
+            let quota = checked_ns(&format!("{bp}.quota_ms"), bw.quota_ms, 1e6, true)?;
+            let threads = if bw.per == BandwidthScope::Vm { vm.vcpus as u64 } else { 1 };
+            // cpu.max refuses a quota under 1 ms (min_cfs_quota_period,
+            // tg_set_cfs_bandwidth in kernel/sched/core.c); one above what the
+            // group's threads can use in a period never throttles.
+            if quota < 1_000_000 || quota > period * threads {
+                return Err(err(format!("{bp}.quota_ms"), format!("{} ms is outside 1 ms..={} ms (at least the kernel's minimum, at most {threads} thread(s) x period_ms)", bw.quota_ms, period * threads / 1_000_000)));
+            }
+            let phase = checked_ns(&format!("{bp}.phase_ms"), bw.phase_ms, 1e6, false)?;
+            if phase >= period {
+                return Err(err(format!("{bp}.phase_ms"), format!("{} ms must be less than period_ms ({} ms): the offset is within one period", bw.phase_ms, bw.period_ms)));
+            }
+        }
+        if let Some(l) = vm.latency_ms {
+            checked_ns(&format!("{p}.latency_ms"), l, 1e6, true)?;
+        }
+        checked_ns(&format!("{p}.guest.rr_timeslice_ms"), vm.guest.rr_timeslice_ms, 1e6, true)?;
+        for (i, &c) in vm.guest.capacity.iter().enumerate() {
+            in_range(&format!("{p}.guest.capacity[{i}]"), c, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+        }
+        check_cfs_tunables(&format!("{p}.guest.cfs"), &vm.guest.cfs)?;
+        let mut tasks = 0u64;
+        for (wi, w) in vm.workloads.iter().enumerate() {
+            let wp = format!("{p}.workload[{wi}]");
+            tasks += check_workload_limits(w, &wp, duration_ns)?;
+            if tasks > MAX_TASKS {
+                return Err(err(format!("{wp}.threads"), format!("the VM's workloads add up to {tasks} threads; a kernel has at most {MAX_TASKS} (PID_MAX_LIMIT)")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ranges of one workload's numbers; returns how many threads it creates.
+fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> Result<u64, ScenarioError> {
+    check_name(&format!("{p}.name"), &w.name, false)?;
+    let f = |field: &str| format!("{p}.{field}");
+    for (field, v) in [("work_us", w.work_us), ("cs_us", w.cs_us), ("device_us", w.device_us)] {
+        checked_ns(&f(field), v, 1e3, true)?;
+    }
+    for (field, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("gap_threshold_us", w.gap_threshold_us)] {
+        checked_ns(&f(field), v, 1e3, false)?;
+    }
+    let start = checked_ns(&f("start_ms"), w.start_ms, 1e6, false)?;
+    if start >= duration_ns {
+        return Err(err(f("start_ms"), format!("{} ms is not before the run's end: the workload would never start", w.start_ms)));
+    }
+    if !(w.rate_per_s > 0.0 && w.rate_per_s <= MAX_RATE_PER_S) {
+        return Err(err(f("rate_per_s"), format!("{} is outside (0, 1e7]: one arrival per 100 ns is beyond what a vCPU's interrupt handling can take", w.rate_per_s)));
+    }
+    if !(w.tlb_shootdowns_per_s >= 0.0 && w.tlb_shootdowns_per_s <= MAX_RATE_PER_S) {
+        return Err(err(f("tlb_shootdowns_per_s"), format!("{} is outside [0, 1e7]: each shootdown interrupts every vCPU for about 2 us", w.tlb_shootdowns_per_s)));
+    }
+    // Thread 0's grain is (1 + imbalance) times the others': beyond 1 the
+    // phase is one thread's serial work rather than an imbalance.
+    if !(w.imbalance >= 0.0 && w.imbalance <= 1.0) {
+        return Err(err(f("imbalance"), format!("{} is outside [0, 1] (the slowest thread's extra work relative to the others')", w.imbalance)));
+    }
+    in_range(&f("threads"), w.threads as u64, 1, MAX_TASKS, "PID_MAX_LIMIT")?;
+    in_range(&f("locks"), w.locks as u64, 1, MAX_TASKS, "no more locks than a kernel has threads (PID_MAX_LIMIT)")?;
+    let threads = match w.kind {
+        WorkloadKind::Ping => 0,
+        WorkloadKind::Pipeline => {
+            in_range(&f("stages"), w.stages as u64, 2, MAX_TASKS, "each stage has its own threads, at most PID_MAX_LIMIT in all")?;
+            w.threads as u64 * w.stages as u64
+        }
+        _ => w.threads as u64,
+    };
+    Ok(threads)
 }
 
 #[cfg(test)]
@@ -995,5 +1472,45 @@ mod tests {
         assert_eq!(e.path, "duration_ms");
         let e = parse(MIN, &["vm[3].vcpus=1".into()]).unwrap_err();
         assert!(e.reason.contains("out of range"));
+    }
+
+    const PAPER: &str = "name='t'\nduration_ms=10\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='ping'\n\
+        [variants.busy]\n'vm[0].vcpus'=2\n[paper]\npaper='anubis'\nfigure='Table 1'\n\
+        [[paper.claim]]\nname='ping'\nmetric='workloads[a/ping0].latency_ns.mean'\nvariant='busy'\n\
+        versus={variant=''}\nratio=true\ndirection='higher'\n";
+
+    #[test]
+    fn paper_table_parses_and_names_its_claims() {
+        let s = parse(PAPER, &[]).unwrap();
+        let paper = s.paper.unwrap();
+        assert_eq!(paper.paper, PaperName::Anubis);
+        assert_eq!(paper.claims[0].direction, Some(Direction::Higher));
+        assert_eq!(paper.claims[0].scale, 1.0);
+    }
+
+    #[test]
+    fn paper_errors_name_the_claim_field() {
+        let bad = |ov: &str| parse(PAPER, &[ov.to_string()]).unwrap_err();
+        let e = bad("paper.claim[0].variant='idle'");
+        assert_eq!(e.path, "paper.claim[0].variant");
+        assert!(e.reason.contains("no variant `idle`") && e.reason.contains("busy"), "{e}");
+        let e = bad("paper.claim[0].metric='workloads[a/pong].latency_ns.mean'");
+        assert_eq!(e.path, "paper.claim[0].metric");
+        assert!(e.reason.contains("a/ping0"), "{e}");
+        let e = bad("paper.claim[0].metric='vm[a].share'");
+        assert!(e.reason.contains("no `vm`"), "{e}");
+        let e = bad("paper.claim[0].metric='vms.share'");
+        assert!(e.reason.contains("select one entry"), "{e}");
+        let e = bad("paper.claim[0].metric='locks.b.lhp_count'");
+        assert!(e.reason.contains("keyed by VM name"), "{e}");
+        let e = bad("paper.claim[0].metric='workloads[0]'");
+        assert!(e.reason.contains("not a number"), "{e}");
+        assert_eq!(bad("paper.claim[0].versus.variant='x'").path, "paper.claim[0].versus.variant");
+        assert_eq!(bad("paper.paper='xen'").path, "paper.paper");
+        assert_eq!(bad("paper.claim[0].scale=1e-6").path, "paper.claim[0].scale");
+        assert_eq!(bad("paper.claim[0].metrc='x'").path, "paper.claim[0].metrc");
+        let mut doc: toml::Table = PAPER.parse().unwrap();
+        doc["paper"]["claim"][0].as_table_mut().unwrap().remove("versus");
+        assert_eq!(from_table(doc).unwrap_err().path, "paper.claim[0].versus");
     }
 }

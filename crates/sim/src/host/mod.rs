@@ -9,6 +9,7 @@
 //! what a plain host does, so a policy that ignores them behaves as before.
 
 pub mod cfs;
+pub mod irs;
 
 use std::ops::Range;
 
@@ -96,6 +97,12 @@ impl<'a> HostView<'a> {
     /// reservation (utilization, latency goal in ms), as configured.
     pub fn vm_weight(&self, vm: VmId) -> u32 {
         self.facts().scenario.vms[vm as usize].weight
+    }
+
+    /// The registry name of the VM's guest policy: what the guest kernel
+    /// registered for (e.g. an `irs` guest handles activations).
+    pub fn vm_guest_policy(&self, vm: VmId) -> &'static str {
+        self.facts().vms[vm as usize].guest.name()
     }
 
     pub fn vm_reservation(&self, vm: VmId) -> (Option<f64>, Option<f64>) {
