@@ -48,9 +48,11 @@ impl World {
     }
 
     fn apply_host_out(&mut self, out: HostOut) {
-        for i in (0..self.polling.len()).rev() {
-            if let Some(&v) = self.polling.get(i) {
-                self.stop_poll_if_contended(v);
+        if !self.polling.is_empty() {
+            for i in (0..self.polling.len()).rev() {
+                if let Some(&v) = self.polling.get(i) {
+                    self.stop_poll_if_contended(v);
+                }
             }
         }
         for (at, token) in out.timers {
