@@ -70,7 +70,7 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
         ),
         HostPolicyKind::Irs => (
             "irs",
-            "IRS (Middleware'17): before preempting a vCPU of an `irs` guest, send it a scheduler activation and let it run until it answers or the bound passes; on host CFS",
+            "IRS (Middleware'17): before preempting a vCPU of an `irs` guest, send it a scheduler activation and let it run until it answers or the bound passes; on host CFS or Xen Credit (`base`)",
             params_of::<IrsParams>(),
         ),
     };
@@ -122,6 +122,7 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
         HostPolicyKind::Cfs => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
         HostPolicyKind::Irs => match b.host.irs.base {
             IrsBase::Cfs => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, IrsSender::new(&b.host.irs))),
+            IrsBase::Credit => Box::new(Credit::with_activations(&b, IrsSender::new(&b.host.irs))),
         },
         HostPolicyKind::Credit => Box::new(Credit::new(&b)),
         HostPolicyKind::Credit2 => Box::new(Credit2::new(&b)),

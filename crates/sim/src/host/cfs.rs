@@ -4,7 +4,7 @@
 //!
 //! Source: kernel/sched/fair.c (Linux 6.5) unless noted.
 
-use super::{Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
+use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
 use crate::cfs::{CfsRq, Entity, Placement, Tunables};
 use crate::ids::{PcpuId, VcpuId};
 
@@ -323,19 +323,11 @@ impl<H: CfsHooks> HostCfs<H> {
     /// while its activation is outstanding, or when the hooks ask to warn
     /// its guest first.
     fn keeps_running(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: VcpuId, next: VcpuId) -> bool {
-        if view.facts.is_none() || view.preempt_notified(prev) {
-            return false;
-        }
-        if view.activation_pending(prev) {
-            return true;
-        }
-        match self.hooks.before_preempt(&self.k, view, p, prev, next) {
-            Preempt::Now => false,
-            Preempt::NotifyFirst { limit_ns } => {
-                out.notify_preempt.push((prev, limit_ns));
-                true
-            }
-        }
+        let (k, hooks) = (&self.k, &mut self.hooks);
+        keeps_running_until_notified(view, out, prev, || match hooks.before_preempt(k, view, p, prev, next) {
+            Preempt::Now => None,
+            Preempt::NotifyFirst { limit_ns } => Some(limit_ns),
+        })
     }
 }
 

@@ -11,7 +11,8 @@
 //! SMT core at the tick (the `_csched_cpu_pick()` check in
 //! csched_vcpu_acct()); no yield hint (the engine has no yield hypercall).
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView};
+use super::irs::IrsSender;
+use super::{keeps_running_until_notified, DecisionCosts, HostOut, HostPolicy, HostView};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -93,9 +94,16 @@ pub struct Credit {
     runq_sort_last: Vec<u64>,
     last_tickle: PcpuId,
     costs: DecisionCosts,
+    /// IRS's SA sender, when Credit runs as the IRS prototype's base.
+    activations: Option<IrsSender>,
 }
 
 impl Credit {
+    /// Credit with IRS's SA sender (the IRS prototype, section 4.1).
+    pub fn with_activations(b: &HostBuild, sender: IrsSender) -> Self {
+        Credit { activations: Some(sender), ..Credit::new(b) }
+    }
+
     pub fn new(b: &HostBuild) -> Self {
         let prm = &b.host.credit;
         let s = b.scenario;
@@ -155,6 +163,7 @@ impl Credit {
             runq_sort_last: vec![0; n],
             last_tickle: 0,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+            activations: None,
         }
     }
 
@@ -395,7 +404,11 @@ impl Credit {
 
 impl HostPolicy for Credit {
     fn name(&self) -> &'static str {
-        "credit"
+        if self.activations.is_some() {
+            "irs"
+        } else {
+            "credit"
+        }
     }
 
     fn start(&mut self, _view: &HostView, out: &mut HostOut) {
@@ -449,6 +462,16 @@ impl HostPolicy for Credit {
             self.runq_insert(c);
         }
         let head = self.runq[pi].first().copied();
+        // IRS (Algorithm 1): a runnable vCPU about to lose the pCPU to the
+        // runqueue's head is warned first and keeps running until its guest
+        // answers or the bound passes.
+        if let (Some(c), Some(sa)) = (runnable_prev, &self.activations) {
+            if head != Some(c) && keeps_running_until_notified(view, out, c, || sa.warning(view, c)) {
+                self.runq_remove(c);
+                self.costs.charge_decision(out, p, switched_out);
+                return Some(c);
+            }
+        }
         let mut next = head;
         if self.pri_of(head) > PRI_OVER {
             self.runq_remove(head.expect("a non-idle priority is a vCPU"));

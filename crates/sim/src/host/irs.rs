@@ -1,5 +1,6 @@
-//! IRS on the host (Middleware'17, section 3.1, Algorithm 1): the SA sender.
-//! Before host CFS preempts a running vCPU of a VM whose guest handles
+//! IRS on the host (Middleware'17, section 3.1, Algorithm 1): the SA sender,
+//! a hook on host CFS or built into Xen's Credit (`host/credit.rs`).
+//! Before the host preempts a running vCPU of a VM whose guest handles
 //! scheduler activations (guest policy `irs`), it sends the activation and
 //! lets the vCPU run until the guest answers or the bound passes. Only
 //! involuntary preemptions of runnable vCPUs are warned, and at most one
@@ -42,6 +43,8 @@ impl Default for IrsParams {
 pub enum IrsBase {
     #[default]
     Cfs,
+    /// Xen's Credit, as the paper's prototype (section 4.1).
+    Credit,
 }
 
 /// The SA sender as a hook on host CFS.
@@ -53,6 +56,12 @@ impl IrsSender {
     pub fn new(p: &IrsParams) -> Self {
         IrsSender { bound_ns: (p.bound_us * 1e3).round() as u64 }
     }
+
+    /// Algorithm 1's test: the bound to warn `prev` with, if its guest
+    /// handles activations.
+    pub fn warning(&self, view: &HostView, prev: VcpuId) -> Option<u64> {
+        (view.vm_guest_policy(view.vm_of(prev)) == "irs").then_some(self.bound_ns)
+    }
 }
 
 impl CfsHooks for IrsSender {
@@ -61,10 +70,9 @@ impl CfsHooks for IrsSender {
     }
 
     fn before_preempt(&mut self, _cfs: &CfsCore, view: &HostView, _p: PcpuId, prev: VcpuId, _next: VcpuId) -> Preempt {
-        if view.vm_guest_policy(view.vm_of(prev)) == "irs" {
-            Preempt::NotifyFirst { limit_ns: self.bound_ns }
-        } else {
-            Preempt::Now
+        match self.warning(view, prev) {
+            Some(limit_ns) => Preempt::NotifyFirst { limit_ns },
+            None => Preempt::Now,
         }
     }
 }

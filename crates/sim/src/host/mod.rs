@@ -174,6 +174,26 @@ pub struct HostOut {
     pub notify_preempt: Vec<(VcpuId, u64)>,
 }
 
+/// Two-phase preemption as a policy carries it out: whether running `prev`
+/// keeps its pCPU instead of being preempted now. It does while its
+/// activation is outstanding, and when `warn` gives a bound for a vCPU not
+/// yet warned (the activation is then sent); once notified, it is preempted.
+pub fn keeps_running_until_notified(view: &HostView, out: &mut HostOut, prev: VcpuId, warn: impl FnOnce() -> Option<u64>) -> bool {
+    if view.facts.is_none() || view.preempt_notified(prev) {
+        return false;
+    }
+    if view.activation_pending(prev) {
+        return true;
+    }
+    match warn() {
+        Some(bound) => {
+            out.notify_preempt.push((prev, bound));
+            true
+        }
+        None => false,
+    }
+}
+
 /// A VM exit (or hypercall) a host policy may observe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
