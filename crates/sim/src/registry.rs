@@ -8,11 +8,12 @@ use serde::Serialize;
 
 use crate::cfs::Tunables;
 use crate::guest::linux::GuestLinux;
+use crate::guest::vsched::Vsched;
 use crate::guest::GuestPolicy;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
-use crate::scenario::{CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind};
+use crate::scenario::{CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind, VschedParams};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -53,6 +54,11 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
             "Linux's scheduler inside the VM: CFS, RT and SCHED_IDLE classes, select_idle_sibling, balancing, PELT, steal accounting",
             params_of::<CfsTunables>(),
         ),
+        GuestPolicyKind::Vsched => (
+            "vsched",
+            "vSched (EuroSys'25) on guest Linux: simulated vProbers (vcap, vact, vtop) as guest threads, probed capacity and LLC groups written at run time, biased vCPU selection, intra-VM harvesting, relaxed work conservation",
+            params_of::<VschedParams>(),
+        ),
     };
     PolicyInfo { name, level: Level::Guest, description, params }
 }
@@ -60,7 +66,7 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
     let hosts = [HostPolicyKind::Cfs].into_iter().map(host_info);
-    let guests = [GuestPolicyKind::Linux].into_iter().map(guest_info);
+    let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Vsched].into_iter().map(guest_info);
     hosts.chain(guests).collect()
 }
 
@@ -87,6 +93,7 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
 pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {
     match guest.policy {
         GuestPolicyKind::Linux => Box::new(GuestLinux::new(guest, vcpus)),
+        GuestPolicyKind::Vsched => Box::new(GuestLinux::with_hooks(guest, vcpus, Vsched::new(&guest.vsched, vcpus))),
     }
 }
 

@@ -50,7 +50,7 @@ pub fn summarize(w: &World) -> Value {
         let named = |names: &[&str], counts: &[u64]| -> Map<String, Value> { names.iter().zip(counts).map(|(k, &n)| (k.to_string(), json!(n))).collect() };
         let lock = json!({"lhp_count": vm.lhp_count, "lwp_count": vm.lwp_count, "spin_ns": spin});
         locks.insert(vm.name.clone(), lock.clone());
-        vms.push(json!({
+        let mut vm_json = json!({
             "name": vm.name,
             "cpu_time_ns": cpu,
             "steal_ns": steal,
@@ -73,7 +73,12 @@ pub fn summarize(w: &World) -> Value {
             "activations": named(&["sent", "answered", "timed_out"], &vm.activations),
             "locks": lock,
             "vcpus": vcpus,
-        }));
+        });
+        let report = vm.guest.report();
+        if !report.is_null() {
+            vm_json["guest_policy"] = report;
+        }
+        vms.push(vm_json);
     }
     let workloads: Vec<Value> = w
         .workloads
@@ -85,7 +90,7 @@ pub fn summarize(w: &World) -> Value {
             let mut o = json!({
                 "name": wl.name,
                 "vm": w.vms[wl.vm as usize].name,
-                "kind": wl.kind.name(),
+                "kind": wl.kind,
                 "threads": wl.tasks.len(),
                 "completed": wl.metrics.completed,
                 "throughput_per_s": round6(wl.metrics.completed as f64 * 1e9 / active),
