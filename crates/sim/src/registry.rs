@@ -11,6 +11,8 @@ use crate::guest::linux::GuestLinux;
 use crate::guest::vsched::Vsched;
 use crate::guest::GuestPolicy;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
+use crate::guest::irs::IrsGuest;
+use crate::host::irs::{IrsBase, IrsParams, IrsSender};
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
 use crate::scenario::{CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind, VschedParams};
@@ -43,6 +45,11 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "Linux CFS scheduling vCPU threads as KVM hosts run it (kernel/sched/fair.c, Linux 6.5): per-pCPU runqueues, wakeup/tick preemption, balancing, cpu.max bandwidth",
             params_of::<CfsTunables>(),
         ),
+        HostPolicyKind::Irs => (
+            "irs",
+            "IRS (Middleware'17): before preempting a vCPU of an `irs` guest, send it a scheduler activation and let it run until it answers or the bound passes; on host CFS",
+            params_of::<IrsParams>(),
+        ),
     };
     PolicyInfo { name, level: Level::Host, description, params }
 }
@@ -59,14 +66,19 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
             "vSched (EuroSys'25) on guest Linux: simulated vProbers (vcap, vact, vtop) as guest threads, probed capacity and LLC groups written at run time, biased vCPU selection, intra-VM harvesting, relaxed work conservation",
             params_of::<VschedParams>(),
         ),
+        GuestPolicyKind::Irs => (
+            "irs",
+            "Linux with IRS (Middleware'17): on an activation, deschedule the running task and migrate it to an idle or least-stolen running sibling (Algorithm 2), with the wakeup locality rule of Fig. 4",
+            serde_json::json!({}),
+        ),
     };
     PolicyInfo { name, level: Level::Guest, description, params }
 }
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs].into_iter().map(host_info);
-    let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Vsched].into_iter().map(guest_info);
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Irs].into_iter().map(host_info);
+    let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Vsched, GuestPolicyKind::Irs].into_iter().map(guest_info);
     hosts.chain(guests).collect()
 }
 
@@ -82,11 +94,12 @@ pub struct HostBuild<'a> {
 }
 
 pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
+    let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
     match b.host.policy {
-        HostPolicyKind::Cfs => {
-            let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
-            Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth))
-        }
+        HostPolicyKind::Cfs => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
+        HostPolicyKind::Irs => match b.host.irs.base {
+            IrsBase::Cfs => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, IrsSender::new(&b.host.irs))),
+        },
     }
 }
 
@@ -94,6 +107,7 @@ pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {
     match guest.policy {
         GuestPolicyKind::Linux => Box::new(GuestLinux::new(guest, vcpus)),
         GuestPolicyKind::Vsched => Box::new(GuestLinux::with_hooks(guest, vcpus, Vsched::new(&guest.vsched, vcpus))),
+        GuestPolicyKind::Irs => Box::new(GuestLinux::with_hooks(guest, vcpus, IrsGuest::default())),
     }
 }
 

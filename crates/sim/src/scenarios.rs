@@ -21,6 +21,10 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "stalled-running-task",
     "bench-mixed-64",
     "bench-simpy-rr",
+    "vsched-fig2",
+    "vsched-fig3",
+    "irs-parsec",
+    "irs-npb",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {
