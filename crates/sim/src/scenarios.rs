@@ -25,6 +25,10 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "vsched-fig3",
     "irs-parsec",
     "irs-npb",
+    "vsched-fig10",
+    "vsched-fig11",
+    "vsched-fig14",
+    "vsched-fig15",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {
