@@ -42,6 +42,25 @@ const VTOP_PROBE: u64 = 2;
 /// CFS task (the real prober's choice, docs/probe.md).
 const PROBER_RT_PRIORITY: u32 = 1;
 
+/// Events per second the probers of a VM can cause at most (for the run
+/// size estimate): every vCPU's light and heavy probers completing chunks
+/// back to back, and one vtop pair probing; each chunk end is a progress
+/// event and may cause a switch.
+pub fn prober_events_per_second(p: &VschedParams, nv: u32) -> f64 {
+    let per_chunk = 2.0;
+    let mut chunks = 0.0;
+    if p.vcap {
+        chunks += nv as f64 * (1e9 / LIGHT_CHUNK_NS as f64 + 1e9 / probers::HEAVY_CHUNK_NS as f64);
+    }
+    if p.vtop {
+        chunks += 2.0 * 1e9 / vtop::CHUNK_NS as f64;
+    }
+    per_chunk * chunks
+}
+
+/// Threads vSched runs per vCPU (vcap light and heavy, vtop).
+pub const PROBER_THREADS_PER_VCPU: u32 = 3;
+
 #[derive(Debug, Clone, Copy)]
 enum Role {
     Light(u32),
