@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cfs::Tunables;
 use crate::guest::linux::GuestLinux;
+use crate::guest::vsched::Vsched;
 use crate::guest::GuestPolicy;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
 use crate::guest::irs::IrsGuest;
@@ -18,7 +19,7 @@ use crate::host::rtds::Rtds;
 use crate::host::tableau::Tableau;
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
-use crate::scenario::{CfsTunables, Credit2Params, CreditParams, Guest, GuestPolicyKind, Host, HostPolicyKind, RtdsParams, Scenario, TableauParams};
+use crate::scenario::{CfsTunables, Credit2Params, CreditParams, Guest, GuestPolicyKind, Host, HostPolicyKind, RtdsParams, Scenario, TableauParams, VschedParams};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -84,6 +85,11 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
             "Linux's scheduler inside the VM: CFS, RT and SCHED_IDLE classes, select_idle_sibling, balancing, PELT, steal accounting",
             params_of::<CfsTunables>(),
         ),
+        GuestPolicyKind::Vsched => (
+            "vsched",
+            "vSched (EuroSys'25) on guest Linux: simulated vProbers (vcap, vact, vtop) as guest threads, probed capacity and LLC groups written at run time, biased vCPU selection, intra-VM harvesting, relaxed work conservation",
+            params_of::<VschedParams>(),
+        ),
         GuestPolicyKind::Irs => (
             "irs",
             "Linux with IRS (Middleware'17): on an activation, deschedule the running task and migrate it to an idle or least-stolen running sibling (Algorithm 2), with the wakeup locality rule of Fig. 4",
@@ -98,7 +104,7 @@ pub fn policies() -> Vec<PolicyInfo> {
     let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Irs, HostPolicyKind::Credit, HostPolicyKind::Credit2, HostPolicyKind::Rtds, HostPolicyKind::Tableau]
         .into_iter()
         .map(host_info);
-    let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Irs].into_iter().map(guest_info);
+    let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Vsched, GuestPolicyKind::Irs].into_iter().map(guest_info);
     hosts.chain(guests).collect()
 }
 
@@ -134,6 +140,7 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
 pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {
     match guest.policy {
         GuestPolicyKind::Linux => Box::new(GuestLinux::new(guest, vcpus)),
+        GuestPolicyKind::Vsched => Box::new(GuestLinux::with_hooks(guest, vcpus, Vsched::new(&guest.vsched, vcpus))),
         GuestPolicyKind::Irs => Box::new(GuestLinux::with_hooks(guest, vcpus, IrsGuest::default())),
     }
 }

@@ -141,6 +141,8 @@ pub enum GuestPolicyKind {
     /// Linux's scheduler (CFS, RT, SCHED_IDLE) as a guest kernel runs it.
     #[default]
     Linux,
+    /// vSched (EuroSys'25): Linux with simulated vProbers, BVS, IVH and RWC.
+    Vsched,
     /// Linux with IRS's activation receiver, context switcher and migrator.
     Irs,
 }
@@ -363,6 +365,9 @@ pub struct Guest {
     pub steal_accounting: bool,
     #[serde(default)]
     pub cfs: CfsTunables,
+    /// Parameters of the `vsched` guest policy.
+    #[serde(default)]
+    pub vsched: VschedParams,
     /// The guest kernel's paravirtual side (see [`GuestPv`]).
     #[serde(default)]
     pub pv: GuestPv,
@@ -373,6 +378,164 @@ fn rr_timeslice() -> f64 {
 fn yes() -> bool {
     true
 }
+// ---- vSched guest policy parameters (`[vm.guest.vsched]`) ----
+//
+// Sources: the vSched paper (Guo et al., EuroSys'25; §3, §5.1 and its Table 1
+// of tunables) and the public vSched code on Linux 6.1.36, whose values are
+// cited field by field; where the real prober (`crates/probe`) already chose
+// a default for the same quantity, the same value is used.
+
+/// vSched's switches and prober periods. With every mechanism on it is the
+/// paper's vSched; `bvs = false, ivh = false` is its "enhanced CFS" (§5.6:
+/// vProbers and RWC only).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VschedParams {
+    /// vcap: per-vCPU capacity probing (light SCHED_IDLE phase, heavy
+    /// SCHED_FIFO phase), written as the vCPU's capacity.
+    #[serde(default = "yes")]
+    pub vcap: bool,
+    /// vact: preemption count and steal per vCPU (vCPU latency) and the
+    /// per-tick heartbeat (vCPU state).
+    #[serde(default = "yes")]
+    pub vact: bool,
+    /// vtop: cache-line ping-pong between vCPU pairs, written as the LLC
+    /// groups and the stacked groups RWC uses.
+    #[serde(default = "yes")]
+    pub vtop: bool,
+    /// Biased vCPU selection (§3.2).
+    #[serde(default = "yes")]
+    pub bvs: bool,
+    /// BVS also checks the vCPU state (recently active); false is Table 3's
+    /// "BVS (no state check)".
+    #[serde(default = "yes")]
+    pub bvs_state_check: bool,
+    /// Intra-VM harvesting (§3.3).
+    #[serde(default = "yes")]
+    pub ivh: bool,
+    /// IVH pre-wakes the target and migrates only when both vCPUs are
+    /// active; false migrates at once (Table 4's activity-unaware IVH).
+    #[serde(default = "yes")]
+    pub ivh_activity_aware: bool,
+    /// Relaxed work conservation (§3.4): the workloads' cpuset hides
+    /// stragglers and all but one vCPU of each stacked group.
+    #[serde(default = "yes")]
+    pub rwc: bool,
+    /// vcap sampling window: 100 ms (paper §3.1 "e.g., 100 ms"; public code).
+    #[serde(default = "vsched_vcap_period")]
+    pub vcap_period_ms: f64,
+    /// A heavy phase every this many windows (public code: 5).
+    #[serde(default = "vsched_heavy_every")]
+    pub vcap_heavy_every: u32,
+    /// Length of the heavy phase (the real prober's `--heavy-ms` default).
+    #[serde(default = "vsched_heavy_ms")]
+    pub vcap_heavy_ms: f64,
+    /// Weight the EMA keeps of its history: 0.5, an EMA over about two
+    /// windows (public code).
+    #[serde(default = "vsched_ema_decay")]
+    pub ema_decay: f64,
+    /// Steal jumps at a tick smaller than this are noise, not a preemption
+    /// (§3.1 "small jumps are filtered"; the real prober's threshold).
+    #[serde(default = "vsched_preemption_threshold")]
+    pub preemption_threshold_us: f64,
+    /// A vCPU whose heartbeat is older than this is inactive (public code:
+    /// 1.5 ms).
+    #[serde(default = "vsched_heartbeat_stale")]
+    pub heartbeat_stale_ms: f64,
+    /// A full vtop probe every this long (§6: "respond to vCPU changes
+    /// within seconds").
+    #[serde(default = "vsched_vtop_period")]
+    pub vtop_period_ms: f64,
+    /// Round trips per pair, first budget and its extended bound (the real
+    /// prober's defaults, docs/probe.md).
+    #[serde(default = "vsched_vtop_round_trips")]
+    pub vtop_round_trips: u64,
+    #[serde(default = "vsched_vtop_timeout")]
+    pub vtop_timeout_ms: f64,
+    #[serde(default = "vsched_vtop_max_timeout")]
+    pub vtop_max_timeout_ms: f64,
+    /// RWC: a vCPU this many times below the average capacity is a
+    /// straggler (§3.4 "e.g., 10x lower").
+    #[serde(default = "vsched_straggler_factor")]
+    pub straggler_factor: f64,
+}
+
+fn vsched_vcap_period() -> f64 {
+    100.0
+}
+fn vsched_heavy_every() -> u32 {
+    5
+}
+fn vsched_heavy_ms() -> f64 {
+    10.0
+}
+fn vsched_ema_decay() -> f64 {
+    0.5
+}
+fn vsched_preemption_threshold() -> f64 {
+    100.0
+}
+fn vsched_heartbeat_stale() -> f64 {
+    1.5
+}
+fn vsched_vtop_period() -> f64 {
+    2000.0
+}
+fn vsched_vtop_round_trips() -> u64 {
+    1000
+}
+fn vsched_vtop_timeout() -> f64 {
+    5.0
+}
+fn vsched_vtop_max_timeout() -> f64 {
+    40.0
+}
+fn vsched_straggler_factor() -> f64 {
+    10.0
+}
+
+impl Default for VschedParams {
+    fn default() -> Self {
+        toml::from_str("").expect("vsched defaults")
+    }
+}
+
+impl VschedParams {
+    fn check(&self, p: &str) -> Result<(), ScenarioError> {
+        let positive = [
+            ("vcap_period_ms", self.vcap_period_ms),
+            ("vcap_heavy_ms", self.vcap_heavy_ms),
+            ("preemption_threshold_us", self.preemption_threshold_us),
+            ("heartbeat_stale_ms", self.heartbeat_stale_ms),
+            ("vtop_period_ms", self.vtop_period_ms),
+            ("vtop_timeout_ms", self.vtop_timeout_ms),
+            ("straggler_factor", self.straggler_factor),
+        ];
+        for (name, v) in positive {
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(err(format!("{p}.{name}"), "must be positive"));
+            }
+        }
+        if self.vcap_heavy_ms >= self.vcap_period_ms {
+            return Err(err(format!("{p}.vcap_heavy_ms"), "must be shorter than vcap_period_ms"));
+        }
+        if self.vcap_heavy_every == 0 {
+            return Err(err(format!("{p}.vcap_heavy_every"), "must be at least 1"));
+        }
+        if !(0.0..1.0).contains(&self.ema_decay) {
+            return Err(err(format!("{p}.ema_decay"), "must be in [0, 1)"));
+        }
+        if self.vtop_round_trips == 0 {
+            return Err(err(format!("{p}.vtop_round_trips"), "must be at least 1"));
+        }
+        if self.vtop_max_timeout_ms < self.vtop_timeout_ms {
+            return Err(err(format!("{p}.vtop_max_timeout_ms"), "must be at least vtop_timeout_ms"));
+        }
+        Ok(())
+    }
+}
+// ---- end of vSched parameters ----
+
 impl Default for Guest {
     fn default() -> Self {
         toml::from_str("").expect("guest defaults")
@@ -942,6 +1105,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         if !(g.rr_timeslice_ms > 0.0) {
             return Err(err(format!("{p}.guest.rr_timeslice_ms"), "must be positive"));
         }
+        g.vsched.check(&format!("{p}.guest.vsched"))?;
         if !g.capacity.is_empty() && g.capacity.len() != vm.vcpus as usize {
             return Err(err(format!("{p}.guest.capacity"), format!("has {} entries for {} vCPUs", g.capacity.len(), vm.vcpus)));
         }

@@ -6,7 +6,8 @@
 //! charged the events of its own kind at full speed (its threads running on
 //! as many vCPUs as it has), which bounds what contention can produce.
 
-use crate::scenario::{Scenario, WorkloadKind};
+use crate::guest::vsched;
+use crate::scenario::{GuestPolicyKind, Scenario, WorkloadKind};
 use crate::world::{Task, Vcpu};
 
 /// Refused without an explicit override: at the engine's few million events per
@@ -75,6 +76,10 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
         // Each tick, host or guest, may preempt on every vCPU: a switch, its
         // overhead's end and the next slice's timer.
         per_second += vm.guest.hz as f64 + nv * TICK_EVENTS_PER_VCPU * (h.hz + vm.guest.hz) as f64;
+        if vm.guest.policy == GuestPolicyKind::Vsched {
+            per_second += vsched::prober_events_per_second(&vm.guest.vsched, vm.vcpus);
+            tasks += (vsched::PROBER_THREADS_PER_VCPU * vm.vcpus) as f64;
+        }
         for w in vm.workloads.iter().filter(|w| w.enabled) {
             let threads = match w.kind {
                 WorkloadKind::Ping => 0.0,

@@ -61,7 +61,7 @@ pub fn summarize(w: &World) -> Value {
             "halt_poll_ns": c.halt_poll_ns,
         });
         locks.insert(vm.name.clone(), lock.clone());
-        vms.push(json!({
+        let mut vm_json = json!({
             "name": vm.name,
             "cpu_time_ns": cpu,
             "steal_ns": steal,
@@ -85,7 +85,12 @@ pub fn summarize(w: &World) -> Value {
             "locks": lock,
             "pv": pv,
             "vcpus": vcpus,
-        }));
+        });
+        let report = vm.guest.report();
+        if !report.is_null() {
+            vm_json["guest_policy"] = report;
+        }
+        vms.push(vm_json);
     }
     let workloads: Vec<Value> = w
         .workloads
@@ -97,7 +102,7 @@ pub fn summarize(w: &World) -> Value {
             let mut o = json!({
                 "name": wl.name,
                 "vm": w.vms[wl.vm as usize].name,
-                "kind": wl.kind.name(),
+                "kind": wl.kind,
                 "threads": wl.tasks.len(),
                 "completed": wl.metrics.completed,
                 "throughput_per_s": round6(wl.metrics.completed as f64 * 1e9 / active),

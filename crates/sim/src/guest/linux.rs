@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{GuestAct, GuestPolicy, GuestView, HostState, TickOut};
+use super::{GuestAct, GuestPolicy, GuestView, Hardware, HostState, OwnThread, TickOut};
 use crate::cfs::{CfsRq, Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
 use crate::pelt::Pelt;
 use crate::scenario::{Guest, Policy};
@@ -83,6 +83,9 @@ pub struct LinuxKernel {
     arch_capacity: Vec<u32>,
     /// The guest believes its vCPUs differ in capacity (SD_ASYM_CPUCAPACITY).
     asym_capacity: bool,
+    /// The capacities were written from a probe that already measured the
+    /// share of the core the vCPU gets: steal no longer scales them.
+    capacity_probed: bool,
     rqs: Vec<GuestRq>,
     ents: Vec<Entity>,
     tasks: Vec<GTask>,
@@ -106,6 +109,7 @@ impl LinuxKernel {
             steal_accounting: cfg.steal_accounting,
             llc_of,
             asym_capacity: arch_capacity.iter().any(|&c| c != arch_capacity[0]),
+            capacity_probed: false,
             arch_capacity,
             rqs,
             ents: Vec::new(),
@@ -141,6 +145,15 @@ impl LinuxKernel {
         self.update_capacity(v);
     }
 
+    /// [`LinuxKernel::set_capacity`] with a capacity measured under the
+    /// host's contention (vSched's vcap: core speed x share of the core): from
+    /// then on steal pressure no longer lowers the believed capacities, as it
+    /// is already in them.
+    pub fn set_probed_capacity(&mut self, v: u32, capacity: u32) {
+        self.capacity_probed = true;
+        self.set_capacity(v, capacity);
+    }
+
     /// Run-time rebuild of the LLC groups (partition_sched_domains()).
     pub fn set_llc_groups(&mut self, groups: &[Vec<u32>]) {
         for (g, grp) in groups.iter().enumerate() {
@@ -168,8 +181,14 @@ impl LinuxKernel {
     /// the cpuset. Queued tasks on excluded vCPUs move at once; running ones
     /// are returned as stopper migrations for the engine to carry out.
     pub fn set_cpuset(&mut self, view: &GuestView, cpuset: &[bool]) -> Vec<GuestAct> {
+        self.set_cpuset_except(view, cpuset, &[])
+    }
+
+    /// [`LinuxKernel::set_cpuset`] for every task but `exempt` (tasks in
+    /// another cgroup, such as a policy's own threads).
+    pub fn set_cpuset_except(&mut self, view: &GuestView, cpuset: &[bool], exempt: &[u32]) -> Vec<GuestAct> {
         let mut acts = Vec::new();
-        for t in 0..self.tasks.len() as u32 {
+        for t in (0..self.tasks.len() as u32).filter(|t| !exempt.contains(t)) {
             let task = &mut self.tasks[t as usize];
             let within: Vec<bool> = task.affinity.iter().zip(cpuset).map(|(&a, &c)| a && c).collect();
             task.allowed = if within.contains(&true) { within } else { cpuset.to_vec() };
@@ -218,7 +237,7 @@ impl LinuxKernel {
         let rq = &mut self.rqs[v as usize];
         rq.irq.update(rq.clock_last, false);
         let arch = self.arch_capacity[v as usize] as f64;
-        let irq = rq.irq.avg.min(arch);
+        let irq = if self.capacity_probed { 0.0 } else { rq.irq.avg.min(arch) };
         // scale_irq_capacity(max, irq, max) = max * (max - irq) / max; the RT
         // and deadline averages it first subtracts are not tracked here.
         rq.capacity = (arch - irq).max(1.0) as u32;
@@ -226,6 +245,12 @@ impl LinuxKernel {
 
     pub fn is_idle(&self, view: &GuestView, v: u32) -> bool {
         self.rqs[v as usize].nr_running() == 0 && !view.preempted[v as usize]
+    }
+
+    /// Runnable tasks on `v` that are not SCHED_IDLE (curr included).
+    pub fn nr_non_idle(&self, v: u32) -> u32 {
+        let rq = &self.rqs[v as usize];
+        rq.nr_running() - rq.idle_policy_nr
     }
 
     /// sched_idle_cpu(): every runnable task there is SCHED_IDLE.
@@ -701,6 +726,16 @@ pub trait LinuxHooks {
     fn on_ipi(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _v: u32, _payload: u64) -> Vec<GuestAct> {
         Vec::new()
     }
+    /// Threads of the hook set's own, registered in `k` (`add_task`).
+    fn own_threads(&mut self, _k: &mut LinuxKernel) -> Vec<OwnThread> {
+        Vec::new()
+    }
+    fn own_op(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _hw: &Hardware, _t: u32) -> (crate::workloads::Op, Vec<GuestAct>) {
+        (crate::workloads::Op::Exit, Vec::new())
+    }
+    fn report(&self, _k: &LinuxKernel) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }
 
 /// Plain Linux.
@@ -801,6 +836,15 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
     }
     fn on_ipi(&mut self, view: &GuestView, v: u32, payload: u64) -> Vec<GuestAct> {
         self.hooks.on_ipi(&mut self.kernel, view, v, payload)
+    }
+    fn own_threads(&mut self) -> Vec<OwnThread> {
+        self.hooks.own_threads(&mut self.kernel)
+    }
+    fn own_op(&mut self, view: &GuestView, hw: &Hardware, t: u32) -> (crate::workloads::Op, Vec<GuestAct>) {
+        self.hooks.own_op(&mut self.kernel, view, hw, t)
+    }
+    fn report(&self) -> serde_json::Value {
+        self.hooks.report(&self.kernel)
     }
 }
 

@@ -4,9 +4,13 @@
 
 pub mod irs;
 pub mod linux;
+pub mod vsched;
 
 use crate::host::{Hcall, IrqKind};
+use crate::ids::PcpuId;
+use crate::machine::Machine;
 use crate::scenario::Policy;
+use crate::workloads::Op;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostState {
@@ -54,6 +58,37 @@ pub enum GuestAct {
     Hypercall { from: u32, call: Hcall },
     /// Call [`GuestPolicy::timer`] with `token` at time `at`.
     Timer { at: u64, token: u64 },
+    /// Wake the policy's own thread (VM-local task) parked in `Op::Park`;
+    /// nothing when it is not parked.
+    Wake(u32),
+}
+
+/// A thread a guest policy runs itself (a kernel thread or a daemon of its
+/// own, such as vSched's probers): registered in the policy with `add_task`
+/// semantics, its operations come from [`GuestPolicy::own_op`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnThread {
+    /// The VM-local task index the policy gave it.
+    pub local: u32,
+    pub name: String,
+}
+
+/// What the instructions of a running thread meet on the hardware: the
+/// pCPU each of the VM's vCPUs runs on now (None: not running) and the
+/// machine's cache-line distances. Not the guest scheduler's knowledge: a
+/// policy's own thread reads it only as the timing its operations
+/// experience (a cache line bounced between two vCPUs).
+pub struct Hardware<'a> {
+    pub machine: &'a Machine,
+    pub pcpu: &'a [Option<PcpuId>],
+}
+
+impl Hardware<'_> {
+    /// One cache-line transfer between VM-local vCPUs `a` and `b` when both
+    /// run at this instant.
+    pub fn line_transfer_ns(&self, a: u32, b: u32) -> Option<u64> {
+        Some(self.machine.line_latency_ns(self.pcpu[a as usize]?, self.pcpu[b as usize]?))
+    }
 }
 
 /// A guest kernel's scheduler, in the spirit of Linux's `sched_class`: the
@@ -109,5 +144,20 @@ pub trait GuestPolicy {
     /// An IPI the policy sent (`GuestAct::Ipi`) is handled on `v`.
     fn on_ipi(&mut self, _view: &GuestView, _v: u32, _payload: u64) -> Vec<GuestAct> {
         Vec::new()
+    }
+    /// Threads the policy runs itself, asked once after the workloads'
+    /// tasks are registered; they start at time 0.
+    fn own_threads(&mut self) -> Vec<OwnThread> {
+        Vec::new()
+    }
+    /// The next operation of own thread `t` (VM-local), running now, and
+    /// acts to carry out first.
+    fn own_op(&mut self, _view: &GuestView, _hw: &Hardware, _t: u32) -> (Op, Vec<GuestAct>) {
+        (Op::Exit, Vec::new())
+    }
+    /// The policy's own results for the summary (`vms[].guest_policy`);
+    /// null: nothing to report.
+    fn report(&self) -> serde_json::Value {
+        serde_json::Value::Null
     }
 }

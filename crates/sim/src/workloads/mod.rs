@@ -41,6 +41,9 @@ pub enum Op {
     /// Device IO of the given latency, completion interrupt to a vCPU.
     Io { device_ns: u64, irq_vcpu: u32 },
     Sleep(u64),
+    /// Block until woken by the guest policy that owns the thread
+    /// (`GuestAct::Wake`); only for a guest policy's own threads.
+    Park,
     Exit,
 }
 

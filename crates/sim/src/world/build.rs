@@ -150,37 +150,16 @@ impl World {
                     let id = tasks.len() as u32;
                     vms[vi].tasks.push(id);
                     let home = vms[vi].first_vcpu + vms[vi].guest.task_cpu(local);
-                    tasks.push(Task {
-                        vm: vi as u32,
-                        local,
-                        workload: widx,
-                        thread: thread as u32,
-                        name: spec.name,
-                        exec: Exec::Blocked,
-                        kseq: VecDeque::new(),
-                        preempt_count: 0,
-                        locks_held: 0,
-                        tlb_outstanding: 0,
-                        timer_vcpu: home,
-                        io_irq_vcpu: home,
-                        cpu_ns: 0,
-                        spin_ns: 0,
-                        runnable_ns: 0,
-                        runnable_since: None,
-                        context_switches: 0,
-                        last_vcpu: home,
-                        off_since: None,
-                        record_gaps_over: spec.record_gaps_over,
-                    });
+                    tasks.push(Task::new(vi as u32, local, widx, thread as u32, spec.name, home, spec.record_gaps_over));
                     ids.push(id);
                 }
                 let has_latency = matches!(w.kind, WorkloadKind::Parallel | WorkloadKind::Pipeline | WorkloadKind::Server | WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::LatencyProbe)
                     && !(w.kind == WorkloadKind::Parallel && w.sync.is_lock());
                 wls.push(WorkloadState {
                     name: label.clone(),
-                    kind: w.kind,
+                    kind: w.kind.name(),
                     vm: vi as u32,
-                    program: built.program,
+                    program: Some(built.program),
                     rng: stream(scenario.seed, &format!("workload/{label}")),
                     metrics: WorkloadMetrics { has_latency, record_rows: opts.record, ..Default::default() },
                     tasks: ids,
@@ -188,6 +167,36 @@ impl World {
                     start_ns: ms(w.start_ms),
                 });
             }
+        }
+        // The threads each guest policy runs itself (vSched's probers), as
+        // one more workload of the VM, started with the others at time 0.
+        for (vi, vm) in vms.iter_mut().enumerate() {
+            let own = vm.guest.own_threads();
+            if own.is_empty() {
+                continue;
+            }
+            let widx = wls.len() as u32;
+            let label = format!("{}/{}", vm.name, vm.guest.name());
+            let mut ids = Vec::new();
+            for (thread, t) in own.into_iter().enumerate() {
+                assert_eq!(t.local as usize, vm.tasks.len(), "own threads are registered after the workloads' tasks");
+                let id = tasks.len() as u32;
+                vm.tasks.push(id);
+                let home = vm.first_vcpu + vm.guest.task_cpu(t.local);
+                tasks.push(Task::new(vi as u32, t.local, widx, thread as u32, t.name, home, None));
+                ids.push(id);
+            }
+            wls.push(WorkloadState {
+                name: label.clone(),
+                kind: "guest_policy",
+                vm: vi as u32,
+                program: None,
+                rng: stream(scenario.seed, &format!("workload/{label}")),
+                metrics: WorkloadMetrics::default(),
+                tasks: ids,
+                irq_vcpu: vm.first_vcpu,
+                start_ns: 0,
+            });
         }
         let entitlements = super::record::entitlements(&scenario, &allowed, np);
         for (vm, e) in vms.iter_mut().zip(entitlements) {
@@ -247,6 +256,34 @@ impl World {
         }
         if self.recorder.record {
             self.schedule(self.sample_ns, Event::Sample);
+        }
+    }
+}
+
+impl Task {
+    fn new(vm: u32, local: u32, workload: u32, thread: u32, name: String, home: u32, record_gaps_over: Option<u64>) -> Task {
+        Task {
+            vm,
+            local,
+            workload,
+            thread,
+            name,
+            exec: Exec::Blocked,
+            kseq: VecDeque::new(),
+            preempt_count: 0,
+            locks_held: 0,
+            tlb_outstanding: 0,
+            timer_vcpu: home,
+            io_irq_vcpu: home,
+            cpu_ns: 0,
+            spin_ns: 0,
+            runnable_ns: 0,
+            runnable_since: None,
+            context_switches: 0,
+            last_vcpu: home,
+            off_since: None,
+            record_gaps_over,
+            parked: false,
         }
     }
 }

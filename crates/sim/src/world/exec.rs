@@ -7,10 +7,10 @@
 use super::guest_glue::with_guest;
 use super::{irq, Exec, KStep, SpinOn, World};
 use crate::event::Event;
-use crate::guest::{GuestView, HostState};
+use crate::guest::{GuestView, Hardware, HostState};
 use crate::paravirt::{self, io_backend, LockKind};
 use crate::host::{Exit, Hcall};
-use crate::ids::{TaskId, VcpuId};
+use crate::ids::{PcpuId, TaskId, VcpuId};
 use crate::workloads::{BarrierMode, Op};
 
 /// Bound on zero-time steps in one go; a program that never spends time is a
@@ -34,6 +34,7 @@ impl World {
             }
             let step = match self.tasks[t as usize].kseq.pop_front() {
                 Some(s) => s,
+                None if self.workloads[self.tasks[t as usize].workload as usize].program.is_none() => KStep::Op(self.own_op(t)),
                 None => {
                     let w = self.tasks[t as usize].workload;
                     let thread = self.tasks[t as usize].thread;
@@ -46,6 +47,20 @@ impl World {
             }
         }
         panic!("task {} made {MAX_STEPS} zero-time steps", self.tasks[t as usize].name);
+    }
+
+    /// The next operation of a guest policy's own thread, from the policy,
+    /// with what the thread's instructions meet on the hardware now; the
+    /// policy's acts are carried out first.
+    fn own_op(&mut self, t: TaskId) -> Op {
+        let (vm, local) = (self.tasks[t as usize].vm, self.tasks[t as usize].local);
+        let first = self.vms[vm as usize].first_vcpu;
+        let nv = self.vms[vm as usize].nv;
+        let pcpu: Vec<Option<PcpuId>> = (first..first + nv).map(|v| self.vcpus[v as usize].pcpu).collect();
+        let hw = Hardware { machine: &self.machine, pcpu: &pcpu };
+        let (op, acts) = with_guest!(self, vm, |g, view| g.own_op(&view, &hw, local));
+        self.apply_guest_acts(vm, acts);
+        op
     }
 
     fn request_guest_resched_now(&mut self, v: VcpuId) {
@@ -226,6 +241,11 @@ impl World {
             Op::Sleep(ns) => {
                 self.tasks[t as usize].timer_vcpu = v;
                 self.schedule(self.now + ns, Event::SleepDone(t));
+                self.block(t, v);
+                false
+            }
+            Op::Park => {
+                self.tasks[t as usize].parked = true;
                 self.block(t, v);
                 false
             }

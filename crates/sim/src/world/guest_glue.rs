@@ -239,6 +239,12 @@ impl World {
                     }
                 }
                 GuestAct::Timer { at, token } => self.schedule(at.max(self.now), Event::GuestTimer(vm, token)),
+                GuestAct::Wake(l) => {
+                    let t = self.vms[vm as usize].tasks[l as usize];
+                    if std::mem::take(&mut self.tasks[t as usize].parked) {
+                        self.wake_task(t, None, false);
+                    }
+                }
             }
         }
     }

@@ -29,7 +29,7 @@ use crate::machine::Machine;
 use crate::paravirt::ple::Ple;
 use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use crate::rng::Rng;
-use crate::scenario::{Overheads, Scenario, WorkloadKind};
+use crate::scenario::{Overheads, Scenario};
 use crate::sync::SyncObjects;
 use crate::workloads::{Cx, Op, Program, WorkloadMetrics};
 
@@ -174,6 +174,8 @@ pub struct Task {
     pub last_vcpu: VcpuId,
     off_since: Option<u64>,
     record_gaps_over: Option<u64>,
+    /// Blocked in `Op::Park` until its guest policy wakes it.
+    parked: bool,
 }
 
 impl Task {
@@ -220,9 +222,13 @@ pub struct VmState {
 
 pub struct WorkloadState {
     pub name: String,
-    pub kind: WorkloadKind,
+    /// The scenario's workload kind, or `guest_policy` for the threads a
+    /// guest policy runs itself.
+    pub kind: &'static str,
     pub vm: VmId,
-    pub program: Box<dyn Program>,
+    /// None: the threads belong to the guest policy, which gives their
+    /// operations (`GuestPolicy::own_op`).
+    pub program: Option<Box<dyn Program>>,
     pub rng: Rng,
     pub metrics: WorkloadMetrics,
     pub tasks: Vec<TaskId>,
@@ -448,9 +454,11 @@ impl World {
         self.queue.push(at, ev);
     }
 
+    /// The program of a scenario workload (the guest policy's own threads
+    /// have none: they take no arrivals and no device interrupts).
     fn cx_for(&mut self, w: u32) -> (&mut Box<dyn Program>, Cx<'_>) {
         let wl = &mut self.workloads[w as usize];
-        (&mut wl.program, Cx { now: self.now, rng: &mut wl.rng, metrics: &mut wl.metrics })
+        (wl.program.as_mut().expect("a scenario workload"), Cx { now: self.now, rng: &mut wl.rng, metrics: &mut wl.metrics })
     }
 
     /// Runs until the end of simulated time; `progress` is called about every
@@ -572,6 +580,9 @@ impl World {
     }
 
     fn arrival(&mut self, w: u32) {
+        if self.workloads[w as usize].program.is_none() {
+            return;
+        }
         let (program, mut cx) = self.cx_for(w);
         if let Some((delay, payload)) = program.arrival(&mut cx) {
             let v = self.workloads[w as usize].irq_vcpu;

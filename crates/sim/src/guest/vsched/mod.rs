@@ -1,0 +1,263 @@
+//! vSched (Guo et al., "Optimizing Task Scheduling in Cloud VMs with
+//! Accurate vCPU Abstraction", EuroSys'25) as a hook set on guest Linux.
+//!
+//! - The vProbers are threads of the guest that consume simulated CPU
+//!   (`probers.rs`: vcap and vact; `vtop.rs`), estimating with the real
+//!   probers' estimators (`vmsched_probe::estimators`).
+//! - Their results go into the kernel as vSched's kernel module writes them:
+//!   the probed capacity per vCPU (`set_capacity`), the probed sockets as
+//!   the LLC groups (`set_llc_groups`); vact's latency and heartbeat are read
+//!   by BVS and IVH.
+//! - BVS (`bvs.rs`) in select_task_rq, IVH (`ivh.rs`) from the tick with a
+//!   pull IPI and the stopper, RWC (`rwc.rs`) as the workloads' cpuset.
+//!
+//! Not modelled: vtop's validation period (every probe is a full probe with
+//! the skip optimisation, probing pairs one at a time), vcap's back-off of
+//! the heavy phase when stable, and SMT scheduling domains (the guest model
+//! has LLC groups but no SMT-aware idle search, so the probed SMT groups are
+//! reported, not written).
+
+pub mod bvs;
+pub mod ivh;
+pub mod probers;
+pub mod rwc;
+pub mod vtop;
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use self::ivh::Ivh;
+use self::probers::{Probers, LIGHT_CHUNK_NS};
+use self::rwc::Rwc;
+use self::vtop::Vtop;
+use crate::guest::linux::{LinuxHooks, LinuxKernel};
+use crate::guest::{GuestAct, GuestPolicy, GuestView, Hardware, HostState, OwnThread, TickOut};
+use crate::scenario::{Policy, VschedParams};
+use crate::workloads::Op;
+
+const VCAP_WINDOW: u64 = 1;
+const VTOP_PROBE: u64 = 2;
+/// Priority of the heavy vcap phase and of vtop: SCHED_FIFO 1, above every
+/// CFS task (the real prober's choice, docs/probe.md).
+const PROBER_RT_PRIORITY: u32 = 1;
+
+/// Events per second the probers of a VM can cause at most (for the run
+/// size estimate): every vCPU's light and heavy probers completing chunks
+/// back to back, and one vtop pair probing; each chunk end is a progress
+/// event and may cause a switch.
+pub fn prober_events_per_second(p: &VschedParams, nv: u32) -> f64 {
+    let per_chunk = 2.0;
+    let mut chunks = 0.0;
+    if p.vcap {
+        chunks += nv as f64 * (1e9 / LIGHT_CHUNK_NS as f64 + 1e9 / probers::HEAVY_CHUNK_NS as f64);
+    }
+    if p.vtop {
+        chunks += 2.0 * 1e9 / vtop::CHUNK_NS as f64;
+    }
+    per_chunk * chunks
+}
+
+/// Threads vSched runs per vCPU (vcap light and heavy, vtop).
+pub const PROBER_THREADS_PER_VCPU: u32 = 3;
+
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Light(u32),
+    Heavy(u32),
+    Vtop(u32),
+}
+
+pub struct Vsched {
+    p: VschedParams,
+    nv: u32,
+    probers: Probers,
+    vtop: Vtop,
+    ivh: Ivh,
+    rwc: Rwc,
+    roles: BTreeMap<u32, Role>,
+    own: Vec<u32>,
+    bvs_placements: u64,
+}
+
+impl Vsched {
+    pub fn new(p: &VschedParams, nv: u32) -> Vsched {
+        Vsched {
+            p: p.clone(),
+            nv,
+            probers: Probers::new(p, nv),
+            vtop: Vtop::new(p, nv),
+            ivh: Ivh::new(nv),
+            rwc: Rwc::new(nv),
+            roles: BTreeMap::new(),
+            own: Vec::new(),
+            bvs_placements: 0,
+        }
+    }
+
+    fn vtop_period_ns(&self) -> u64 {
+        (self.p.vtop_period_ms * 1e6) as u64
+    }
+
+    /// RWC from the probed capacities and stacked groups.
+    fn apply_rwc(&mut self, k: &mut LinuxKernel, view: &GuestView) -> Vec<GuestAct> {
+        if !self.p.rwc {
+            return Vec::new();
+        }
+        let caps = match (self.p.vcap, self.probers.capacities()) {
+            (true, Some(c)) => c,
+            (true, None) => return Vec::new(),
+            (false, _) => vec![1024.0; self.nv as usize],
+        };
+        let stacked = self.vtop.topology.as_ref().map(|t| t.groups.stacked.clone()).unwrap_or_default();
+        match self.rwc.update(&caps, &stacked, self.p.straggler_factor) {
+            Some(mask) => k.set_cpuset_except(view, &mask, &self.own),
+            None => Vec::new(),
+        }
+    }
+}
+
+impl LinuxHooks for Vsched {
+    fn name(&self) -> &'static str {
+        "vsched"
+    }
+
+    fn own_threads(&mut self, k: &mut LinuxKernel) -> Vec<OwnThread> {
+        let mut out = Vec::new();
+        for v in 0..self.nv {
+            let mut pinned = vec![false; self.nv as usize];
+            pinned[v as usize] = true;
+            let mut add = |k: &mut LinuxKernel, policy, prio, role, name: String| {
+                let local = k.add_task(policy, prio, pinned.clone());
+                self.roles.insert(local, role);
+                self.own.push(local);
+                out.push(OwnThread { local, name });
+                local
+            };
+            if self.p.vcap {
+                add(k, Policy::Idle, 0, Role::Light(v), format!("vcap-light/{v}"));
+                add(k, Policy::Fifo, PROBER_RT_PRIORITY, Role::Heavy(v), format!("vcap-heavy/{v}"));
+            }
+            if self.p.vtop {
+                let t = add(k, Policy::Fifo, PROBER_RT_PRIORITY, Role::Vtop(v), format!("vtop/{v}"));
+                self.vtop.threads.push(t);
+            }
+        }
+        out
+    }
+
+    fn start(&mut self, _k: &mut LinuxKernel, view: &GuestView) -> Vec<GuestAct> {
+        let mut acts = Vec::new();
+        if self.p.vcap || self.p.vact {
+            acts.push(GuestAct::Timer { at: view.now + self.probers.period_ns(), token: VCAP_WINDOW });
+        }
+        if self.p.vtop {
+            acts.extend(self.vtop.start(view.now));
+            acts.push(GuestAct::Timer { at: view.now + self.vtop_period_ns(), token: VTOP_PROBE });
+        }
+        acts
+    }
+
+    fn timer(&mut self, k: &mut LinuxKernel, view: &GuestView, token: u64) -> Vec<GuestAct> {
+        let mut acts = Vec::new();
+        match token {
+            VCAP_WINDOW => {
+                self.probers.window_end(view);
+                if let (true, Some(caps)) = (self.p.vcap, self.probers.capacities()) {
+                    for (v, c) in caps.iter().enumerate() {
+                        k.set_probed_capacity(v as u32, c.round().clamp(1.0, 1024.0) as u32);
+                    }
+                }
+                acts.extend(self.apply_rwc(k, view));
+                acts.push(GuestAct::Timer { at: view.now + self.probers.period_ns(), token: VCAP_WINDOW });
+            }
+            VTOP_PROBE => {
+                acts.extend(self.vtop.start(view.now));
+                acts.push(GuestAct::Timer { at: view.now + self.vtop_period_ns(), token: VTOP_PROBE });
+            }
+            _ => {}
+        }
+        acts
+    }
+
+    fn tick(&mut self, k: &mut LinuxKernel, view: &GuestView, v: u32, out: &mut TickOut) {
+        if self.p.vact {
+            self.probers.tick(view, v);
+        }
+        if self.p.ivh && self.p.vact {
+            out.acts.extend(self.ivh.tick(k, view, &self.probers, v, self.p.ivh_activity_aware));
+        }
+    }
+
+    fn select_rq(&mut self, k: &mut LinuxKernel, view: &GuestView, t: u32, chosen: u32) -> u32 {
+        if !self.p.bvs || self.own.contains(&t) {
+            return chosen;
+        }
+        match bvs::select(k, view, &self.probers, t, self.p.bvs_state_check && self.p.vact) {
+            Some(w) => {
+                self.bvs_placements += 1;
+                w
+            }
+            None => chosen,
+        }
+    }
+
+    fn on_ipi(&mut self, k: &mut LinuxKernel, view: &GuestView, v: u32, payload: u64) -> Vec<GuestAct> {
+        self.ivh.on_pull(k, view, v, payload)
+    }
+
+    fn own_op(&mut self, k: &mut LinuxKernel, view: &GuestView, hw: &Hardware, t: u32) -> (Op, Vec<GuestAct>) {
+        match self.roles[&t] {
+            Role::Light(v) if self.rwc.stacked_hidden[v as usize] => (Op::Sleep(self.probers.period_ns()), Vec::new()),
+            Role::Light(_) => (Op::Compute(LIGHT_CHUNK_NS), Vec::new()),
+            Role::Heavy(v) => (self.probers.heavy_op(view, v), Vec::new()),
+            Role::Vtop(v) => {
+                let threads = self.vtop.threads.clone();
+                let partner_runs = |y: u32| view.host_state[y as usize] == HostState::Running && k.curr(y) == Some(threads[y as usize]);
+                let (op, mut acts, done) = self.vtop.op(view.now, v, hw, partner_runs);
+                if done {
+                    let groups = self.vtop.topology.as_ref().map(|t| t.groups.socket.clone()).unwrap_or_default();
+                    let llc: Vec<Vec<u32>> = groups.iter().map(|g| g.iter().map(|&c| c as u32).collect()).collect();
+                    k.set_llc_groups(&llc);
+                    acts.extend(self.apply_rwc(k, view));
+                }
+                (op, acts)
+            }
+        }
+    }
+
+    fn report(&self, _k: &LinuxKernel) -> Value {
+        let caps: Vec<Option<f64>> = self.probers.vcpus.iter().map(|s| s.capacity.map(|c| c.round())).collect();
+        let lat: Vec<f64> = self.probers.vcpus.iter().map(|s| (s.latency_us * 10.0).round() / 10.0).collect();
+        let preempt: Vec<u64> = self.probers.vcpus.iter().map(|s| s.preemptions_total).collect();
+        let topology = self.vtop.topology.as_ref().map(|t| {
+            json!({
+                "stacked": t.groups.stacked,
+                "smt": t.groups.smt,
+                "socket": t.groups.socket,
+                "median_ns": self.vtop.matrix_ns(),
+            })
+        });
+        let hidden: Vec<u32> = (0..self.nv).filter(|&v| !self.rwc.mask[v as usize]).collect();
+        json!({
+            "capacity": caps,
+            "latency_us": lat,
+            "preemptions": preempt,
+            "capacity_history": self.probers.history,
+            "topology": topology,
+            "hidden": hidden,
+            "counters": {
+                "vcap_windows": self.probers.windows,
+                "vtop_probes": self.vtop.probes,
+                "vtop_pairs_probed": self.vtop.pairs_probed,
+                "vtop_pairs_inferred": self.vtop.pairs_inferred,
+                "vtop_last_probe_ms": self.vtop.last_probe_ms,
+                "bvs_placements": self.bvs_placements,
+                "ivh_pulls_sent": self.ivh.pulls_sent,
+                "ivh_migrations": self.ivh.migrations,
+                "ivh_abandoned": self.ivh.abandoned,
+                "rwc_mask_changes": self.rwc.mask_changes,
+            },
+        })
+    }
+}

@@ -1,0 +1,183 @@
+//! vcap and vact inside the simulated guest (vSched §3.1), estimating with
+//! the same functions as the real probers (`vmsched_probe::estimators`).
+//!
+//! - vcap: per vCPU a light prober thread spins at SCHED_IDLE all the time, so
+//!   the vCPU is busy whenever the guest has nothing else and the host's
+//!   preemptions show as steal; its share of the core is `1 - steal/window`.
+//!   Every `vcap_heavy_every` windows a heavy prober thread at SCHED_FIFO runs
+//!   fixed work chunks for `vcap_heavy_ms`; chunks during which the vCPU was
+//!   preempted (its published steal moved) are dropped, the rest give the
+//!   core's rate (work per running ns: frequency, SMT contention). Capacity =
+//!   rate x share on Linux's 1024 scale, smoothed by the EMA.
+//! - vact: the guest tick stamps a per-vCPU heartbeat and counts a preemption
+//!   when the steal published since the previous tick jumped by more than the
+//!   threshold; at each window end, vCPU latency = steal / preemptions.
+
+use vmsched_probe::estimators::capacity::{core_rate, core_share, vcpu_capacity, CAPACITY_SCALE};
+use vmsched_probe::estimators::ema::Ema;
+use vmsched_probe::estimators::latency::latency;
+
+use crate::guest::GuestView;
+use crate::scenario::VschedParams;
+use crate::workloads::Op;
+
+/// Work of one light-phase chunk (ns at capacity 1024): the light prober
+/// only needs to stay runnable; the chunk bounds its event count.
+pub const LIGHT_CHUNK_NS: u64 = 1_000_000;
+/// Work of one heavy-phase chunk: short against a host slice, so most
+/// chunks run uninterrupted, as the real prober's few-microsecond chunks.
+pub const HEAVY_CHUNK_NS: u64 = 100_000;
+
+#[derive(Debug, Clone)]
+pub struct VcpuProbe {
+    ema: Ema,
+    /// Work-ns per running ns measured in the last heavy phase (1.0: a
+    /// capacity-1024 core running this vCPU alone).
+    core_rate: Option<f64>,
+    steal_at_window: u64,
+    heavy_work: u64,
+    heavy_running: u64,
+    /// (time, published steal) when the current heavy chunk started.
+    heavy_chunk: Option<(u64, u64)>,
+    /// vact: preemptions seen in this window, and ever.
+    preemptions: u64,
+    pub preemptions_total: u64,
+    steal_at_tick: u64,
+    pub heartbeat: u64,
+    /// When the vCPU was last seen coming back from a preemption.
+    pub active_since: u64,
+    /// Probed capacity (EMA) and vCPU latency of the last window.
+    pub capacity: Option<f64>,
+    pub latency_us: f64,
+    pub share: f64,
+}
+
+pub struct Probers {
+    pub vcpus: Vec<VcpuProbe>,
+    period_ns: u64,
+    heavy_ns: u64,
+    heavy_every: u64,
+    threshold_ns: u64,
+    stale_ns: u64,
+    /// Windows completed.
+    pub windows: u64,
+    /// Capacity samples per window, for the report (time ms, capacities).
+    pub history: Vec<(f64, Vec<f64>)>,
+}
+
+fn ns(ms: f64) -> u64 {
+    (ms * 1e6).round() as u64
+}
+
+impl Probers {
+    pub fn new(p: &VschedParams, nv: u32) -> Probers {
+        let probe = VcpuProbe {
+            ema: Ema::new(p.ema_decay).expect("validated EMA decay"),
+            core_rate: None,
+            steal_at_window: 0,
+            heavy_work: 0,
+            heavy_running: 0,
+            heavy_chunk: None,
+            preemptions: 0,
+            preemptions_total: 0,
+            steal_at_tick: 0,
+            heartbeat: 0,
+            active_since: 0,
+            capacity: None,
+            latency_us: 0.0,
+            share: 1.0,
+        };
+        Probers {
+            vcpus: vec![probe; nv as usize],
+            period_ns: ns(p.vcap_period_ms),
+            heavy_ns: ns(p.vcap_heavy_ms),
+            heavy_every: p.vcap_heavy_every as u64,
+            threshold_ns: (p.preemption_threshold_us * 1e3).round() as u64,
+            stale_ns: ns(p.heartbeat_stale_ms),
+            windows: 0,
+            history: Vec::new(),
+        }
+    }
+
+    pub fn period_ns(&self) -> u64 {
+        self.period_ns
+    }
+
+
+    /// The next operation of the heavy prober of `v`.
+    pub fn heavy_op(&mut self, view: &GuestView, v: u32) -> Op {
+        let now = view.now;
+        let steal = view.steal_published[v as usize];
+        let window = now / self.period_ns;
+        let window_start = window * self.period_ns;
+        let st = &mut self.vcpus[v as usize];
+        if let Some((t0, s0)) = st.heavy_chunk.take() {
+            // A chunk during which the host preempted the vCPU is dropped.
+            if s0 == steal && now > t0 {
+                st.heavy_work += HEAVY_CHUNK_NS;
+                st.heavy_running += now - t0;
+            }
+        }
+        // The heavy phase lasts `heavy_ns` of clean running within the
+        // window (other SCHED_FIFO work, such as vtop, may delay it), and is
+        // repeated in the following windows until a rate was measured.
+        let heavy = window.is_multiple_of(self.heavy_every) || st.core_rate.is_none();
+        if heavy && st.heavy_running < self.heavy_ns {
+            st.heavy_chunk = Some((now, steal));
+            return Op::Compute(HEAVY_CHUNK_NS);
+        }
+        let next = if st.core_rate.is_none() {
+            window_start + self.period_ns
+        } else {
+            (window / self.heavy_every + 1) * self.heavy_every * self.period_ns
+        };
+        Op::Sleep(next - now)
+    }
+
+    /// vact's part of the guest tick on running vCPU `v`.
+    pub fn tick(&mut self, view: &GuestView, v: u32) {
+        let st = &mut self.vcpus[v as usize];
+        let steal = view.steal_published[v as usize];
+        if steal - st.steal_at_tick >= self.threshold_ns {
+            st.preemptions += 1;
+            st.preemptions_total += 1;
+            st.active_since = view.now;
+        }
+        st.steal_at_tick = steal;
+        st.heartbeat = view.now;
+    }
+
+    /// The heartbeat of `w` is fresh: the vCPU is active (vact's state).
+    pub fn active(&self, now: u64, w: u32) -> bool {
+        now.saturating_sub(self.vcpus[w as usize].heartbeat) <= self.stale_ns
+    }
+
+    /// The end of a vcap window: shares, rates from a heavy window, EMA
+    /// capacities and vCPU latencies.
+    pub fn window_end(&mut self, view: &GuestView) {
+        for (v, st) in self.vcpus.iter_mut().enumerate() {
+            let steal = view.steal_published[v] - st.steal_at_window;
+            st.steal_at_window = view.steal_published[v];
+            if let Some(rate) = core_rate(st.heavy_work, st.heavy_running) {
+                st.core_rate = Some(rate);
+            }
+            st.heavy_work = 0;
+            st.heavy_running = 0;
+            st.share = core_share(self.period_ns, steal);
+            if let Some(rate) = st.core_rate {
+                st.capacity = Some(st.ema.update(CAPACITY_SCALE * vcpu_capacity(rate, st.share)));
+            }
+            st.latency_us = latency(steal, st.preemptions, self.period_ns).inactive_avg_us;
+            st.preemptions = 0;
+        }
+        self.windows += 1;
+        if self.vcpus.iter().all(|s| s.capacity.is_some()) {
+            let caps = self.vcpus.iter().map(|s| s.capacity.unwrap_or(0.0).round()).collect();
+            self.history.push((view.now as f64 / 1e6, caps));
+        }
+    }
+
+    pub fn capacities(&self) -> Option<Vec<f64>> {
+        self.vcpus.iter().map(|s| s.capacity).collect()
+    }
+}

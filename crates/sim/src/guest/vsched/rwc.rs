@@ -1,0 +1,41 @@
+//! Relaxed work conservation (vSched §3.4): the workloads' cpuset hides
+//! stragglers and all but one vCPU of each stacked group, chosen by the real
+//! prober's estimator (`estimators::rwc::plan`). vSched's own threads stay
+//! outside that cgroup: vcap keeps sampling stragglers, vtop keeps probing
+//! every vCPU; the light prober of a hidden stacked vCPU stops (it would
+//! compete with its stack partner on the host).
+
+use vmsched_probe::estimators::rwc::plan;
+
+pub struct Rwc {
+    pub mask: Vec<bool>,
+    /// Hidden because stacked with a kept vCPU.
+    pub stacked_hidden: Vec<bool>,
+    pub mask_changes: u64,
+}
+
+impl Rwc {
+    pub fn new(nv: u32) -> Rwc {
+        Rwc { mask: vec![true; nv as usize], stacked_hidden: vec![false; nv as usize], mask_changes: 0 }
+    }
+
+    /// The new cpuset, if it differs from the current one.
+    pub fn update(&mut self, capacities: &[f64], stacked_groups: &[Vec<usize>], straggler_factor: f64) -> Option<Vec<bool>> {
+        let caps: Vec<(usize, f64)> = capacities.iter().copied().enumerate().collect();
+        let p = plan(&caps, stacked_groups, straggler_factor);
+        let mut mask = vec![false; capacities.len()];
+        for &c in &p.keep {
+            mask[c] = true;
+        }
+        self.stacked_hidden = vec![false; capacities.len()];
+        for &c in stacked_groups.iter().filter(|g| g.len() > 1).flatten() {
+            self.stacked_hidden[c] = !mask[c];
+        }
+        if mask == self.mask {
+            return None;
+        }
+        self.mask = mask.clone();
+        self.mask_changes += 1;
+        Some(mask)
+    }
+}
