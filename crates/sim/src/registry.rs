@@ -9,10 +9,11 @@ use serde::Serialize;
 use crate::cfs::Tunables;
 use crate::guest::linux::GuestLinux;
 use crate::guest::GuestPolicy;
+use crate::host::anubis::Anubis;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
-use crate::scenario::{CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind};
+use crate::scenario::{AnubisParams, CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -42,6 +43,11 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "Linux CFS scheduling vCPU threads as KVM hosts run it (kernel/sched/fair.c, Linux 6.5): per-pCPU runqueues, wakeup/tick preemption, balancing, cpu.max bandwidth",
             params_of::<CfsTunables>(),
         ),
+        HostPolicyKind::Anubis => (
+            "anubis",
+            "Anubis (SoCC'23) on host CFS: interrupt redirection and boosting, IO and confidence points, introspection of the guest task, IO-vCPU slice extension bounded by a per-VM debt that non-IO vCPUs pay back; [host.cfs] tunables apply too",
+            params_of::<AnubisParams>(),
+        ),
     };
     PolicyInfo { name, level: Level::Host, description, params }
 }
@@ -59,7 +65,7 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs].into_iter().map(host_info);
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis].into_iter().map(host_info);
     let guests = [GuestPolicyKind::Linux].into_iter().map(guest_info);
     hosts.chain(guests).collect()
 }
@@ -80,6 +86,11 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
         HostPolicyKind::Cfs => {
             let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
             Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth))
+        }
+        HostPolicyKind::Anubis => {
+            let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
+            let hooks = Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus);
+            Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, hooks))
         }
     }
 }

@@ -16,6 +16,7 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "default",
     "two-vms-one-pcpu",
     "anubis-table1",
+    "anubis-table1-rows",
     "vcpu-stacking",
     "lock-holder-preemption",
     "stalled-running-task",
