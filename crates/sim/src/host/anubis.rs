@@ -153,8 +153,9 @@ impl Anubis {
     /// The boost pending on `c` is carried out: `c` moves one slice behind
     /// `leftmost`, the target one slice ahead of it and becomes the next
     /// buddy. Returns false when the boost is dropped.
-    fn yield_to(&mut self, cfs: &mut CfsCore, view: &HostView, p: PcpuId, c: VcpuId, t: VcpuId, is_io: bool, leftmost: VcpuId) -> bool {
+    fn yield_to(&mut self, cfs: &mut CfsCore, view: &HostView, p: PcpuId, c: VcpuId, t: VcpuId, is_io: bool) -> bool {
         let ideal = cfs.slice(c);
+        let leftmost = cfs.first(p).expect("a boosted vCPU is queued");
         let tvm = view.vm_of(t) as usize;
         let over_limit = self.cfg.debt && self.vms[tvm].debt_ns >= self.cfg.max_debt_ns;
         // The vCPU doing more IO does not yield (multi-IO-vCPU policy, 5.4).
@@ -262,7 +263,7 @@ impl CfsHooks for Anubis {
             }
         }
         if let Some(t) = self.vcpus[c as usize].yield_to.take() {
-            if self.yield_to(cfs, view, p, c, t, is_io, leftmost) {
+            if self.yield_to(cfs, view, p, c, t, is_io) {
                 return true;
             }
         }
