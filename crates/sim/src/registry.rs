@@ -11,6 +11,8 @@ use crate::guest::linux::GuestLinux;
 use crate::guest::GuestPolicy;
 use crate::host::anubis::Anubis;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
+use crate::guest::irs::IrsGuest;
+use crate::host::irs::{IrsBase, IrsParams, IrsSender};
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
 use crate::scenario::{AnubisParams, CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind};
@@ -48,6 +50,11 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "Anubis (SoCC'23) on host CFS: interrupt redirection and boosting, IO and confidence points, introspection of the guest task, IO-vCPU slice extension bounded by a per-VM debt that non-IO vCPUs pay back; [host.cfs] tunables apply too",
             params_of::<AnubisParams>(),
         ),
+        HostPolicyKind::Irs => (
+            "irs",
+            "IRS (Middleware'17): before preempting a vCPU of an `irs` guest, send it a scheduler activation and let it run until it answers or the bound passes; on host CFS",
+            params_of::<IrsParams>(),
+        ),
     };
     PolicyInfo { name, level: Level::Host, description, params }
 }
@@ -59,14 +66,19 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
             "Linux's scheduler inside the VM: CFS, RT and SCHED_IDLE classes, select_idle_sibling, balancing, PELT, steal accounting",
             params_of::<CfsTunables>(),
         ),
+        GuestPolicyKind::Irs => (
+            "irs",
+            "Linux with IRS (Middleware'17): on an activation, deschedule the running task and migrate it to an idle or least-stolen running sibling (Algorithm 2), with the wakeup locality rule of Fig. 4",
+            serde_json::json!({}),
+        ),
     };
     PolicyInfo { name, level: Level::Guest, description, params }
 }
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis].into_iter().map(host_info);
-    let guests = [GuestPolicyKind::Linux].into_iter().map(guest_info);
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis, HostPolicyKind::Irs].into_iter().map(host_info);
+    let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Irs].into_iter().map(guest_info);
     hosts.chain(guests).collect()
 }
 
@@ -82,22 +94,23 @@ pub struct HostBuild<'a> {
 }
 
 pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
+    let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
     match b.host.policy {
-        HostPolicyKind::Cfs => {
-            let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
-            Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth))
-        }
+        HostPolicyKind::Cfs => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
         HostPolicyKind::Anubis => {
-            let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
             let hooks = Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus);
             Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, hooks))
         }
+        HostPolicyKind::Irs => match b.host.irs.base {
+            IrsBase::Cfs => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, IrsSender::new(&b.host.irs))),
+        },
     }
 }
 
 pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {
     match guest.policy {
         GuestPolicyKind::Linux => Box::new(GuestLinux::new(guest, vcpus)),
+        GuestPolicyKind::Irs => Box::new(GuestLinux::with_hooks(guest, vcpus, IrsGuest::default())),
     }
 }
 

@@ -29,6 +29,8 @@ pub struct Scenario {
     /// Named sets of dotted-key overrides, for `vmsched compare`.
     #[serde(default)]
     pub variants: BTreeMap<String, BTreeMap<String, toml::Value>>,
+    /// The published result this scenario reproduces, for `vmsched reproduce`.
+    pub paper: Option<Paper>,
 }
 
 fn default_seed() -> u64 {
@@ -78,6 +80,9 @@ pub struct Host {
     /// Parameters of the `anubis` host policy.
     #[serde(default)]
     pub anubis: AnubisParams,
+    /// Parameters of host policy `irs` (IRS's SA sender).
+    #[serde(default)]
+    pub irs: crate::host::irs::IrsParams,
 }
 
 impl Default for Host {
@@ -110,6 +115,8 @@ pub enum HostPolicyKind {
     Cfs,
     /// Host CFS with the Anubis hooks (IO-aware boosting with per-VM debt).
     Anubis,
+    /// IRS's activation sender on its base scheduler (Middleware'17).
+    Irs,
 }
 
 /// `[host.anubis]`: the Anubis host policy (Xing et al., "Maximizing VMs' IO
@@ -213,6 +220,8 @@ pub enum GuestPolicyKind {
     /// Linux's scheduler (CFS, RT, SCHED_IDLE) as a guest kernel runs it.
     #[default]
     Linux,
+    /// Linux with IRS's activation receiver, context switcher and migrator.
+    Irs,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -588,6 +597,17 @@ pub enum WorkloadKind {
     LatencyProbe,
 }
 
+impl Workload {
+    /// The name the workload is reported under: its `name`, or VM/KIND<index in the VM>.
+    pub fn label(&self, vm_name: &str, index: usize) -> String {
+        if self.name.is_empty() {
+            format!("{}/{}{}", vm_name, self.kind.name(), index)
+        } else {
+            self.name.clone()
+        }
+    }
+}
+
 impl WorkloadKind {
     pub fn name(self) -> &'static str {
         match self {
@@ -861,6 +881,189 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(format!("variants.{name}"), "a variant needs at least one override"));
         }
     }
+    if let Some(paper) = &s.paper {
+        check_paper(paper, s)?;
+    }
+    Ok(())
+}
+
+/// The `[paper]` table: which paper and figure the scenario reproduces, and each value
+/// the paper reports, as a metric of the runs (a path into `summary.json`) beside the
+/// paper's number and the expected direction of the effect.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Paper {
+    pub paper: PaperName,
+    /// Figure or table of the paper, e.g. "Table 1", "Fig. 2".
+    pub figure: String,
+    /// How the scenario maps the paper's setup, and what it leaves out.
+    #[serde(default)]
+    pub note: String,
+    #[serde(rename = "claim")]
+    pub claims: Vec<Claim>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PaperName {
+    Vsched,
+    Irs,
+    Uvf,
+    Anubis,
+    Tableau,
+    /// The double-scheduling phenomena of the built-in baseline scenarios.
+    Phenomena,
+}
+
+/// One reported value. Its simulated counterpart is `metric` of the run under
+/// `variant`, times `scale`; with `ratio`, it is that metric divided by the `versus`
+/// run's metric (same seed). `direction` says whether the paper finds the value higher
+/// or lower than the `versus` reference.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Row label, e.g. the paper's row or bar name.
+    pub name: String,
+    /// Path into summary.json: `vms[web].share`, `workloads[io/ping].latency_ns.p95`,
+    /// `locks.vm.lhp_count`; list entries by name or index.
+    pub metric: String,
+    /// Variant of the scenario the value comes from ("" is the scenario as written).
+    #[serde(default)]
+    pub variant: String,
+    /// The paper's number, in `unit`; absent where the paper gives none.
+    pub paper_value: Option<f64>,
+    #[serde(default)]
+    pub unit: String,
+    /// Factor from the metric's unit to `unit` (1e-6 for ns to ms).
+    #[serde(default = "unit_scale")]
+    pub scale: f64,
+    pub versus: Option<Reference>,
+    #[serde(default)]
+    pub ratio: bool,
+    pub direction: Option<Direction>,
+}
+fn unit_scale() -> f64 {
+    1.0
+}
+
+/// The run and metric a claim is compared with (defaults: as written, same metric).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    #[serde(default)]
+    pub variant: String,
+    pub metric: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Higher,
+    Lower,
+}
+
+/// Top-level keys of summary.json a metric path may start with (see summary.rs).
+const SUMMARY_ROOTS: &[&str] = &["duration_ns", "events", "host", "vms", "workloads", "locks"];
+
+fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
+    if paper.claims.is_empty() {
+        return Err(err("paper.claim", "a [paper] table needs at least one [[paper.claim]]"));
+    }
+    for (ci, claim) in paper.claims.iter().enumerate() {
+        let p = format!("paper.claim[{ci}]");
+        check_variant_name(&claim.variant, s, &format!("{p}.variant"))?;
+        check_metric_path(&claim.metric, s).map_err(|reason| err(format!("{p}.metric"), reason))?;
+        if let Some(reference) = &claim.versus {
+            check_variant_name(&reference.variant, s, &format!("{p}.versus.variant"))?;
+            if let Some(metric) = &reference.metric {
+                check_metric_path(metric, s).map_err(|reason| err(format!("{p}.versus.metric"), reason))?;
+            }
+        } else if claim.ratio || claim.direction.is_some() {
+            return Err(err(format!("{p}.versus"), "`ratio` and `direction` compare with a reference run: give versus = { variant = ... }"));
+        }
+        if !(claim.scale.is_finite() && claim.scale != 0.0) {
+            return Err(err(format!("{p}.scale"), "must be a non-zero number"));
+        }
+        if claim.ratio && claim.scale != 1.0 {
+            return Err(err(format!("{p}.scale"), "a ratio has no unit to scale"));
+        }
+    }
+    Ok(())
+}
+
+fn check_variant_name(name: &str, s: &Scenario, path: &str) -> Result<(), ScenarioError> {
+    if name.is_empty() || s.variants.contains_key(name) {
+        return Ok(());
+    }
+    let known: Vec<&str> = s.variants.keys().map(String::as_str).collect();
+    Err(err(path, format!("no variant `{name}` in [variants] (the scenario has: {})", if known.is_empty() { "none".to_string() } else { known.join(", ") })))
+}
+
+/// One step of a metric path: a key, and for lists the entry's name or index.
+fn metric_segments(path: &str) -> Result<Vec<(&str, Option<&str>)>, String> {
+    let mut segments = Vec::new();
+    let mut rest = path;
+    loop {
+        let key_end = rest.find(['.', '[']).unwrap_or(rest.len());
+        let key = &rest[..key_end];
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("`{path}` is not a metric path such as workloads[NAME].latency_ns.p95"));
+        }
+        rest = &rest[key_end..];
+        let mut selector = None;
+        if let Some(inner) = rest.strip_prefix('[') {
+            let close = inner.find(']').ok_or_else(|| format!("`{path}`: unclosed `[`"))?;
+            selector = Some(&inner[..close]);
+            rest = &inner[close + 1..];
+        }
+        segments.push((key, selector));
+        if rest.is_empty() {
+            return Ok(segments);
+        }
+        rest = rest.strip_prefix('.').ok_or_else(|| format!("`{path}`: expected `.` after `{key}`"))?;
+    }
+}
+
+/// The path's structure and the VM and workload names it selects; the keys below a
+/// VM or workload are checked against each run's summary when the claim is evaluated.
+fn check_metric_path(path: &str, s: &Scenario) -> Result<(), String> {
+    let segments = metric_segments(path)?;
+    let (root, selector) = segments[0];
+    if !SUMMARY_ROOTS.contains(&root) {
+        return Err(format!("`{path}`: summary.json has no `{root}` (it has {})", SUMMARY_ROOTS.join(", ")));
+    }
+    let vm_names: Vec<String> = s.vms.iter().map(|vm| vm.name.clone()).collect();
+    let workload_names: Vec<String> = s
+        .vms
+        .iter()
+        .flat_map(|vm| vm.workloads.iter().enumerate().map(move |(wi, w)| w.label(&vm.name, wi)))
+        .collect();
+    let names = match root {
+        "vms" => Some(&vm_names),
+        "workloads" => Some(&workload_names),
+        _ => None,
+    };
+    match (names, selector) {
+        (Some(names), Some(chosen)) => {
+            let by_index = chosen.parse::<usize>().is_ok_and(|i| i < names.len());
+            if !by_index && !names.iter().any(|n| n == chosen) {
+                return Err(format!("`{path}`: no {root} entry `{chosen}` (the scenario has: {})", names.join(", ")));
+            }
+        }
+        (Some(_), None) => return Err(format!("`{path}`: select one entry of `{root}`, e.g. {root}[NAME]")),
+        (None, Some(_)) => return Err(format!("`{path}`: `{root}` is not a list")),
+        (None, None) => {}
+    }
+    if root == "locks" {
+        match segments.get(1) {
+            Some((vm, None)) if vm_names.iter().any(|n| n == vm) => {}
+            _ => return Err(format!("`{path}`: `locks` is keyed by VM name (the scenario has: {})", vm_names.join(", "))),
+        }
+    }
+    let depth = if root == "locks" { 3 } else { 2 };
+    if segments.len() < depth && matches!(root, "host" | "vms" | "workloads" | "locks") {
+        return Err(format!("`{path}` names a table, not a number"));
+    }
     Ok(())
 }
 
@@ -940,5 +1143,45 @@ mod tests {
         assert_eq!(e.path, "duration_ms");
         let e = parse(MIN, &["vm[3].vcpus=1".into()]).unwrap_err();
         assert!(e.reason.contains("out of range"));
+    }
+
+    const PAPER: &str = "name='t'\nduration_ms=10\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='ping'\n\
+        [variants.busy]\n'vm[0].vcpus'=2\n[paper]\npaper='anubis'\nfigure='Table 1'\n\
+        [[paper.claim]]\nname='ping'\nmetric='workloads[a/ping0].latency_ns.mean'\nvariant='busy'\n\
+        versus={variant=''}\nratio=true\ndirection='higher'\n";
+
+    #[test]
+    fn paper_table_parses_and_names_its_claims() {
+        let s = parse(PAPER, &[]).unwrap();
+        let paper = s.paper.unwrap();
+        assert_eq!(paper.paper, PaperName::Anubis);
+        assert_eq!(paper.claims[0].direction, Some(Direction::Higher));
+        assert_eq!(paper.claims[0].scale, 1.0);
+    }
+
+    #[test]
+    fn paper_errors_name_the_claim_field() {
+        let bad = |ov: &str| parse(PAPER, &[ov.to_string()]).unwrap_err();
+        let e = bad("paper.claim[0].variant='idle'");
+        assert_eq!(e.path, "paper.claim[0].variant");
+        assert!(e.reason.contains("no variant `idle`") && e.reason.contains("busy"), "{e}");
+        let e = bad("paper.claim[0].metric='workloads[a/pong].latency_ns.mean'");
+        assert_eq!(e.path, "paper.claim[0].metric");
+        assert!(e.reason.contains("a/ping0"), "{e}");
+        let e = bad("paper.claim[0].metric='vm[a].share'");
+        assert!(e.reason.contains("no `vm`"), "{e}");
+        let e = bad("paper.claim[0].metric='vms.share'");
+        assert!(e.reason.contains("select one entry"), "{e}");
+        let e = bad("paper.claim[0].metric='locks.b.lhp_count'");
+        assert!(e.reason.contains("keyed by VM name"), "{e}");
+        let e = bad("paper.claim[0].metric='workloads[0]'");
+        assert!(e.reason.contains("not a number"), "{e}");
+        assert_eq!(bad("paper.claim[0].versus.variant='x'").path, "paper.claim[0].versus.variant");
+        assert_eq!(bad("paper.paper='xen'").path, "paper.paper");
+        assert_eq!(bad("paper.claim[0].scale=1e-6").path, "paper.claim[0].scale");
+        assert_eq!(bad("paper.claim[0].metrc='x'").path, "paper.claim[0].metrc");
+        let mut doc: toml::Table = PAPER.parse().unwrap();
+        doc["paper"]["claim"][0].as_table_mut().unwrap().remove("versus");
+        assert_eq!(from_table(doc).unwrap_err().path, "paper.claim[0].versus");
     }
 }

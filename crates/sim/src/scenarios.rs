@@ -22,6 +22,8 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "stalled-running-task",
     "bench-mixed-64",
     "bench-simpy-rr",
+    "vsched-fig2",
+    "vsched-fig3",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

@@ -154,6 +154,15 @@ impl LinuxKernel {
         self.llc_of[v as usize]
     }
 
+    /// The recent steal pressure on `v` (the irq/steal PELT signal, 0-1024),
+    /// brought up to now: the guest's estimate of how contended the vCPU's
+    /// pCPU is.
+    pub fn steal_pressure(&mut self, view: &GuestView, v: u32) -> f64 {
+        self.update_clock(view, v);
+        let rq = &self.rqs[v as usize];
+        rq.irq.decayed_to(rq.clock_last)
+    }
+
     /// Run-time change of the VM-wide cpuset (cpuset.cpus of the cgroup the
     /// tasks run in): each task's effective mask becomes its affinity within
     /// the cpuset. Queued tasks on excluded vCPUs move at once; running ones
@@ -678,6 +687,8 @@ pub trait LinuxHooks {
     fn wake_preempt(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _t: u32, _v: u32, preempt: bool) -> bool {
         preempt
     }
+    /// Task `t` goes to sleep (dequeue_task() with DEQUEUE_SLEEP).
+    fn on_block(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _t: u32) {}
     /// After Linux's scheduler_tick() on running vCPU `v`.
     fn tick(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _v: u32, _out: &mut TickOut) {}
     fn timer(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _token: u64) -> Vec<GuestAct> {
@@ -740,7 +751,9 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
         self.hooks.wake_preempt(&mut self.kernel, view, t, v, preempt)
     }
     fn block_curr(&mut self, view: &GuestView, v: u32) {
-        self.kernel.block_curr(view, v)
+        let t = self.kernel.curr(v).expect("blocking vCPU has a current task");
+        self.kernel.block_curr(view, v);
+        self.hooks.on_block(&mut self.kernel, view, t);
     }
     fn pick_next(&mut self, view: &GuestView, v: u32) -> Option<u32> {
         self.kernel.pick_next(view, v)

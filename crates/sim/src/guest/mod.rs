@@ -2,6 +2,7 @@
 //! a Linux guest does, through [`GuestView`]: whether each is preempted (the
 //! KVM steal-time page's `preempted` flag) and the steal time published to it.
 
+pub mod irs;
 pub mod linux;
 
 use crate::host::{Hcall, IrqKind};

@@ -10,6 +10,7 @@
 
 pub mod anubis;
 pub mod cfs;
+pub mod irs;
 
 use std::ops::Range;
 
@@ -97,6 +98,12 @@ impl<'a> HostView<'a> {
     /// reservation (utilization, latency goal in ms), as configured.
     pub fn vm_weight(&self, vm: VmId) -> u32 {
         self.facts().scenario.vms[vm as usize].weight
+    }
+
+    /// The registry name of the VM's guest policy: what the guest kernel
+    /// registered for (e.g. an `irs` guest handles activations).
+    pub fn vm_guest_policy(&self, vm: VmId) -> &'static str {
+        self.facts().vms[vm as usize].guest.name()
     }
 
     pub fn vm_reservation(&self, vm: VmId) -> (Option<f64>, Option<f64>) {

@@ -134,7 +134,7 @@ impl World {
         let mut wls = Vec::new();
         for (vi, vm) in scenario.vms.iter().enumerate() {
             for (wi, w) in vm.workloads.iter().enumerate().filter(|(_, w)| w.enabled) {
-                let label = if w.name.is_empty() { format!("{}/{}{}", vm.name, w.kind.name(), wi) } else { w.name.clone() };
+                let label = w.label(&vm.name, wi);
                 let mut objs = VmObjects { sync: &mut sync, vm: vi as u32 };
                 let built = workloads::build(w, &label, vm.vcpus, &mut objs);
                 let widx = wls.len() as u32;
