@@ -17,6 +17,8 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "two-vms-one-pcpu",
     "anubis-table1",
     "anubis-table1-rows",
+    "anubis-fig5",
+    "anubis-fig3",
     "vcpu-stacking",
     "lock-holder-preemption",
     "stalled-running-task",

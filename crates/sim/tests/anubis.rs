@@ -179,3 +179,21 @@ proptest! {
         }
     }
 }
+
+/// Validation mode on every Anubis experiment built-in and each of its
+/// variants, at a reduced duration.
+#[test]
+fn anubis_builtins_and_variants_hold_invariants() {
+    for b in vmsched_sim::scenarios::BUILTINS.iter().filter(|b| b.name.starts_with("anubis-")) {
+        let base = vmsched_sim::parse(b.toml, &[]).unwrap();
+        let mut cases = vec![(String::new(), Vec::new())];
+        for (variant, sets) in &base.variants {
+            cases.push((variant.clone(), sets.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>()));
+        }
+        for (variant, overrides) in cases {
+            let s = vmsched_sim::parse(b.toml, &overrides).unwrap();
+            let opts = RunOptions { validate: true, duration_ns: Some(100_000_000), ..Default::default() };
+            run(s, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{}@{variant}: {e}", b.name));
+        }
+    }
+}

@@ -166,7 +166,15 @@ impl Anubis {
         let left_vr = cfs.vruntime(leftmost);
         let delta = cfs.vruntime(c) as i64 - left_vr as i64;
         if self.cfg.debt {
-            self.vms[tvm].borrow((2 * ideal as i64 - delta).max(0) as u64);
+            // `update_debts(yield_to, 2*ideal_runtime - delta, 0)`: when the
+            // yielding vCPU is more than two slices ahead the term is
+            // negative and pays the debt down instead.
+            let term = 2 * ideal as i64 - delta;
+            if term >= 0 {
+                self.vms[tvm].borrow(term as u64);
+            } else {
+                self.vms[tvm].pay(term.unsigned_abs());
+            }
             if cfs.vruntime(c) < left_vr + ideal {
                 self.vm(view, c).pay(ideal);
             }
