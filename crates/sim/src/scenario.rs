@@ -555,6 +555,8 @@ pub struct Workload {
     /// Start time of the workload.
     #[serde(default)]
     pub start_ms: f64,
+    /// Open-loop arrivals (server, ping) end at this time (default: never).
+    pub stop_ms: Option<f64>,
 }
 fn rt_prio() -> u32 {
     50
@@ -1088,6 +1090,11 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
     for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms), ("gap_threshold_us", w.gap_threshold_us)] {
         if !(v >= 0.0 && v.is_finite()) {
             return Err(err(format!("{p}.{f}"), "must be a non-negative number"));
+        }
+    }
+    if let Some(stop) = w.stop_ms {
+        if !(stop.is_finite() && stop > w.start_ms) {
+            return Err(err(format!("{p}.stop_ms"), "must be a number of milliseconds after start_ms"));
         }
     }
     if w.locks == 0 {

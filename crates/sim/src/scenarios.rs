@@ -19,6 +19,7 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "anubis-table1-rows",
     "anubis-fig5",
     "anubis-fig3",
+    "anubis-fig9",
     "vcpu-stacking",
     "lock-holder-preemption",
     "stalled-running-task",

@@ -197,3 +197,26 @@ fn anubis_builtins_and_variants_hold_invariants() {
         }
     }
 }
+
+/// The debt stages on anubis-fig9, shortened: the web VM borrows while its
+/// requests last, then pays back once they stop, so over the run its CPU
+/// time returns to its entitlement; without the debt system it keeps what
+/// it took.
+#[test]
+fn with_debt_the_boosted_vms_long_run_share_returns_to_its_entitlement() {
+    let toml = vmsched_sim::scenarios::find("anubis-fig9").unwrap().toml;
+    let short = ["duration_ms=2500", "host.anubis.max_debt_ns=300_000_000", "vm[0].workload[0].stop_ms=1000"];
+    let with_debt = summary(toml, &short);
+    let mut no_debt = short.to_vec();
+    no_debt.push("host.anubis.debt=false");
+    let without = summary(toml, &no_debt);
+    let web = |s: &Value| s["vms"][0].clone();
+    let dur = n(&with_debt["duration_ns"]);
+    let entitled = n(&web(&with_debt)["entitlement"]) * dur;
+    // Paid back to below the paying threshold (50 ms).
+    assert!(n(&web(&with_debt)["anubis"]["debt_ns"]) <= 50e6, "{}", web(&with_debt)["anubis"]);
+    assert!(n(&web(&with_debt)["anubis"]["paid_ns"]) > 0.0);
+    let excess = |s: &Value| n(&web(s)["cpu_time_ns"]) - entitled;
+    assert!(excess(&with_debt).abs() < 60e6, "with debt: {} ns over the entitlement", excess(&with_debt));
+    assert!(excess(&without) > 300e6, "without debt: {} ns over the entitlement", excess(&without));
+}

@@ -180,6 +180,7 @@ impl World {
                     tasks: ids,
                     irq_vcpu: vms[vi].first_vcpu + built.irq_vcpu,
                     start_ns: ms(w.start_ms),
+                    stop_ns: w.stop_ms.map(ms),
                 });
             }
         }

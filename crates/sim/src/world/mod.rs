@@ -211,6 +211,8 @@ pub struct WorkloadState {
     pub tasks: Vec<TaskId>,
     pub irq_vcpu: VcpuId,
     pub start_ns: u64,
+    /// Open-loop arrivals end here.
+    pub stop_ns: Option<u64>,
 }
 
 pub struct World {
@@ -515,6 +517,9 @@ impl World {
     }
 
     fn arrival(&mut self, w: u32) {
+        if self.workloads[w as usize].stop_ns.is_some_and(|stop| self.now >= stop) {
+            return;
+        }
         let (program, mut cx) = self.cx_for(w);
         if let Some((delay, payload)) = program.arrival(&mut cx) {
             let v = self.workloads[w as usize].irq_vcpu;
