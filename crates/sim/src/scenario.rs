@@ -557,6 +557,9 @@ pub struct Workload {
     pub start_ms: f64,
     /// Open-loop arrivals (server, ping) end at this time (default: never).
     pub stop_ms: Option<f64>,
+    /// Ping: fixed round trip outside the host added to every latency.
+    #[serde(default)]
+    pub network_us: f64,
 }
 fn rt_prio() -> u32 {
     50
@@ -1087,7 +1090,7 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
             return Err(err(format!("{p}.{f}"), "must be a positive number"));
         }
     }
-    for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms), ("gap_threshold_us", w.gap_threshold_us)] {
+    for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms), ("gap_threshold_us", w.gap_threshold_us), ("network_us", w.network_us)] {
         if !(v >= 0.0 && v.is_finite()) {
             return Err(err(format!("{p}.{f}"), "must be a non-negative number"));
         }

@@ -220,3 +220,16 @@ fn with_debt_the_boosted_vms_long_run_share_returns_to_its_entitlement() {
     assert!(excess(&with_debt).abs() < 60e6, "with debt: {} ns over the entitlement", excess(&with_debt));
     assert!(excess(&without) > 300e6, "without debt: {} ns over the entitlement", excess(&without));
 }
+
+/// Ping's network path shifts every latency by the same amount: the
+/// schedule and the differences between runs stay as they were.
+#[test]
+fn ping_network_path_shifts_latency_and_nothing_else() {
+    let toml = vmsched_sim::scenarios::find("anubis-table1-rows").unwrap().toml;
+    let with = summary(toml, &["duration_ms=400"]);
+    let without = summary(toml, &["duration_ms=400", "vm[0].workload[0].network_us=0"]);
+    let lat = |s: &Value, k: &str| n(&s["workloads"][0]["latency_ns"][k]);
+    assert_eq!(with["events"], without["events"]);
+    assert!((lat(&with, "mean") - lat(&without, "mean") - 250_000.0).abs() < 1.0);
+    assert_eq!(lat(&with, "max"), lat(&without, "max") + 250_000.0);
+}
