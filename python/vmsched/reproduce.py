@@ -162,6 +162,7 @@ class Reproduction:
     experiments: list[Experiment]
     out: Path
     quick: bool
+    failures: list[str]  # "scenario variant seed: error" of each failed run (left out of the rows)
 
 
 def plan_experiments(experiments: Iterable[Experiment], seeds: list[int], duration: str | None) -> dict:
@@ -185,7 +186,12 @@ def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = 
     rows = []
     for experiment in experiments:
         rows += claim_rows(experiment, _summaries(planned[experiment.name], store))
-    result = Reproduction(rows, experiments, out, quick)
+    failures = []
+    for run in (run for runs in planned.values() for run in runs):
+        record = store.load(run.task.key)
+        if record["status"] != "ok":
+            failures.append(f"{run.scenario} {run.variant or '(as written)'} seed {run.seed}: {record['error']}")
+    result = Reproduction(rows, experiments, out, quick, failures)
     write_atomic(out / "reproduce.json", json.dumps(rows, indent=1) + "\n")
     write_atomic(out / "reproduce.html", reproduce_html(result))
     return result
@@ -301,36 +307,20 @@ confidence interval, {html.escape(mode)}.</p>
 # A standard mix: a server, a barrier program, a lock-heavy program, ping beside a
 # CPU-bound task and a throttled single thread, each already a built-in.
 MATRIX_SCENARIOS = ("default", "anubis-table1", "vcpu-stacking", "lock-holder-preemption", "stalled-running-task")
-_PROBE = "\u00bfpolicy?"
 
 
-def _schema_choices(key: str) -> list[str] | None:
-    """The names the scenario schema accepts at `key` (a policy enum), read from the
-    engine's own error for a name it cannot accept; None if the schema has no such field."""
-    probe = api.Scenario("name = 'probe'\nduration_ms = 1\n[[vm]]\nname = 'a'\n", "probe")
-    try:
-        api.normalize(probe, [f'{key}="{_PROBE}"'])
-    except UserError as err:
-        message = str(err)
-        if "unknown field" in message:
-            return None
-        if "expected" in message:
-            accepted = message.split("expected", 1)[1].split(" in `", 1)[0]
-            return re.findall(r"`([^`]+)`", accepted)
-    raise RuntimeError(f"the schema accepted {key}={_PROBE!r}")
+def _registered(level: str) -> list[str]:
+    """The policies of one level (`host` or `guest`) in the engine's registry."""
+    from . import _native
+    return [p["name"] for p in json.loads(_native.policies()) if p["level"] == level]
 
 
 def host_policies() -> list[str]:
-    from . import _native
-    listed = getattr(_native, "host_policies", None)
-    return list(listed()) if listed else (_schema_choices("host.policy") or ["cfs"])
+    return _registered("host")
 
 
-def guest_policies() -> list[str] | None:
-    """None where the schema has no guest policy field yet (the one guest, Linux)."""
-    from . import _native
-    listed = getattr(_native, "guest_policies", None)
-    return list(listed()) if listed else _schema_choices("vm[0].guest.policy")
+def guest_policies() -> list[str]:
+    return _registered("guest")
 
 
 def matrix(quick: bool = False, out: str | Path | None = None, backend: str = "local",
@@ -346,12 +336,10 @@ def matrix(quick: bool = False, out: str | Path | None = None, backend: str = "l
     for name in MATRIX_SCENARIOS:
         vm_count = len(api.normalize(api.load_scenario(name))["vm"])
         for host in hosts:
-            for guest in guests or ["linux"]:
-                overrides = [f"host.policy={host}"]
-                if guests is not None:
-                    overrides += [f"vm[{i}].guest.policy={guest}" for i in range(vm_count)]
+            for guest in guests:
+                overrides = [f"host.policy={host}"] + [f"vm[{i}].guest.policy={guest}" for i in range(vm_count)]
                 variant = ",".join(overrides)
-                spec = SweepSpec([name], seeds, [f"{host}+{guest}={variant}"], duration=duration)
+                spec = SweepSpec([name], seeds, [f"{host}-{guest}={variant}"], duration=duration)
                 planned += [(host, guest, run) for run in plan(spec)]
     store = execute_runs([run for _, _, run in planned], out, backend, workers, address, progress)
     samples: dict = {}

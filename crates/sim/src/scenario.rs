@@ -80,6 +80,9 @@ pub struct Host {
     /// Parameters of the `anubis` host policy.
     #[serde(default)]
     pub anubis: AnubisParams,
+    /// The hypervisor's paravirtual side (see [`HostKvm`]).
+    #[serde(default)]
+    pub kvm: HostKvm,
     /// Parameters of host policy `irs` (IRS's SA sender).
     #[serde(default)]
     pub irs: crate::host::irs::IrsParams,
@@ -296,6 +299,11 @@ pub struct Overheads {
     /// Guest interrupt handler time (entry, handler, exit).
     #[serde(default = "oh_irq")]
     pub irq_handler_ns: u64,
+    /// One iteration of a spin-wait loop (PAUSE and a load): Intel's
+    /// optimization manual gives PAUSE a latency of up to 140 cycles from
+    /// Skylake on (about 10 before); 140 cycles at a nominal 2.5 GHz.
+    #[serde(default = "oh_pause")]
+    pub pause_ns: u64,
 }
 fn oh_vcpu_switch() -> u64 {
     2_000
@@ -311,6 +319,9 @@ fn oh_ipi() -> u64 {
 }
 fn oh_irq() -> u64 {
     2_000
+}
+fn oh_pause() -> u64 {
+    56
 }
 impl Default for Overheads {
     fn default() -> Self {
@@ -427,6 +438,9 @@ pub struct Guest {
     pub steal_accounting: bool,
     #[serde(default)]
     pub cfs: CfsTunables,
+    /// The guest kernel's paravirtual side (see [`GuestPv`]).
+    #[serde(default)]
+    pub pv: GuestPv,
 }
 fn rr_timeslice() -> f64 {
     100.0
@@ -439,6 +453,147 @@ impl Default for Guest {
         toml::from_str("").expect("guest defaults")
     }
 }
+
+// --- The paravirtual interface between KVM and a Linux guest -------------
+// Every switch defaults to off (the bare mechanism); the kernel profiles
+// (`crate::kernels`) turn each on from the release that has it. What each
+// does is in `crate::paravirt`.
+
+/// `[host.kvm]`: what the host's KVM offers and does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostKvm {
+    /// KVM_FEATURE_PV_UNHALT and the KVM_HC_KICK_CPU hypercall (Linux 3.12):
+    /// a guest lock waiter may halt and be kicked.
+    #[serde(default)]
+    pub pv_unhalt: bool,
+    /// The `preempted` byte of the steal-time page, set when the vCPU thread
+    /// is scheduled out while runnable (KVM_FEATURE_STEAL_TIME, Linux 4.10).
+    #[serde(default)]
+    pub preempted_flag: bool,
+    /// KVM_FEATURE_PV_TLB_FLUSH (Linux 4.16): flush requests for preempted
+    /// vCPUs are recorded in the steal-time page and done at the next entry.
+    #[serde(default)]
+    pub pv_tlb_flush: bool,
+    /// Upper bound of adaptive halt polling (module parameter halt_poll_ns);
+    /// 0 disables it. KVM_HALT_POLL_NS_DEFAULT is 200000 on x86
+    /// (arch/x86/include/asm/kvm_host.h); halt polling appeared in Linux 4.0.
+    #[serde(default)]
+    pub halt_poll_ns: u64,
+    /// halt_poll_ns_grow (virt/kvm/kvm_main.c, default 2).
+    #[serde(default = "halt_poll_grow")]
+    pub halt_poll_ns_grow: u64,
+    /// halt_poll_ns_grow_start (virt/kvm/kvm_main.c, default 10000).
+    #[serde(default = "halt_poll_grow_start")]
+    pub halt_poll_ns_grow_start: u64,
+    /// halt_poll_ns_shrink (virt/kvm/kvm_main.c, default 0: reset to 0).
+    #[serde(default)]
+    pub halt_poll_ns_shrink: u64,
+    /// Pause-loop exiting: ple_gap in cycles (KVM_DEFAULT_PLE_GAP 128,
+    /// arch/x86/kvm/vmx/vmx.c); 0 disables PLE. In Linux since 2.6.32.
+    #[serde(default)]
+    pub ple_gap: u64,
+    /// ple_window in cycles (KVM_VMX_DEFAULT_PLE_WINDOW 4096).
+    #[serde(default = "ple_window")]
+    pub ple_window: u64,
+    /// ple_window_grow (KVM_DEFAULT_PLE_WINDOW_GROW 2); 1 keeps the window
+    /// fixed, as before the dynamic window of Linux 3.18.
+    #[serde(default = "halt_poll_grow")]
+    pub ple_window_grow: u64,
+    /// ple_window_shrink (KVM_DEFAULT_PLE_WINDOW_SHRINK 0: reset to the base).
+    #[serde(default)]
+    pub ple_window_shrink: u64,
+    /// ple_window_max (KVM_VMX_DEFAULT_PLE_WINDOW_MAX, UINT_MAX).
+    #[serde(default = "ple_window_max")]
+    pub ple_window_max: u64,
+    /// TSC frequency that converts cycle windows to time: a nominal 2.5 GHz,
+    /// the clock `overheads.pause_ns` assumes too.
+    #[serde(default = "tsc_mhz")]
+    pub tsc_mhz: u64,
+}
+fn ple_window() -> u64 {
+    4096
+}
+fn ple_window_max() -> u64 {
+    u32::MAX as u64
+}
+fn tsc_mhz() -> u64 {
+    2500
+}
+fn halt_poll_grow() -> u64 {
+    2
+}
+fn halt_poll_grow_start() -> u64 {
+    10_000
+}
+impl Default for HostKvm {
+    fn default() -> Self {
+        toml::from_str("").expect("kvm defaults")
+    }
+}
+
+/// `[vm.guest.pv]`: what the guest kernel has and uses.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestPv {
+    /// CONFIG_PARAVIRT_SPINLOCKS: a paravirtual lock slowpath (PV ticketlocks,
+    /// Linux 3.12; PV qspinlock, 4.2), used when the host offers PV_UNHALT.
+    #[serde(default)]
+    pub spinlocks: bool,
+    /// virt_spin_lock(): under a hypervisor without PV spinlocks, the
+    /// unfair test-and-set lock instead of the fair queued one (Linux 4.2).
+    #[serde(default)]
+    pub virt_spin_lock: bool,
+    /// KVM_HINTS_REALTIME (dedicated pCPUs, Linux 4.16 as KVM_HINTS_DEDICATED):
+    /// the guest keeps native queued spinlocks and may use cpuidle-haltpoll.
+    #[serde(default)]
+    pub realtime_hint: bool,
+    /// Loops a PV lock waiter spins before pv_wait(): SPIN_THRESHOLD,
+    /// (1 << 15) in arch/x86/include/asm/spinlock.h (qspinlock.h since 4.2).
+    #[serde(default = "spin_threshold")]
+    pub spin_threshold: u64,
+    /// The scheduler's idle test reads KVM's preempted flag through
+    /// vcpu_is_preempted() (the call exists from Linux 4.10; idle_cpu() and
+    /// later available_idle_cpu() use it from 4.17).
+    #[serde(default)]
+    pub vcpu_is_preempted: bool,
+    /// kvm_flush_tlb_multi(): skip the IPI to preempted vCPUs (Linux 4.16).
+    #[serde(default)]
+    pub tlb_flush: bool,
+    /// cpuidle-haltpoll (Linux 5.4): poll in the guest before HLT. Linux
+    /// loads it only with `realtime_hint` (haltpoll_want()).
+    #[serde(default)]
+    pub haltpoll: bool,
+    /// guest_halt_poll_ns (drivers/cpuidle/governors/haltpoll.c, 200000).
+    #[serde(default = "guest_halt_poll_ns")]
+    pub halt_poll_ns: u64,
+    /// guest_halt_poll_grow (2), guest_halt_poll_grow_start (50000) and
+    /// guest_halt_poll_shrink (2), same file.
+    #[serde(default = "halt_poll_grow")]
+    pub halt_poll_grow: u64,
+    #[serde(default = "guest_halt_poll_grow_start")]
+    pub halt_poll_grow_start: u64,
+    #[serde(default = "guest_halt_poll_shrink")]
+    pub halt_poll_shrink: u64,
+}
+fn spin_threshold() -> u64 {
+    1 << 15
+}
+fn guest_halt_poll_ns() -> u64 {
+    200_000
+}
+fn guest_halt_poll_grow_start() -> u64 {
+    50_000
+}
+fn guest_halt_poll_shrink() -> u64 {
+    2
+}
+impl Default for GuestPv {
+    fn default() -> Self {
+        toml::from_str("").expect("guest pv defaults")
+    }
+}
+// --- end of the paravirtual interface -------------------------------------
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
@@ -678,10 +833,14 @@ fn line_of(text: &str, offset: usize) -> String {
 
 /// Parses a scenario already in table form (JSON input goes through here too).
 pub fn from_table(mut doc: toml::Table) -> Result<Scenario, ScenarioError> {
+    check_fields_read(&doc)?;
+    // Variants apply to the document as written: one may name another kernel.
+    let doc_before_variants = doc.clone();
     crate::kernels::apply_profiles(&mut doc)?;
     let scenario: Scenario = serde_path_to_error::deserialize(toml::Value::Table(doc))
         .map_err(|e| err(clean_path(&e.path().to_string()), e.inner().to_string()))?;
     check(&scenario)?;
+    check_variants(&doc_before_variants, &scenario)?;
     Ok(scenario)
 }
 
@@ -764,6 +923,7 @@ pub fn apply_override(doc: &mut toml::Table, ov: &str) -> Result<(), ScenarioErr
 
 /// Semantic checks serde cannot express.
 fn check(s: &Scenario) -> Result<(), ScenarioError> {
+    check_limits(s)?;
     if !(s.duration_ms > 0.0 && s.duration_ms.is_finite()) {
         return Err(err("duration_ms", "must be a positive number of milliseconds"));
     }
@@ -976,10 +1136,10 @@ fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
     }
     for (ci, claim) in paper.claims.iter().enumerate() {
         let p = format!("paper.claim[{ci}]");
-        check_variant_name(&claim.variant, s, &format!("{p}.variant"))?;
+        check_claim_variant(&claim.variant, s, &format!("{p}.variant"))?;
         check_metric_path(&claim.metric, s).map_err(|reason| err(format!("{p}.metric"), reason))?;
         if let Some(reference) = &claim.versus {
-            check_variant_name(&reference.variant, s, &format!("{p}.versus.variant"))?;
+            check_claim_variant(&reference.variant, s, &format!("{p}.versus.variant"))?;
             if let Some(metric) = &reference.metric {
                 check_metric_path(metric, s).map_err(|reason| err(format!("{p}.versus.metric"), reason))?;
             }
@@ -996,7 +1156,7 @@ fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-fn check_variant_name(name: &str, s: &Scenario, path: &str) -> Result<(), ScenarioError> {
+fn check_claim_variant(name: &str, s: &Scenario, path: &str) -> Result<(), ScenarioError> {
     if name.is_empty() || s.variants.contains_key(name) {
         return Ok(());
     }
@@ -1107,6 +1267,275 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
         return Err(err(format!("{p}.stages"), "a pipeline needs at least 2 stages"));
     }
     Ok(())
+}
+
+/// The fields each workload kind reads (besides `kind`, `enabled`, `name` and
+/// `start_ms`, which every kind reads). Any other field given for that kind is an
+/// error: the run would silently ignore it.
+pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
+    const THREADS: [&str; 5] = ["threads", "policy", "rt_priority", "affinity", "pin_threads"];
+    macro_rules! threaded {
+        ($($f:literal),*) => {{
+            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], $($f),*];
+            FIELDS
+        }};
+    }
+    match kind {
+        WorkloadKind::Hog => threaded!("work_us"),
+        // Filler threads are SCHED_IDLE whatever `policy` says.
+        WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us"],
+        WorkloadKind::Bursty => threaded!("work_us", "work_dist", "sleep_us"),
+        WorkloadKind::Parallel => threaded!(
+            "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",
+            "tlb_shootdowns_per_s", "work_stealing"
+        ),
+        WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages"),
+        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms"),
+        // Answered in the guest kernel's interrupt handler: no threads.
+        WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
+        WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),
+        WorkloadKind::LatencyProbe => threaded!("gap_threshold_us"),
+    }
+}
+
+pub const READ_BY_EVERY_KIND: [&str; 4] = ["kind", "enabled", "name", "start_ms"];
+
+/// Rejects workload fields their kind does not read, on the raw document (after
+/// serde the defaults are indistinguishable from what the file gave).
+fn check_fields_read(doc: &toml::Table) -> Result<(), ScenarioError> {
+    let Some(vms) = doc.get("vm").and_then(|v| v.as_array()) else { return Ok(()) };
+    for (vi, vm) in vms.iter().enumerate() {
+        let Some(workloads) = vm.get("workload").and_then(|w| w.as_array()) else { continue };
+        for (wi, w) in workloads.iter().enumerate() {
+            let Some(table) = w.as_table() else { continue };
+            let Some(kind) = table.get("kind").and_then(|k| WorkloadKind::deserialize(k.clone()).ok()) else {
+                continue; // serde reports a missing or unknown kind with its path
+            };
+            let read = fields_read(kind);
+            if let Some(field) = table.keys().find(|k| !READ_BY_EVERY_KIND.contains(&k.as_str()) && !read.contains(&k.as_str())) {
+                return Err(err(
+                    format!("vm[{vi}].workload[{wi}].{field}"),
+                    format!("a `{}` workload does not read `{field}`; it reads {}", kind.name(), read.join(", ")),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every `[variants.NAME]` must give a valid scenario when applied, and its name
+/// must be usable as a directory name (compare writes one directory per variant).
+fn check_variants(doc: &toml::Table, s: &Scenario) -> Result<(), ScenarioError> {
+    for (name, overrides) in &s.variants {
+        let path = format!("variants.{name}");
+        check_variant_name(name).map_err(|reason| err(&path, reason))?;
+        let mut applied = doc.clone();
+        // The variant alone: the base scenario's variants and [paper] table
+        // (which names them) are checked once, on the base.
+        applied.remove("variants");
+        applied.remove("paper");
+        for (key, value) in overrides {
+            apply_override(&mut applied, &format!("{key}={value}")).map_err(|e| err(format!("{path}.{}", e.path), e.reason))?;
+        }
+        from_table(applied).map_err(|e| {
+            let inner = if e.path.is_empty() { e.reason.clone() } else { format!("{}: {}", e.path, e.reason) };
+            err(path.clone(), inner)
+        })?;
+    }
+    Ok(())
+}
+
+/// A variant name becomes a directory beside the others: letters, digits, `-`,
+/// `_` and `.`, not starting with a dot (so never `..` or a hidden file).
+pub fn check_variant_name(name: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.is_empty() || name.starts_with('.') || !name.chars().all(allowed) || name.len() > 100 {
+        return Err(format!("variant name `{name}` must be 1-100 letters, digits, `-`, `_` or `.`, not starting with `.`"));
+    }
+    Ok(())
+}
+
+/// Largest time any field may give, in ns: 1e6 s (11.6 days). Simulated time is
+/// integer nanoseconds in a u64 (584 years); keeping every input 2^14 times
+/// below that leaves room for the sums the engine forms (vruntime, deadlines).
+pub const MAX_TIME_NS: u64 = 1_000_000_000_000_000;
+/// Linux's CPU limit (CONFIG_NR_CPUS range 2..8192 on x86-64, arch/x86/Kconfig).
+pub const MAX_PCPUS: u64 = 8192;
+/// KVM's vCPU limit per VM (KVM_MAX_VCPUS, arch/x86/include/asm/kvm_host.h).
+pub const MAX_VCPUS: u32 = 1024;
+/// Most tasks one kernel can have (PID_MAX_LIMIT on 64-bit, include/linux/threads.h).
+pub const MAX_TASKS: u64 = 4 * 1024 * 1024;
+/// Task-group share range (MIN_SHARES, MAX_SHARES in kernel/sched/sched.h).
+pub const MIN_WEIGHT: u32 = 2;
+pub const MAX_WEIGHT: u32 = 1 << 18;
+/// The largest CPU capacity is SCHED_CAPACITY_SCALE (include/linux/sched.h).
+pub const MAX_CAPACITY: u32 = 1024;
+/// Arrival and event rates: one every 100 ns. A vCPU spends about 2 us in each
+/// interrupt (Overheads::irq_handler_ns), so faster arrivals only grow queues.
+pub const MAX_RATE_PER_S: f64 = 1e7;
+/// Scheduler tunables accept 0.1 ms..1 s (min/max_sched_granularity_ns of the
+/// sysctl table, kernel/sysctl.c before 5.13); wakeup granularity 0..1 s.
+const CFS_GRANULARITY_NS: (u64, u64) = (100_000, 1_000_000_000);
+/// An overhead of a millisecond or more is a tick's worth of time, not an overhead.
+const MAX_OVERHEAD_NS: u64 = 1_000_000;
+
+/// A time in `unit_ns` units converted to whole nanoseconds, or why it cannot be:
+/// not finite, negative, beyond [`MAX_TIME_NS`], or (when `positive`) below the
+/// engine's 1 ns resolution.
+pub fn checked_ns(path: &str, value: f64, unit_ns: f64, positive: bool) -> Result<u64, ScenarioError> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(err(path, format!("must be a finite number >= 0 (got {value:?})")));
+    }
+    let ns = (value * unit_ns).round();
+    if ns > MAX_TIME_NS as f64 {
+        return Err(err(path, format!("{value:?} is beyond the longest time a scenario may give, 1e6 s")));
+    }
+    if positive && ns < 1.0 {
+        return Err(err(path, format!("must be at least 1 ns, the engine's time resolution (got {value:?})")));
+    }
+    Ok(ns as u64)
+}
+
+fn in_range<T: PartialOrd + std::fmt::Display>(path: &str, value: T, low: T, high: T, why: &str) -> Result<(), ScenarioError> {
+    if value < low || value > high {
+        return Err(err(path, format!("{value} is outside {low}..={high} ({why})")));
+    }
+    Ok(())
+}
+
+fn check_name(path: &str, name: &str, required: bool) -> Result<(), ScenarioError> {
+    if required && name.trim().is_empty() {
+        return Err(err(path, "must not be empty"));
+    }
+    if name.chars().any(char::is_control) || name.len() > 200 {
+        return Err(err(path, "must be at most 200 characters, none of them control characters"));
+    }
+    Ok(())
+}
+
+fn check_cfs_tunables(path: &str, t: &CfsTunables) -> Result<(), ScenarioError> {
+    let (low, high) = CFS_GRANULARITY_NS;
+    let why = "the kernel's sysctl range";
+    if let Some(v) = t.latency_ns {
+        in_range(&format!("{path}.latency_ns"), v, low, high, why)?;
+    }
+    if let Some(v) = t.min_granularity_ns {
+        in_range(&format!("{path}.min_granularity_ns"), v, low, high, why)?;
+    }
+    if let Some(v) = t.wakeup_granularity_ns {
+        in_range(&format!("{path}.wakeup_granularity_ns"), v, 0, high, why)?;
+    }
+    Ok(())
+}
+
+/// Ranges of every number, so that what validates also runs: sizes a real
+/// machine or kernel allows, times the integer-nanosecond clock represents.
+fn check_limits(s: &Scenario) -> Result<(), ScenarioError> {
+    check_name("name", &s.name, true)?;
+    let duration_ns = checked_ns("duration_ms", s.duration_ms, 1e6, true)?;
+    let h = &s.host;
+    let pcpus = h.sockets as u64 * h.cores_per_socket as u64 * h.threads_per_core as u64;
+    if pcpus > MAX_PCPUS {
+        return Err(err("host", format!("{} sockets x {} cores x {} threads = {pcpus} pCPUs; Linux supports at most {MAX_PCPUS} (CONFIG_NR_CPUS)", h.sockets, h.cores_per_socket, h.threads_per_core)));
+    }
+    in_range("host.threads_per_core", h.threads_per_core, 1, 2, "smt_factor models two SMT siblings per core, as on x86")?;
+    in_range("host.capacity", h.capacity, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+    for (i, &c) in h.core_capacity.iter().enumerate() {
+        in_range(&format!("host.core_capacity[{i}]"), c, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+    }
+    for (i, c) in h.capacity_changes.iter().enumerate() {
+        let at = checked_ns(&format!("host.capacity_changes[{i}].at_ms"), c.at_ms, 1e6, false)?;
+        if at >= duration_ns {
+            return Err(err(format!("host.capacity_changes[{i}].at_ms"), format!("{} ms is not before the run's end ({} ms)", c.at_ms, s.duration_ms)));
+        }
+        in_range(&format!("host.capacity_changes[{i}].capacity"), c.capacity, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+    }
+    for (f, v) in [("smt_ns", h.distances.smt_ns), ("socket_ns", h.distances.socket_ns), ("cross_socket_ns", h.distances.cross_socket_ns)] {
+        in_range(&format!("host.distances.{f}"), v, 0, MAX_OVERHEAD_NS, "a cache-line transfer takes tens to hundreds of ns")?;
+    }
+    check_cfs_tunables("host.cfs", &h.cfs)?;
+    let o = &s.overheads;
+    for (f, v) in [("vcpu_switch_ns", o.vcpu_switch_ns), ("task_switch_ns", o.task_switch_ns), ("vm_exit_ns", o.vm_exit_ns), ("ipi_delivery_ns", o.ipi_delivery_ns), ("irq_handler_ns", o.irq_handler_ns)] {
+        in_range(&format!("overheads.{f}"), v, 0, MAX_OVERHEAD_NS, "an overhead of a millisecond or more is a tick's worth of time")?;
+    }
+    checked_ns("metrics.sample_interval_ms", s.metrics.sample_interval_ms, 1e6, true)?;
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let p = format!("vm[{vi}]");
+        check_name(&format!("{p}.name"), &vm.name, true)?;
+        in_range(&format!("{p}.vcpus"), vm.vcpus, 1, MAX_VCPUS, "KVM_MAX_VCPUS")?;
+        in_range(&format!("{p}.weight"), vm.weight, MIN_WEIGHT, MAX_WEIGHT, "the kernel's MIN_SHARES..MAX_SHARES")?;
+        if let Some(bw) = &vm.bandwidth {
+            let bp = format!("{p}.bandwidth");
+            let period = checked_ns(&format!("{bp}.period_ms"), bw.period_ms, 1e6, true)?;
+            let quota = checked_ns(&format!("{bp}.quota_ms"), bw.quota_ms, 1e6, true)?;
+            let threads = if bw.per == BandwidthScope::Vm { vm.vcpus as u64 } else { 1 };
+            // cpu.max refuses a quota under 1 ms (min_cfs_quota_period,
+            // tg_set_cfs_bandwidth in kernel/sched/core.c); one above what the
+            // group's threads can use in a period never throttles.
+            if quota < 1_000_000 || quota > period * threads {
+                return Err(err(format!("{bp}.quota_ms"), format!("{} ms is outside 1 ms..={} ms (at least the kernel's minimum, at most {threads} thread(s) x period_ms)", bw.quota_ms, period * threads / 1_000_000)));
+            }
+            let phase = checked_ns(&format!("{bp}.phase_ms"), bw.phase_ms, 1e6, false)?;
+            if phase >= period {
+                return Err(err(format!("{bp}.phase_ms"), format!("{} ms must be less than period_ms ({} ms): the offset is within one period", bw.phase_ms, bw.period_ms)));
+            }
+        }
+        if let Some(l) = vm.latency_ms {
+            checked_ns(&format!("{p}.latency_ms"), l, 1e6, true)?;
+        }
+        checked_ns(&format!("{p}.guest.rr_timeslice_ms"), vm.guest.rr_timeslice_ms, 1e6, true)?;
+        for (i, &c) in vm.guest.capacity.iter().enumerate() {
+            in_range(&format!("{p}.guest.capacity[{i}]"), c, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+        }
+        check_cfs_tunables(&format!("{p}.guest.cfs"), &vm.guest.cfs)?;
+        let mut tasks = 0u64;
+        for (wi, w) in vm.workloads.iter().enumerate() {
+            let wp = format!("{p}.workload[{wi}]");
+            tasks += check_workload_limits(w, &wp, duration_ns)?;
+            if tasks > MAX_TASKS {
+                return Err(err(format!("{wp}.threads"), format!("the VM's workloads add up to {tasks} threads; a kernel has at most {MAX_TASKS} (PID_MAX_LIMIT)")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ranges of one workload's numbers; returns how many threads it creates.
+fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> Result<u64, ScenarioError> {
+    check_name(&format!("{p}.name"), &w.name, false)?;
+    let f = |field: &str| format!("{p}.{field}");
+    for (field, v) in [("work_us", w.work_us), ("cs_us", w.cs_us), ("device_us", w.device_us)] {
+        checked_ns(&f(field), v, 1e3, true)?;
+    }
+    for (field, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("gap_threshold_us", w.gap_threshold_us)] {
+        checked_ns(&f(field), v, 1e3, false)?;
+    }
+    let start = checked_ns(&f("start_ms"), w.start_ms, 1e6, false)?;
+    if start >= duration_ns {
+        return Err(err(f("start_ms"), format!("{} ms is not before the run's end: the workload would never start", w.start_ms)));
+    }
+    if !(w.rate_per_s > 0.0 && w.rate_per_s <= MAX_RATE_PER_S) {
+        return Err(err(f("rate_per_s"), format!("{} is outside (0, 1e7]: one arrival per 100 ns is beyond what a vCPU's interrupt handling can take", w.rate_per_s)));
+    }
+    if !(w.tlb_shootdowns_per_s >= 0.0 && w.tlb_shootdowns_per_s <= MAX_RATE_PER_S) {
+        return Err(err(f("tlb_shootdowns_per_s"), format!("{} is outside [0, 1e7]: each shootdown interrupts every vCPU for about 2 us", w.tlb_shootdowns_per_s)));
+    }
+    // Thread 0's grain is (1 + imbalance) times the others': beyond 1 the
+    // phase is one thread's serial work rather than an imbalance.
+    if !(w.imbalance >= 0.0 && w.imbalance <= 1.0) {
+        return Err(err(f("imbalance"), format!("{} is outside [0, 1] (the slowest thread's extra work relative to the others')", w.imbalance)));
+    }
+    in_range(&f("threads"), w.threads as u64, 1, MAX_TASKS, "PID_MAX_LIMIT")?;
+    in_range(&f("locks"), w.locks as u64, 1, MAX_TASKS, "no more locks than a kernel has threads (PID_MAX_LIMIT)")?;
+    let threads = match w.kind {
+        WorkloadKind::Ping => 0,
+        WorkloadKind::Pipeline => {
+            in_range(&f("stages"), w.stages as u64, 2, MAX_TASKS, "each stage has its own threads, at most PID_MAX_LIMIT in all")?;
+            w.threads as u64 * w.stages as u64
+        }
+        _ => w.threads as u64,
+    };
+    Ok(threads)
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "bench-simpy-rr",
     "vsched-fig2",
     "vsched-fig3",
+    "irs-parsec",
+    "irs-npb",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

@@ -110,7 +110,7 @@ mod tests {
     /// vCPU 0 that the migrator moves.
     fn kernel(states: &[HostState]) -> (LinuxKernel, u32) {
         let mut k = LinuxKernel::new(&toml::from_str("").unwrap(), 4);
-        let view = GuestView { now: 0, host_state: states, steal_published: &[0; 4] };
+        let view = GuestView { now: 0, host_state: states, preempted: &[false; 4], steal_published: &[0; 4] };
         let mut first = None;
         for v in 0..3 {
             let t = k.add_task(Policy::Normal, 0, vec![true; 4]);
@@ -128,7 +128,7 @@ mod tests {
         use HostState::*;
         let states = [Running, Running, Running, Halted];
         let (mut k, t) = kernel(&states);
-        let view = GuestView { now: 1_000_000, host_state: &states, steal_published: &[0; 4] };
+        let view = GuestView { now: 1_000_000, host_state: &states, preempted: &[false; 4], steal_published: &[0; 4] };
         assert_eq!(IrsGuest::migration_target(&mut k, &view, 0, t), Some(3));
     }
 
@@ -140,9 +140,9 @@ mod tests {
         let states = [Running, Running, Running, Preempted];
         let (mut k, t) = kernel(&states);
         // vCPU 1 has had 3 ms stolen in the last 4 ms, vCPU 2 1 ms.
-        let view = GuestView { now: 4_000_000, host_state: &states, steal_published: &[0, 3_000_000, 1_000_000, 0] };
+        let view = GuestView { now: 4_000_000, host_state: &states, preempted: &[false; 4], steal_published: &[0, 3_000_000, 1_000_000, 0] };
         assert_eq!(IrsGuest::migration_target(&mut k, &view, 0, t), Some(2));
-        let view = GuestView { now: 8_000_000, host_state: &states, steal_published: &[0, 3_000_000, 5_000_000, 0] };
+        let view = GuestView { now: 8_000_000, host_state: &states, preempted: &[false; 4], steal_published: &[0, 3_000_000, 5_000_000, 0] };
         assert_eq!(IrsGuest::migration_target(&mut k, &view, 0, t), Some(1));
     }
 
@@ -152,7 +152,7 @@ mod tests {
         use HostState::*;
         let states = [Running, Preempted, Preempted, Preempted];
         let (mut k, t) = kernel(&states);
-        let view = GuestView { now: 1_000_000, host_state: &states, steal_published: &[0; 4] };
+        let view = GuestView { now: 1_000_000, host_state: &states, preempted: &[false; 4], steal_published: &[0; 4] };
         assert_eq!(IrsGuest::migration_target(&mut k, &view, 0, t), None);
     }
 }

@@ -225,7 +225,7 @@ impl LinuxKernel {
     }
 
     pub fn is_idle(&self, view: &GuestView, v: u32) -> bool {
-        self.rqs[v as usize].nr_running() == 0 && view.host_state[v as usize] != HostState::Preempted
+        self.rqs[v as usize].nr_running() == 0 && !view.preempted[v as usize]
     }
 
     /// sched_idle_cpu(): every runnable task there is SCHED_IDLE.
@@ -812,8 +812,11 @@ mod tests {
         LinuxKernel::new(&toml::from_str(extra).unwrap(), nv)
     }
 
+    /// A view in which KVM's preempted flag is set exactly for the
+    /// preempted vCPUs (a host and guest that have the flag).
     fn view<'a>(states: &'a [HostState], steal: &'a [u64]) -> GuestView<'a> {
-        GuestView { now: 0, host_state: states, steal_published: steal }
+        let preempted: Vec<bool> = states.iter().map(|&s| s == HostState::Preempted).collect();
+        GuestView { now: 0, host_state: states, preempted: Box::leak(preempted.into_boxed_slice()), steal_published: steal }
     }
 
     /// select_idle_sibling(): a preempted vCPU is not idle for the guest
@@ -884,10 +887,10 @@ mod tests {
     fn steal_is_taken_out_of_the_task_clock() {
         let mut g = guest(1, "");
         let states = [HostState::Running];
-        g.update_clock(&GuestView { now: 10_000_000, host_state: &states, steal_published: &[4_000_000] }, 0);
+        g.update_clock(&GuestView { now: 10_000_000, host_state: &states, preempted: &[false], steal_published: &[4_000_000] }, 0);
         assert_eq!(g.rqs[0].clock_task, 6_000_000);
         let mut off = guest(1, "steal_accounting = false");
-        off.update_clock(&GuestView { now: 10_000_000, host_state: &states, steal_published: &[4_000_000] }, 0);
+        off.update_clock(&GuestView { now: 10_000_000, host_state: &states, preempted: &[false], steal_published: &[4_000_000] }, 0);
         assert_eq!(off.rqs[0].clock_task, 10_000_000);
     }
 }

@@ -278,4 +278,10 @@ pub trait HostPolicy {
     fn vm_samples(&self, _vm: VmId) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// yield_to(): running `v` offers its pCPU to runnable, not running
+    /// `target` (KVM's directed yield, kvm_vcpu_yield_to()); returns whether
+    /// it yielded. A policy without directed yield refuses.
+    fn yield_to(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _target: VcpuId) -> bool {
+        false
+    }
 }
