@@ -13,9 +13,13 @@ use crate::host::anubis::Anubis;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
 use crate::guest::irs::IrsGuest;
 use crate::host::irs::{IrsBase, IrsParams, IrsSender};
+use crate::host::credit::Credit;
+use crate::host::credit2::Credit2;
+use crate::host::rtds::Rtds;
+use crate::host::tableau::Tableau;
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
-use crate::scenario::{AnubisParams, CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind};
+use crate::scenario::{AnubisParams, CfsTunables, Credit2Params, CreditParams, Guest, GuestPolicyKind, Host, HostPolicyKind, RtdsParams, Scenario, TableauParams};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -50,6 +54,26 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "Anubis (SoCC'23) on host CFS: interrupt redirection and boosting, IO and confidence points, introspection of the guest task, IO-vCPU slice extension bounded by a per-VM debt that non-IO vCPUs pay back; [host.cfs] tunables apply too",
             params_of::<AnubisParams>(),
         ),
+        HostPolicyKind::Credit => (
+            "credit",
+            "Xen Credit (xen/common/sched_credit.c, Xen 4.9): per-pCPU runqueues by priority (BOOST, UNDER, OVER), credits by weight every slice, BOOST on wakeup, idle pCPUs steal, caps park vCPUs",
+            params_of::<CreditParams>(),
+        ),
+        HostPolicyKind::Credit2 => (
+            "credit2",
+            "Xen Credit2 (xen/common/sched_credit2.c, Xen 4.9): per-socket runqueues ordered by credit, burned at a rate inverse to the weight, reset when the best is out of credit",
+            params_of::<Credit2Params>(),
+        ),
+        HostPolicyKind::Rtds => (
+            "rtds",
+            "Xen RTDS (xen/common/sched_rt.c): global EDF over every vCPU's budget per period (vm.rtds_budget_ms / vm.rtds_period_ms), optional extra time",
+            params_of::<RtdsParams>(),
+        ),
+        HostPolicyKind::Tableau => (
+            "tableau",
+            "Tableau dispatcher (EuroSys'18): per-core cyclic tables planned from the VMs' utilization and latency_ms, second-level round robin in idle slots unless capped",
+            params_of::<TableauParams>(),
+        ),
         HostPolicyKind::Irs => (
             "irs",
             "IRS (Middleware'17): before preempting a vCPU of an `irs` guest, send it a scheduler activation and let it run until it answers or the bound passes; on host CFS",
@@ -77,14 +101,19 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis, HostPolicyKind::Irs].into_iter().map(host_info);
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis, HostPolicyKind::Irs, HostPolicyKind::Credit, HostPolicyKind::Credit2, HostPolicyKind::Rtds, HostPolicyKind::Tableau]
+        .into_iter()
+        .map(host_info);
     let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Irs].into_iter().map(guest_info);
     hosts.chain(guests).collect()
 }
 
 /// What the engine knows when it builds the host policy.
 pub struct HostBuild<'a> {
+    pub scenario: &'a Scenario,
     pub host: &'a Host,
+    /// VM (index into `scenario.vms`) of each vCPU.
+    pub vm_of: &'a [u32],
     pub pcpus: u32,
     /// Host scheduling weight of each vCPU thread.
     pub weights: &'a [u64],
@@ -104,6 +133,10 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
         HostPolicyKind::Irs => match b.host.irs.base {
             IrsBase::Cfs => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, IrsSender::new(&b.host.irs))),
         },
+        HostPolicyKind::Credit => Box::new(Credit::new(&b)),
+        HostPolicyKind::Credit2 => Box::new(Credit2::new(&b)),
+        HostPolicyKind::Rtds => Box::new(Rtds::new(&b)),
+        HostPolicyKind::Tableau => Box::new(Tableau::new(&b)),
     }
 }
 

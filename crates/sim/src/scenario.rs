@@ -86,6 +86,14 @@ pub struct Host {
     /// Parameters of host policy `irs` (IRS's SA sender).
     #[serde(default)]
     pub irs: crate::host::irs::IrsParams,
+    #[serde(default)]
+    pub credit: CreditParams,
+    #[serde(default)]
+    pub credit2: Credit2Params,
+    #[serde(default)]
+    pub rtds: RtdsParams,
+    #[serde(default)]
+    pub tableau: TableauParams,
 }
 
 impl Default for Host {
@@ -120,6 +128,16 @@ pub enum HostPolicyKind {
     Anubis,
     /// IRS's activation sender on its base scheduler (Middleware'17).
     Irs,
+    /// Xen's Credit scheduler (xen/common/sched_credit.c, Xen 4.9).
+    Credit,
+    /// Xen's Credit2 scheduler (xen/common/sched_credit2.c, Xen 4.9).
+    Credit2,
+    /// Xen's RTDS scheduler: global EDF over budgets and periods
+    /// (xen/common/sched_rt.c, Xen 4.9).
+    Rtds,
+    /// The Tableau dispatcher: cyclic per-core tables from the planner
+    /// (Vanga et al., EuroSys 2018, sections 5 and 6).
+    Tableau,
 }
 
 /// `[host.anubis]`: the Anubis host policy (Xing et al., "Maximizing VMs' IO
@@ -369,6 +387,13 @@ pub struct Vm {
     /// weight-based fair share.
     pub utilization: Option<f64>,
     pub latency_ms: Option<f64>,
+    /// RTDS budget and period of each vCPU (`host.policy = "rtds"`); Xen's
+    /// defaults are 4 ms every 10 ms (RTDS_DEFAULT_BUDGET and
+    /// RTDS_DEFAULT_PERIOD, xen/common/sched_rt.c).
+    #[serde(default = "rtds_budget")]
+    pub rtds_budget_ms: f64,
+    #[serde(default = "rtds_period")]
+    pub rtds_period_ms: f64,
     #[serde(default)]
     pub guest: Guest,
     #[serde(rename = "workload", default)]
@@ -1046,11 +1071,220 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(format!("variants.{name}"), "a variant needs at least one override"));
         }
     }
+    check_xen(s)?;
     if let Some(paper) = &s.paper {
         check_paper(paper, s)?;
     }
     Ok(())
 }
+
+// ---- Xen host schedulers and the Tableau dispatcher: parameter tables ----
+//
+// Per-decision costs (`schedule_us`, `wakeup_us`, `migrate_us`) default to
+// the Tableau paper's Table 1 (Vanga et al., EuroSys 2018, section 7.2: mean
+// cost of a scheduling decision, of processing a wakeup, and of the work
+// after descheduling a vCPU, on a 16-core two-socket Xen 4.9 host). They are
+// charged as lost time on the pCPU where the operation runs.
+
+/// `[host.credit]`: Xen Credit (xen/common/sched_credit.c, Xen 4.9).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreditParams {
+    /// Time slice: CSCHED_DEFAULT_TSLICE_MS = 30 (boot option
+    /// sched_credit_tslice_ms). Ticks come 3 per slice
+    /// (CSCHED_TICKS_PER_TSLICE) and credits are reassigned once per slice
+    /// (csched_acct() re-arms the master ticker every tslice_ms).
+    #[serde(default = "credit_tslice")]
+    pub tslice_ms: f64,
+    /// Context-switch rate limit: SCHED_DEFAULT_RATELIMIT_US = 1000
+    /// (xen/include/xen/sched-if.h, boot option sched_ratelimit_us); 0 turns
+    /// it off.
+    #[serde(default = "xen_ratelimit")]
+    pub ratelimit_us: f64,
+    /// Cap every domain at its reserved `utilization` (`xl sched-credit -c`,
+    /// in percent of one pCPU per vCPU), the Tableau paper's capped setup
+    /// (section 7.2). VMs without `utilization` stay uncapped.
+    #[serde(default)]
+    pub capped: bool,
+    #[serde(default = "credit_schedule_us")]
+    pub schedule_us: f64,
+    #[serde(default = "credit_wakeup_us")]
+    pub wakeup_us: f64,
+    #[serde(default = "credit_migrate_us")]
+    pub migrate_us: f64,
+}
+fn credit_tslice() -> f64 {
+    30.0
+}
+fn xen_ratelimit() -> f64 {
+    1000.0
+}
+fn credit_schedule_us() -> f64 {
+    8.08
+}
+fn credit_wakeup_us() -> f64 {
+    2.12
+}
+fn credit_migrate_us() -> f64 {
+    0.32
+}
+impl Default for CreditParams {
+    fn default() -> Self {
+        toml::from_str("").expect("credit defaults")
+    }
+}
+
+/// `[host.credit2]`: Xen Credit2 (xen/common/sched_credit2.c, Xen 4.9).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credit2Params {
+    /// Pcpus sharing a runqueue: Xen 4.9's default is one per socket
+    /// (opt_runqueue = OPT_RUNQUEUE_SOCKET, boot option credit2_runqueue).
+    #[serde(default)]
+    pub runqueue: Credit2Runqueue,
+    /// SCHED_DEFAULT_RATELIMIT_US = 1000, as for Credit.
+    #[serde(default = "xen_ratelimit")]
+    pub ratelimit_us: f64,
+    /// A vCPU queued for another pCPU is taken only when its credit beats
+    /// the local choice by this much: CSCHED2_MIGRATE_RESIST = 500 us
+    /// (boot option sched_credit2_migrate_resist).
+    #[serde(default = "credit2_migrate_resist")]
+    pub migrate_resist_us: f64,
+    #[serde(default = "credit2_schedule_us")]
+    pub schedule_us: f64,
+    #[serde(default = "credit2_wakeup_us")]
+    pub wakeup_us: f64,
+    #[serde(default = "credit2_migrate_us")]
+    pub migrate_us: f64,
+}
+fn credit2_migrate_resist() -> f64 {
+    500.0
+}
+fn credit2_schedule_us() -> f64 {
+    3.51
+}
+fn credit2_wakeup_us() -> f64 {
+    5.19
+}
+fn credit2_migrate_us() -> f64 {
+    5.55
+}
+impl Default for Credit2Params {
+    fn default() -> Self {
+        toml::from_str("").expect("credit2 defaults")
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Credit2Runqueue {
+    Core,
+    #[default]
+    Socket,
+    All,
+}
+
+/// `[host.rtds]`: Xen RTDS (xen/common/sched_rt.c). Budgets and periods are
+/// per VM (`rtds_budget_ms`, `rtds_period_ms`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RtdsParams {
+    /// Work-conserving mode: a vCPU that spent its budget keeps running at a
+    /// lower priority level when nothing with budget wants the pCPU
+    /// (RTDS_extratime, Xen 4.10). Off is Xen 4.9's capped RTDS, the one the
+    /// Tableau paper measures.
+    #[serde(default)]
+    pub extratime: bool,
+    #[serde(default = "rtds_schedule_us")]
+    pub schedule_us: f64,
+    #[serde(default = "rtds_wakeup_us")]
+    pub wakeup_us: f64,
+    #[serde(default = "rtds_migrate_us")]
+    pub migrate_us: f64,
+}
+fn rtds_schedule_us() -> f64 {
+    2.86
+}
+fn rtds_wakeup_us() -> f64 {
+    3.90
+}
+fn rtds_migrate_us() -> f64 {
+    9.42
+}
+fn rtds_budget() -> f64 {
+    4.0
+}
+fn rtds_period() -> f64 {
+    10.0
+}
+impl Default for RtdsParams {
+    fn default() -> Self {
+        toml::from_str("").expect("rtds defaults")
+    }
+}
+
+/// `[host.tableau]`: the Tableau dispatcher. The table is planned from the
+/// VMs' `utilization` and `latency_ms`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableauParams {
+    /// Capped: a vCPU runs only in its own table slots. Uncapped: idle slots
+    /// go to the second-level scheduler (section 3, "Second-level
+    /// scheduler"), round-robin among the core's runnable vCPUs.
+    #[serde(default)]
+    pub capped: bool,
+    #[serde(default = "tableau_schedule_us")]
+    pub schedule_us: f64,
+    #[serde(default = "tableau_wakeup_us")]
+    pub wakeup_us: f64,
+    #[serde(default = "tableau_migrate_us")]
+    pub migrate_us: f64,
+}
+fn tableau_schedule_us() -> f64 {
+    1.43
+}
+fn tableau_wakeup_us() -> f64 {
+    1.06
+}
+fn tableau_migrate_us() -> f64 {
+    0.43
+}
+impl Default for TableauParams {
+    fn default() -> Self {
+        toml::from_str("").expect("tableau defaults")
+    }
+}
+
+/// Checks of the Xen policies' inputs: RTDS budgets fit their periods, and
+/// under Tableau the reservations can be planned (the planner's own error
+/// names the VM field to change).
+fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let p = format!("vm[{vi}]");
+        if !(vm.rtds_period_ms > 0.0 && vm.rtds_period_ms.is_finite()) {
+            return Err(err(format!("{p}.rtds_period_ms"), "must be a positive number of milliseconds"));
+        }
+        if !(vm.rtds_budget_ms > 0.0 && vm.rtds_budget_ms <= vm.rtds_period_ms) {
+            return Err(err(format!("{p}.rtds_budget_ms"), "must be positive and at most rtds_period_ms"));
+        }
+    }
+    // XEN_SYSCTL_CSCHED_TSLICE_MIN = 1, XEN_SYSCTL_CSCHED_TSLICE_MAX = 1000
+    // (xen/include/public/sysctl.h).
+    if !(1.0..=1000.0).contains(&s.host.credit.tslice_ms) {
+        return Err(err("host.credit.tslice_ms", "must be between 1 and 1000 ms"));
+    }
+    for (f, v) in [("host.credit.ratelimit_us", s.host.credit.ratelimit_us), ("host.credit2.ratelimit_us", s.host.credit2.ratelimit_us)] {
+        // XEN_SYSCTL_SCHED_RATELIMIT_MAX = 500000 (xen/include/public/sysctl.h).
+        if !(0.0..=500_000.0).contains(&v) {
+            return Err(err(f, "must be between 0 and 500000 us"));
+        }
+    }
+    if s.host.policy == HostPolicyKind::Tableau {
+        crate::tableau::plan_scenario(s).map_err(|e| err(e.path, e.reason))?;
+    }
+    Ok(())
+}
+// ---- end of the Xen host schedulers block ----
 
 /// The `[paper]` table: which paper and figure the scenario reproduces, and each value
 /// the paper reports, as a metric of the runs (a path into `summary.json`) beside the

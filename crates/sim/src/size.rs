@@ -27,6 +27,11 @@ const PING_EVENTS_PER_REQUEST: f64 = 2.0;
 /// Events per unit of work that ends in a synchronization (a barrier, lock,
 /// semaphore or device wait): the compute end, the wake-up and the switch.
 const SYNC_EVENTS_PER_UNIT: f64 = 3.0;
+/// Events one device request costs when its vCPU idles in between: the
+/// submission exit, the device completion, the interrupt's delivery and
+/// handler, the wake-up, the halted vCPU's host wake-up and its switches in
+/// and out.
+const IO_EVENTS_PER_REQUEST: f64 = 10.0;
 /// Events a tick can cause on one vCPU (see `estimate`).
 const TICK_EVENTS_PER_VCPU: f64 = 3.0;
 /// The latency probe's loop body (workloads::latency_probe::LOOP_NS).
@@ -86,7 +91,7 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                     units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT + w.tlb_shootdowns_per_s * nv
                 }
                 WorkloadKind::Pipeline => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
-                WorkloadKind::DiskRead => units_per_s(w.work_us + w.device_us) * SYNC_EVENTS_PER_UNIT,
+                WorkloadKind::DiskRead => units_per_s(w.work_us + w.device_us) * IO_EVENTS_PER_REQUEST,
                 WorkloadKind::Server => w.rate_per_s * SERVER_EVENTS_PER_REQUEST,
                 WorkloadKind::Ping => w.rate_per_s * PING_EVENTS_PER_REQUEST,
                 WorkloadKind::LatencyProbe => running / PROBE_LOOP_S,

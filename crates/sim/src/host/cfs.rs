@@ -643,6 +643,29 @@ mod tests {
         assert_eq!((h.nr_running(0), h.nr_running(1)), (1, 1));
     }
 
+    /// yield_to(): the running vCPU gives way to a queued sibling that the
+    /// leftmost-vruntime pick would not choose; a running target is refused.
+    #[test]
+    fn yield_to_runs_the_target_next() {
+        let m = machine(1);
+        let allowed = vec![vec![true]; 3];
+        let mut h = HostCfs::new(Tunables::linux_default(1), 1, &[1024; 3], &[0, 0, 0], vec![]);
+        let mut out = HostOut::default();
+        let idle: Vec<Option<VcpuId>> = vec![None];
+        for v in 0..3 {
+            h.wake(&HostView::new(0, &m, &allowed, &idle), &mut out, v);
+        }
+        let running = h.pick_next(&HostView::new(0, &m, &allowed, &idle), &mut out, 0, None);
+        assert_eq!(running, Some(0));
+        let on = vec![running];
+        let view = HostView::new(100_000, &m, &allowed, &on);
+        // vCPU 1 is leftmost among the queued ones; vCPU 2 is the target.
+        assert!(!h.yield_to(&view, &mut out, 0, 0), "a running target is refused");
+        assert!(h.yield_to(&view, &mut out, 0, 2));
+        assert!(out.resched.contains(&0));
+        assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), Some(2));
+    }
+
     /// A vCPU pinned away from the idle pCPU is not pulled there.
     #[test]
     fn balancing_respects_pinning() {

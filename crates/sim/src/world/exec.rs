@@ -390,17 +390,13 @@ impl World {
         }
     }
 
-    /// With PLE, when the pause loop of spinning task `t` on `v` exits: its
+    /// With PLE, when the pause loop of the task spinning on `v` exits: its
     /// window after the loop began. A loop begins when the task starts
     /// spinning on a running vCPU, and again after anything else the vCPU
     /// executes (an exit, a handler: `overhead` > 0).
-    pub(super) fn pause_loop_deadline(&mut self, v: VcpuId, t: TaskId, start: u64, overhead: u64) -> Option<u64> {
-        let spinning = matches!(self.tasks[t as usize].exec, Exec::Spin { .. });
+    pub(super) fn pause_loop_deadline(&mut self, v: VcpuId, start: u64, overhead: u64) -> Option<u64> {
+        let ple = self.ple?;
         let pv = &mut self.vcpus[v as usize].pv;
-        let (Some(ple), true) = (self.ple, spinning) else {
-            pv.loop_start = None;
-            return None;
-        };
         if overhead > 0 || pv.loop_start.is_none() {
             pv.loop_start = Some(start);
         }

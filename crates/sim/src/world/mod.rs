@@ -376,8 +376,13 @@ impl World {
             Exec::Spin { budget: Some(b), .. } => Some(start + (b / self.rate(v)).ceil() as u64),
             _ => None,
         };
-        let ple_exit = self.pause_loop_deadline(v, t, start, overhead);
-        let done = earliest(done, ple_exit);
+        let done = match self.tasks[t as usize].exec {
+            Exec::Spin { .. } if self.ple.is_some() => earliest(done, self.pause_loop_deadline(v, start, overhead)),
+            _ => {
+                self.vcpus[v as usize].pv.loop_start = None;
+                done
+            }
+        };
         // The hrtick timer shares the progress event (it fires at the earlier
         // of the two); past its time it fires as soon as the vCPU runs and
         // its overheads are over, like any interrupt.
