@@ -148,7 +148,7 @@ def test_policies_come_from_the_registry(cli):
     listed = json.loads(cli("policies", "--json").output)
     assert registry.host_policies() == [p["name"] for p in listed if p["level"] == "host"]
     assert registry.guest_policies() == [p["name"] for p in listed if p["level"] == "guest"]
-    assert {"cfs", "irs"} <= set(registry.host_policies())
+    assert {"cfs", "anubis", "irs"} <= set(registry.host_policies())
 
 
 def test_matrix_covers_every_host_and_guest_policy(cli, tmp_path):

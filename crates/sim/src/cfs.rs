@@ -202,6 +202,17 @@ impl CfsRq {
         self.timeline.iter().map(|&(_, id)| id)
     }
 
+    /// Sets a queued or running entity's vruntime (a policy's adjustment),
+    /// keeping the timeline ordered.
+    pub fn set_vruntime(&mut self, ents: &mut [Entity], id: u32, vruntime: u64) {
+        let e = &mut ents[id as usize];
+        let queued = e.on_rq && self.curr != Some(id) && self.timeline.remove(&(e.vruntime, id));
+        e.vruntime = vruntime;
+        if queued {
+            self.timeline.insert((vruntime, id));
+        }
+    }
+
     /// set_next_entity(): the entity leaves the timeline while it runs.
     pub fn set_curr(&mut self, ents: &mut [Entity], id: u32, now: u64) {
         let e = &mut ents[id as usize];

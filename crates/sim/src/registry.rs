@@ -10,6 +10,7 @@ use crate::cfs::Tunables;
 use crate::guest::linux::GuestLinux;
 use crate::guest::vsched::Vsched;
 use crate::guest::GuestPolicy;
+use crate::host::anubis::Anubis;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
 use crate::guest::irs::IrsGuest;
 use crate::host::irs::{IrsBase, IrsParams, IrsSender};
@@ -19,7 +20,7 @@ use crate::host::rtds::Rtds;
 use crate::host::tableau::Tableau;
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
-use crate::scenario::{CfsTunables, Credit2Params, CreditParams, Guest, GuestPolicyKind, Host, HostPolicyKind, RtdsParams, Scenario, TableauParams, VschedParams};
+use crate::scenario::{AnubisParams, CfsTunables, Credit2Params, CreditParams, Guest, GuestPolicyKind, Host, HostPolicyKind, RtdsParams, Scenario, TableauParams, VschedParams};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -48,6 +49,11 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "cfs",
             "Linux CFS scheduling vCPU threads as KVM hosts run it (kernel/sched/fair.c, Linux 6.5): per-pCPU runqueues, wakeup/tick preemption, balancing, cpu.max bandwidth",
             params_of::<CfsTunables>(),
+        ),
+        HostPolicyKind::Anubis => (
+            "anubis",
+            "Anubis (SoCC'23) on host CFS: interrupt redirection and boosting, IO and confidence points, introspection of the guest task, IO-vCPU slice extension bounded by a per-VM debt that non-IO vCPUs pay back; [host.cfs] tunables apply too",
+            params_of::<AnubisParams>(),
         ),
         HostPolicyKind::Credit => (
             "credit",
@@ -101,7 +107,7 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Irs, HostPolicyKind::Credit, HostPolicyKind::Credit2, HostPolicyKind::Rtds, HostPolicyKind::Tableau]
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis, HostPolicyKind::Irs, HostPolicyKind::Credit, HostPolicyKind::Credit2, HostPolicyKind::Rtds, HostPolicyKind::Tableau]
         .into_iter()
         .map(host_info);
     let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Vsched, GuestPolicyKind::Irs].into_iter().map(guest_info);
@@ -126,6 +132,10 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
     let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
     match b.host.policy {
         HostPolicyKind::Cfs => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
+        HostPolicyKind::Anubis => {
+            let hooks = Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus);
+            Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, hooks))
+        }
         HostPolicyKind::Irs => match b.host.irs.base {
             IrsBase::Cfs => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, IrsSender::new(&b.host.irs))),
             IrsBase::Credit => Box::new(Credit::with_activations(&b, IrsSender::new(&b.host.irs))),

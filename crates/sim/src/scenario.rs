@@ -77,6 +77,9 @@ pub struct Host {
     pub hz: u32,
     #[serde(default)]
     pub cfs: CfsTunables,
+    /// Parameters of the `anubis` host policy.
+    #[serde(default)]
+    pub anubis: AnubisParams,
     /// The hypervisor's paravirtual side (see [`HostKvm`]).
     #[serde(default)]
     pub kvm: HostKvm,
@@ -121,6 +124,8 @@ pub enum HostPolicyKind {
     /// Linux CFS scheduling vCPU threads, as under KVM.
     #[default]
     Cfs,
+    /// Host CFS with the Anubis hooks (IO-aware boosting with per-VM debt).
+    Anubis,
     /// IRS's activation sender on its base scheduler (Middleware'17).
     Irs,
     /// Xen's Credit scheduler (xen/common/sched_credit.c, Xen 4.9).
@@ -133,6 +138,101 @@ pub enum HostPolicyKind {
     /// The Tableau dispatcher: cyclic per-core tables from the planner
     /// (Vanga et al., EuroSys 2018, sections 5 and 6).
     Tableau,
+}
+
+/// `[host.anubis]`: the Anubis host policy (Xing et al., "Maximizing VMs' IO
+/// Performance on Overcommitted CPUs with Fairness", SoCC'23). Each mechanism
+/// has a switch, as the prototype has a /proc toggle for each; the numbers
+/// are the prototype's (github.com/systems-nuts/Anubis, Linux 5.10.90:
+/// kernel/sched/fair.c check_preempt_tick(), include/linux/tong.h) or the
+/// paper's where it states one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnubisParams {
+    /// Device interrupts for a vCPU that is not running go to the most
+    /// recently scheduled running vCPU of the VM, and the original target is
+    /// boosted (section 4.1; irq_comm.c kvm_arch_set_irq_inatomic(),
+    /// `IRQ_redirect`). Off: the target is only boosted.
+    #[serde(default = "yes")]
+    pub redirect: bool,
+    /// The receiver of a reschedule IPI that is not running is boosted
+    /// (section 5.1; lapic.c kvm_apic_send_ipi() -> boost_IO_vcpu()).
+    #[serde(default = "yes")]
+    pub ipi_boost: bool,
+    /// IO points: device interrupts, reschedule IPIs and MMIO exits mark a
+    /// vCPU as doing IO in the tick that sees them, which lets it run past
+    /// its vruntime lead (section 5.2). Off: no vCPU is ever an IO vCPU.
+    #[serde(default = "yes")]
+    pub io_points: bool,
+    /// Confidence points: a vCPU counts as an IO vCPU while its confidence
+    /// is at least `confidence_threshold`; otherwise only in a tick whose
+    /// IO points rose (the prototype's io_vcpu_mark).
+    #[serde(default = "yes")]
+    pub confidence: bool,
+    /// Introspection of the guest's current task: a vCPU in debt whose
+    /// current task is not the one seen at its last MMIO exit is taken as
+    /// not doing IO (section 5.2, `possible_io_task`).
+    #[serde(default = "yes")]
+    pub introspection: bool,
+    /// The debt system: boosts and extensions are borrowed by the VM and
+    /// paid back by its non-IO vCPUs yielding; boosting stops at
+    /// `max_debt_ns` (sections 4.3, 5.3). Off: boosts are free and unbounded.
+    #[serde(default = "yes")]
+    pub debt: bool,
+    /// Confidence a vCPU needs to count as an IO vCPU: "with a threshold set
+    /// as four" (section 5.2).
+    #[serde(default = "anubis_confidence_threshold")]
+    pub confidence_threshold: u32,
+    /// Debt above which a non-IO vCPU yields to pay it
+    /// (check_preempt_tick(): `debts_tmp > 50000000`).
+    #[serde(default = "anubis_pay_threshold")]
+    pub pay_threshold_ns: u64,
+    /// Debt at which boosting stops: tong.h check_debts() caps the debt it
+    /// reads at 5 s (the paper: "fully dynamically configurable", 5.3).
+    #[serde(default = "anubis_max_debt")]
+    pub max_debt_ns: u64,
+    /// Debt above which introspection's mismatch counts
+    /// (check_preempt_tick(): `get_debts(current) > 48000000`).
+    #[serde(default = "anubis_mismatch_debt")]
+    pub mismatch_debt_ns: u64,
+    /// Run-time extension per tick of an IO vCPU past its vruntime lead,
+    /// charged to its VM's debt (`update_debts(current,1000000,0)`).
+    #[serde(default = "anubis_extension")]
+    pub extension_ns: u64,
+    /// A non-IO vCPU paying debt while its task is not the IO task moves
+    /// this many slices per queued vCPU ahead (`4*skip_time*ideal_runtime`).
+    #[serde(default = "anubis_pay_slices")]
+    pub pay_slices: u64,
+    /// Consecutive introspection matches without confidence after which a
+    /// match no longer counts as IO (`gs_mistake < 5`).
+    #[serde(default = "anubis_match_limit")]
+    pub match_limit: u32,
+}
+fn anubis_confidence_threshold() -> u32 {
+    4
+}
+fn anubis_pay_threshold() -> u64 {
+    50_000_000
+}
+fn anubis_max_debt() -> u64 {
+    5_000_000_000
+}
+fn anubis_mismatch_debt() -> u64 {
+    48_000_000
+}
+fn anubis_extension() -> u64 {
+    1_000_000
+}
+fn anubis_pay_slices() -> u64 {
+    4
+}
+fn anubis_match_limit() -> u32 {
+    5
+}
+impl Default for AnubisParams {
+    fn default() -> Self {
+        toml::from_str("").expect("anubis defaults")
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -798,6 +898,11 @@ pub struct Workload {
     /// Start time of the workload.
     #[serde(default)]
     pub start_ms: f64,
+    /// Open-loop arrivals (server, ping) end at this time (default: never).
+    pub stop_ms: Option<f64>,
+    /// Ping: fixed round trip outside the host added to every latency.
+    #[serde(default)]
+    pub network_us: f64,
 }
 fn rt_prio() -> u32 {
     50
@@ -1543,9 +1648,14 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
             return Err(err(format!("{p}.{f}"), "must be a positive number"));
         }
     }
-    for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms), ("gap_threshold_us", w.gap_threshold_us)] {
+    for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms), ("gap_threshold_us", w.gap_threshold_us), ("network_us", w.network_us)] {
         if !(v >= 0.0 && v.is_finite()) {
             return Err(err(format!("{p}.{f}"), "must be a non-negative number"));
+        }
+    }
+    if let Some(stop) = w.stop_ms {
+        if !(stop.is_finite() && stop > w.start_ms) {
+            return Err(err(format!("{p}.stop_ms"), "must be a number of milliseconds after start_ms"));
         }
     }
     if w.locks == 0 {
@@ -1578,9 +1688,9 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
             "tlb_shootdowns_per_s", "work_stealing"
         ),
         WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages"),
-        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu"),
+        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms"),
         // Answered in the guest kernel's interrupt handler: no threads.
-        WorkloadKind::Ping => &["rate_per_s", "irq_vcpu"],
+        WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
         WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),
         WorkloadKind::LatencyProbe => threaded!("gap_threshold_us"),
     }

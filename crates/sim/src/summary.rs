@@ -25,7 +25,7 @@ pub fn summarize(w: &World) -> Value {
     let dur = w.end.max(1) as f64;
     let mut vms = Vec::new();
     let mut locks = Map::new();
-    for vm in &w.vms {
+    for (vm_id, vm) in w.vms.iter().enumerate() {
         let vcpus: Vec<Value> = (0..vm.nv)
             .map(|i| {
                 let vc = &w.vcpus[(vm.first_vcpu + i) as usize];
@@ -89,6 +89,9 @@ pub fn summarize(w: &World) -> Value {
         let report = vm.guest.report();
         if !report.is_null() {
             vm_json["guest_policy"] = report;
+        }
+        if let Some(m) = w.host_vm_metrics(vm_id as u32) {
+            vm_json[w.host_name()] = m;
         }
         vms.push(vm_json);
     }

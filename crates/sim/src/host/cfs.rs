@@ -6,7 +6,7 @@
 
 use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
 use crate::cfs::{CfsRq, Entity, Placement, Tunables};
-use crate::ids::{PcpuId, VcpuId};
+use crate::ids::{PcpuId, VcpuId, VmId};
 
 /// sd->busy_factor = 16 (sd_init(), kernel/sched/topology.c): a busy CPU
 /// balances 16 times less often.
@@ -121,6 +121,63 @@ impl CfsCore {
         self.cpu_of[v as usize] = p;
         let rq = &self.rqs[p as usize];
         view.running_on[p as usize].is_none() || rq.wakeup_preempts(&self.ents, v, &self.tun)
+    }
+
+    pub fn tunables(&self) -> &Tunables {
+        &self.tun
+    }
+
+    /// The runqueue `v` is on (or last ran on).
+    pub fn cpu_of(&self, v: VcpuId) -> PcpuId {
+        self.cpu_of[v as usize]
+    }
+
+    /// The vCPU CFS runs on `p` (its `cfs_rq->curr`).
+    pub fn curr(&self, p: PcpuId) -> Option<VcpuId> {
+        self.rqs[p as usize].curr
+    }
+
+    /// The leftmost queued vCPU on `p` (__pick_first_entity()).
+    pub fn first(&self, p: PcpuId) -> Option<VcpuId> {
+        self.rqs[p as usize].first()
+    }
+
+    /// The vCPU thread's CFS weight.
+    pub fn weight(&self, v: VcpuId) -> u64 {
+        self.ents[v as usize].weight
+    }
+
+    /// Queued (not running) vCPUs on `p`, leftmost first.
+    pub fn queued(&self, p: PcpuId) -> impl DoubleEndedIterator<Item = VcpuId> + '_ {
+        self.rqs[p as usize].queued()
+    }
+
+    /// Whether `v` is queued on `p`, waiting to run.
+    pub fn is_queued(&self, v: VcpuId, p: PcpuId) -> bool {
+        self.ents[v as usize].on_rq && self.cpu_of[v as usize] == p && self.rqs[p as usize].curr != Some(v)
+    }
+
+    /// sched_slice() of `v` on its runqueue, in wall time.
+    pub fn slice(&self, v: VcpuId) -> u64 {
+        self.rqs[self.cpu_of[v as usize] as usize].slice(&self.ents, v, &self.tun)
+    }
+
+    /// Runtime of `v` since it was last picked (sum_exec_runtime -
+    /// prev_sum_exec_runtime).
+    pub fn ran(&self, v: VcpuId) -> u64 {
+        let e = &self.ents[v as usize];
+        e.sum_exec - e.prev_sum_exec
+    }
+
+    pub fn vruntime(&self, v: VcpuId) -> u64 {
+        self.ents[v as usize].vruntime
+    }
+
+    /// Moves `v`'s vruntime (a policy's boost or penalty); a queued vCPU
+    /// keeps its place in the timeline order.
+    pub fn set_vruntime(&mut self, v: VcpuId, vruntime: u64) {
+        let p = self.cpu_of[v as usize];
+        self.rqs[p as usize].set_vruntime(&mut self.ents, v, vruntime);
     }
 
     /// A vCPU's vruntime relative to its runqueue's min_vruntime, what a
@@ -286,6 +343,14 @@ pub trait CfsHooks {
     }
     fn on_exit(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _exit: Exit) {}
     fn on_eoi(&mut self, _cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _kind: IrqKind) {}
+    /// See [`HostPolicy::vm_metrics`].
+    fn vm_metrics(&self, _vm: VmId) -> Option<serde_json::Value> {
+        None
+    }
+    /// See [`HostPolicy::vm_samples`].
+    fn vm_samples(&self, _vm: VmId) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// Plain CFS.
@@ -523,6 +588,14 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn on_eoi(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, kind: IrqKind) {
         self.hooks.on_eoi(&mut self.k, view, out, v, kind)
+    }
+
+    fn vm_metrics(&self, vm: VmId) -> Option<serde_json::Value> {
+        self.hooks.vm_metrics(vm)
+    }
+
+    fn vm_samples(&self, vm: VmId) -> Vec<(&'static str, f64)> {
+        self.hooks.vm_samples(vm)
     }
 }
 

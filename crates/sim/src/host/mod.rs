@@ -8,6 +8,7 @@
 //! delivery, VM exits and hypercalls, end-of-interrupt. Their defaults are
 //! what a plain host does, so a policy that ignores them behaves as before.
 
+pub mod anubis;
 pub mod cfs;
 pub mod irs;
 pub mod credit;
@@ -293,6 +294,17 @@ pub trait HostPolicy {
     fn on_exit(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _exit: Exit) {}
     /// The guest on `v` finished handling an interrupt (EOI).
     fn on_eoi(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _kind: IrqKind) {}
+
+    /// The policy's own counters for VM `vm`, put in the run summary under
+    /// the policy's name (none for policies without any).
+    fn vm_metrics(&self, _vm: VmId) -> Option<serde_json::Value> {
+        None
+    }
+    /// The policy's own per-VM quantities sampled over time: (metric name,
+    /// value) rows added to the samples table at each sample.
+    fn vm_samples(&self, _vm: VmId) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
     /// yield_to(): running `v` offers its pCPU to runnable, not running
     /// `target` (KVM's directed yield, kvm_vcpu_yield_to()); returns whether
     /// it yielded. A policy without directed yield refuses.

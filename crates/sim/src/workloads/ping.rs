@@ -1,19 +1,21 @@
 //! Ping answered in the guest kernel: echo requests arrive as a Poisson stream
 //! at `rate_per_s`; each raises a NIC interrupt on `irq_vcpu`, and the reply
-//! leaves from the interrupt handler. Latency = reply time - arrival time, so
-//! it is the interrupt's pending time plus the handler; the wire time outside
-//! the host is not modelled.
+//! leaves from the interrupt handler. Latency = reply time - arrival time +
+//! `network_us`: the interrupt's pending time plus the handler, plus a fixed
+//! round trip outside the host (wire, switch, the sender's stack), which
+//! shifts every row alike and changes no difference between them.
 
-use super::{exp_ns, Cx, IrqAction, Op, Program, RequestRow};
+use super::{exp_ns, us, Cx, IrqAction, Op, Program, RequestRow};
 use crate::scenario::Workload;
 
 pub struct Ping {
     mean_gap_ns: f64,
+    network_ns: u64,
 }
 
 impl Ping {
     pub fn new(w: &Workload) -> Self {
-        Ping { mean_gap_ns: 1e9 / w.rate_per_s }
+        Ping { mean_gap_ns: 1e9 / w.rate_per_s, network_ns: us(w.network_us) }
     }
 }
 
@@ -25,7 +27,7 @@ impl Program for Ping {
         Some((exp_ns(self.mean_gap_ns, cx.rng), cx.now))
     }
     fn on_irq(&mut self, arrival: u64, cx: &mut Cx) -> IrqAction {
-        cx.metrics.finish(RequestRow { task: None, arrival_ns: arrival, start_ns: None, end_ns: cx.now });
+        cx.metrics.finish(RequestRow { task: None, arrival_ns: arrival, start_ns: None, end_ns: cx.now + self.network_ns });
         IrqAction::Nothing
     }
 }

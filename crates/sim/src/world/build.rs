@@ -165,6 +165,7 @@ impl World {
                     tasks: ids,
                     irq_vcpu: vms[vi].first_vcpu + built.irq_vcpu,
                     start_ns: ms(w.start_ms),
+                    stop_ns: w.stop_ms.map(ms),
                 });
             }
         }
@@ -196,6 +197,7 @@ impl World {
                 tasks: ids,
                 irq_vcpu: vm.first_vcpu,
                 start_ns: 0,
+                stop_ns: None,
             });
         }
         let entitlements = super::record::entitlements(&scenario, &allowed, np);

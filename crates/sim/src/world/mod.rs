@@ -234,6 +234,8 @@ pub struct WorkloadState {
     pub tasks: Vec<TaskId>,
     pub irq_vcpu: VcpuId,
     pub start_ns: u64,
+    /// Open-loop arrivals end here.
+    pub stop_ns: Option<u64>,
 }
 
 pub struct World {
@@ -580,7 +582,8 @@ impl World {
     }
 
     fn arrival(&mut self, w: u32) {
-        if self.workloads[w as usize].program.is_none() {
+        let wl = &self.workloads[w as usize];
+        if wl.program.is_none() || wl.stop_ns.is_some_and(|stop| self.now >= stop) {
             return;
         }
         let (program, mut cx) = self.cx_for(w);
@@ -621,6 +624,11 @@ pub fn irq_kind_names() -> &'static [&'static str] {
 impl World {
     pub fn host_name(&self) -> &'static str {
         self.host.name()
+    }
+
+    /// The host policy's own counters for VM `vm` (see `HostPolicy::vm_metrics`).
+    pub fn host_vm_metrics(&self, vm: u32) -> Option<serde_json::Value> {
+        self.host.vm_metrics(vm)
     }
 }
 

@@ -277,7 +277,7 @@ pub fn sample(w: &mut World) {
         s.pcpu.push(pcpu);
         s.value.push(value);
     };
-    for vm in &w.vms {
+    for (vm_id, vm) in w.vms.iter().enumerate() {
         let mut used = 0;
         for i in 0..vm.nv {
             let v = (vm.first_vcpu + i) as usize;
@@ -290,6 +290,9 @@ pub fn sample(w: &mut World) {
         }
         push("vm_cpu_share", &vm.name, -1, -1, used as f64 / dt);
         push("vm_entitlement", &vm.name, -1, -1, vm.entitlement);
+        for (metric, value) in w.host.vm_samples(vm_id as u32) {
+            push(metric, &vm.name, -1, -1, value);
+        }
     }
     for p in 0..w.machine.pcpus {
         push("pcpu_runqueue", "", -1, p as i64, w.host.nr_running(p) as f64);
