@@ -9,10 +9,12 @@ use serde::Serialize;
 use crate::cfs::Tunables;
 use crate::guest::linux::GuestLinux;
 use crate::guest::GuestPolicy;
+use crate::host::balance::Balance;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
+use crate::host::uvf::Uvf;
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
-use crate::scenario::{CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind};
+use crate::scenario::{BalanceMode, CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind, UvfParams};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -42,6 +44,11 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "Linux CFS scheduling vCPU threads as KVM hosts run it (kernel/sched/fair.c, Linux 6.5): per-pCPU runqueues, wakeup/tick preemption, balancing, cpu.max bandwidth",
             params_of::<CfsTunables>(),
         ),
+        HostPolicyKind::Uvf => (
+            "uvf",
+            "Urgent-vCPU-first on host CFS (ASPLOS'13 demand-based coordinated scheduling): IPI-driven urgent queue, Resched-DP, TLB-Co, Resched-Co, urgent tslice and allowance, with (LC) balance scheduling",
+            params_of::<UvfParams>(),
+        ),
     };
     PolicyInfo { name, level: Level::Host, description, params }
 }
@@ -59,7 +66,7 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs].into_iter().map(host_info);
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Uvf].into_iter().map(host_info);
     let guests = [GuestPolicyKind::Linux].into_iter().map(guest_info);
     hosts.chain(guests).collect()
 }
@@ -79,7 +86,15 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
     match b.host.policy {
         HostPolicyKind::Cfs => {
             let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
-            Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth))
+            match b.host.cfs.balance {
+                BalanceMode::Off => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
+                mode => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, Balance::new(mode))),
+            }
+        }
+        HostPolicyKind::Uvf => {
+            let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
+            let uvf = Uvf::new(&b.host.uvf, b.pcpus, b.weights.len());
+            Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, uvf))
         }
     }
 }

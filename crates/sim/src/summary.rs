@@ -25,7 +25,7 @@ pub fn summarize(w: &World) -> Value {
     let dur = w.end.max(1) as f64;
     let mut vms = Vec::new();
     let mut locks = Map::new();
-    for vm in &w.vms {
+    for (vi, vm) in w.vms.iter().enumerate() {
         let vcpus: Vec<Value> = (0..vm.nv)
             .map(|i| {
                 let vc = &w.vcpus[(vm.first_vcpu + i) as usize];
@@ -50,7 +50,7 @@ pub fn summarize(w: &World) -> Value {
         let named = |names: &[&str], counts: &[u64]| -> Map<String, Value> { names.iter().zip(counts).map(|(k, &n)| (k.to_string(), json!(n))).collect() };
         let lock = json!({"lhp_count": vm.lhp_count, "lwp_count": vm.lwp_count, "spin_ns": spin});
         locks.insert(vm.name.clone(), lock.clone());
-        vms.push(json!({
+        let mut o = json!({
             "name": vm.name,
             "cpu_time_ns": cpu,
             "steal_ns": steal,
@@ -73,7 +73,11 @@ pub fn summarize(w: &World) -> Value {
             "activations": named(&["sent", "answered", "timed_out"], &vm.activations),
             "locks": lock,
             "vcpus": vcpus,
-        }));
+        });
+        if let Some(m) = w.host_vm_metrics(vi as u32) {
+            o[w.host_name()] = m;
+        }
+        vms.push(o);
     }
     let workloads: Vec<Value> = w
         .workloads

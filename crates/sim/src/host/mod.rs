@@ -8,7 +8,9 @@
 //! delivery, VM exits and hypercalls, end-of-interrupt. Their defaults are
 //! what a plain host does, so a policy that ignores them behaves as before.
 
+pub mod balance;
 pub mod cfs;
+pub mod uvf;
 
 use std::ops::Range;
 
@@ -74,6 +76,11 @@ impl<'a> HostView<'a> {
 
     pub fn nr_vms(&self) -> u32 {
         self.facts().vms.len() as u32
+    }
+
+    /// The VM's name in the scenario.
+    pub fn vm_name(&self, vm: VmId) -> &'a str {
+        &self.facts().scenario.vms[vm as usize].name
     }
 
     /// The VM a vCPU belongs to.
@@ -259,4 +266,9 @@ pub trait HostPolicy {
     fn on_exit(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _exit: Exit) {}
     /// The guest on `v` finished handling an interrupt (EOI).
     fn on_eoi(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _kind: IrqKind) {}
+    /// The policy's own per-VM counters, shown in the run summary under the
+    /// policy's name (none by default).
+    fn vm_metrics(&self, _vm: VmId) -> Option<serde_json::Value> {
+        None
+    }
 }

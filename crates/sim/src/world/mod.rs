@@ -554,6 +554,11 @@ impl World {
     pub fn host_name(&self) -> &'static str {
         self.host.name()
     }
+
+    /// The host policy's own counters for a VM, if it keeps any.
+    pub fn host_vm_metrics(&self, vm: VmId) -> Option<serde_json::Value> {
+        self.host.vm_metrics(vm)
+    }
 }
 
 fn pop_front<T>(v: &mut Vec<T>) -> Option<T> {
