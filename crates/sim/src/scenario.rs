@@ -388,6 +388,11 @@ pub enum Distribution {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
+    /// Named profile (`vmsched workloads`): defaults for this table's
+    /// fields that approximate a benchmark program, see
+    /// [`crate::workloads::profiles`].
+    #[serde(default)]
+    pub profile: Option<String>,
     pub kind: WorkloadKind,
     /// A disabled workload is not built (handy in variants).
     #[serde(default = "yes")]
@@ -436,6 +441,9 @@ pub struct Workload {
     pub tlb_shootdowns_per_s: f64,
     #[serde(default)]
     pub work_stealing: bool,
+    /// Barrier programs: a second (departure) barrier after each barrier.
+    #[serde(default)]
+    pub departure_barrier: bool,
     /// Open-loop arrival rate (server, ping) or sequential reads per second cap.
     #[serde(default = "rate")]
     pub rate_per_s: f64,
@@ -664,6 +672,7 @@ fn line_of(text: &str, offset: usize) -> String {
 /// Parses a scenario already in table form (JSON input goes through here too).
 pub fn from_table(mut doc: toml::Table) -> Result<Scenario, ScenarioError> {
     crate::kernels::apply_profiles(&mut doc)?;
+    crate::workloads::profiles::apply(&mut doc)?;
     let scenario: Scenario = serde_path_to_error::deserialize(toml::Value::Table(doc))
         .map_err(|e| err(clean_path(&e.path().to_string()), e.inner().to_string()))?;
     check(&scenario)?;

@@ -21,6 +21,12 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "stalled-running-task",
     "bench-mixed-64",
     "bench-simpy-rr",
+    "uvf-fig7a",
+    "uvf-fig7b",
+    "uvf-fig7c",
+    "uvf-fig8",
+    "uvf-fig9",
+    "uvf-fig10",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

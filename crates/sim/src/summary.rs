@@ -72,6 +72,7 @@ pub fn summarize(w: &World) -> Value {
             "hypercalls": named(&crate::host::HCALL_NAMES, &vm.hypercalls),
             "activations": named(&["sent", "answered", "timed_out"], &vm.activations),
             "locks": lock,
+            "barrier_waits": {"spin": vm.barrier_waits[0], "block": vm.barrier_waits[1]},
             "vcpus": vcpus,
         });
         if let Some(m) = w.host_vm_metrics(vi as u32) {

@@ -190,6 +190,8 @@ pub struct VmState {
     pub irq_pending_max: u64,
     pub lhp_count: u64,
     pub lwp_count: u64,
+    /// Barrier waits resolved while spinning, and waits that blocked.
+    pub barrier_waits: [u64; 2],
     pub wakeups: u64,
     pub task_slices: u64,
     /// VM exits by kind (host::EXIT_NAMES) and hypercalls by kind.
