@@ -1,8 +1,9 @@
 """vmsched: a laboratory for CPU scheduling in virtualized clouds.
 
-`vmsched.run`, `vmsched.compare` and `vmsched.scenarios` are the Python API; they load
-lazily so that `import vmsched._native` (the benchmark's child processes) and the CLI's
-start-up stay free of polars and plotly until they are needed."""
+`vmsched.run`, `vmsched.compare`, `vmsched.scenarios` and `vmsched.sweep` are the
+Python API; they load lazily so that `import vmsched._native` (the benchmark's child
+processes, sweep workers) and the CLI's start-up stay free of polars and plotly until
+they are needed."""
 from __future__ import annotations
 
 from importlib import import_module
@@ -10,6 +11,7 @@ from importlib import import_module
 _EXPORTS = {
     "run": "api", "scenarios": "api", "load_scenario": "api", "Result": "api",
     "compare": "compare", "write_report": "report",
+    "sweep": "sweeps", "summarize": "sweeps", "read_results": "sweeps",
 }
 __all__ = sorted(_EXPORTS)
 

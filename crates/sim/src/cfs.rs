@@ -101,6 +101,12 @@ pub struct CfsRq {
     pub load: u64,
     pub nr_running: u32,
     pub min_vruntime: u64,
+    /// The next buddy (set by yield_to()): picked over the leftmost entity
+    /// when that is not too unfair.
+    pub next: Option<u32>,
+    /// The skip buddy (set by sched_yield()): passed over when another entity
+    /// can run without being too unfair.
+    pub skip: Option<u32>,
 }
 
 impl CfsRq {
@@ -180,6 +186,7 @@ impl CfsRq {
             self.timeline.remove(&(e.vruntime, id));
         }
         e.on_rq = false;
+        self.clear_buddies(id);
         self.load -= e.weight;
         self.nr_running -= 1;
         self.update_min_vruntime(ents);
@@ -202,6 +209,38 @@ impl CfsRq {
         e.exec_start = now;
         e.prev_sum_exec = e.sum_exec;
         self.curr = Some(id);
+        self.clear_buddies(id);
+    }
+
+    /// clear_buddies(): an entity that runs or leaves is nobody's buddy.
+    fn clear_buddies(&mut self, id: u32) {
+        if self.next == Some(id) {
+            self.next = None;
+        }
+        if self.skip == Some(id) {
+            self.skip = None;
+        }
+    }
+
+    /// pick_next_entity() with the running entity put back in the timeline:
+    /// the leftmost, unless it is the skip buddy and the second is not too
+    /// far behind it, and the next buddy when it is not too far behind the
+    /// leftmost (wakeup_preempt_entity(buddy, left) < 1).
+    pub fn pick(&self, ents: &[Entity], t: &Tunables) -> Option<u32> {
+        let left = self.first()?;
+        // wakeup_gran() scales by the weight of the entity compared against.
+        let gran = calc_delta_fair(t.wakeup_granularity_ns, ents[left as usize].weight);
+        let near = |se: u32| ents[se as usize].vruntime <= ents[left as usize].vruntime + gran;
+        let mut se = left;
+        if self.skip == Some(left) {
+            if let Some(second) = self.queued().nth(1).filter(|&s| near(s)) {
+                se = second;
+            }
+        }
+        if let Some(n) = self.next.filter(|&n| ents[n as usize].on_rq && self.curr != Some(n) && near(n)) {
+            se = n;
+        }
+        Some(se)
     }
 
     /// put_prev_entity(): the running entity goes back to the timeline.
@@ -320,5 +359,29 @@ mod tests {
         assert!(!rq.tick_preempt(&e, &t));
         rq.update_curr(&mut e, 3_100_000);
         assert!(rq.tick_preempt(&e, &t));
+    }
+
+    /// pick_next_entity(): the next buddy wins when it is within a wakeup
+    /// granularity of the leftmost; the skip buddy gives way to the second.
+    #[test]
+    fn buddies_steer_the_pick_within_a_wakeup_granularity() {
+        let t = Tunables::linux_default(1);
+        let mut e = ents(&[1024, 1024, 1024]);
+        let mut rq = CfsRq::default();
+        for (id, v) in [(0, 0), (1, 500_000), (2, 5_000_000)] {
+            e[id as usize].vruntime = v;
+            rq.enqueue(&mut e, id, Placement::Keep, &t, 0);
+        }
+        assert_eq!(rq.pick(&e, &t), Some(0));
+        rq.skip = Some(0);
+        assert_eq!(rq.pick(&e, &t), Some(1));
+        rq.next = Some(2);
+        // 5 ms behind the leftmost: too unfair for the 1 ms granularity.
+        assert_eq!(rq.pick(&e, &t), Some(1));
+        rq.next = Some(1);
+        rq.skip = None;
+        assert_eq!(rq.pick(&e, &t), Some(1));
+        rq.set_curr(&mut e, 1, 0);
+        assert_eq!(rq.next, None, "a picked buddy is cleared");
     }
 }

@@ -31,48 +31,90 @@ pub const DEFAULT_KERNEL: &str = "linux-6.5";
 /// since; every profile below has it.
 const STEAL_ACCOUNTING: Setting = ("steal_accounting", "true");
 
+// Guest side of the paravirtual interface, by the release it appeared in
+// (arch/x86/kernel/kvm.c unless said otherwise).
+/// PV ticketlocks, Linux 3.12; PV qspinlock from 4.2.
+const PV_SPINLOCKS: Setting = ("pv.spinlocks", "true");
+/// virt_spin_lock(), Linux 4.2 (with qspinlock).
+const VIRT_SPIN_LOCK: Setting = ("pv.virt_spin_lock", "true");
+/// kvm_vcpu_is_preempted() exists from Linux 4.10; the scheduler's idle test
+/// reads it from 4.17 ("sched/core: Don't schedule threads on pre-empted
+/// vCPUs"), which is the use modelled.
+const VCPU_IS_PREEMPTED: Setting = ("pv.vcpu_is_preempted", "true");
+/// kvm_flush_tlb_others() skipping preempted vCPUs, Linux 4.16.
+const PV_TLB_FLUSH: Setting = ("pv.tlb_flush", "true");
+/// cpuidle-haltpoll, Linux 5.4 (drivers/cpuidle/cpuidle-haltpoll.c).
+const HALTPOLL: Setting = ("pv.haltpoll", "true");
+
+// Host (KVM) side.
+/// KVM_FEATURE_PV_UNHALT and KVM_HC_KICK_CPU, Linux 3.12 (with PV ticketlocks).
+const PV_UNHALT: Setting = ("kvm.pv_unhalt", "true");
+/// Halt polling, Linux 4.0 (virt/kvm/kvm_main.c), adaptive from 4.3. The
+/// profiles use x86's KVM_HALT_POLL_NS_DEFAULT of today's kernels, 200000.
+const HALT_POLL: Setting = ("kvm.halt_poll_ns", "200000");
+/// The steal-time `preempted` byte, Linux 4.10 (kvm_steal_time_set_preempted()).
+const PREEMPTED_FLAG: Setting = ("kvm.preempted_flag", "true");
+/// KVM_FEATURE_PV_TLB_FLUSH, Linux 4.16 (arch/x86/kvm/x86.c record_steal_time()).
+const PV_TLB_FLUSH_HOST: Setting = ("kvm.pv_tlb_flush", "true");
+
+/// Pause-loop exiting with KVM_DEFAULT_PLE_GAP, Linux 2.6.32 (VMX).
+const PLE: Setting = ("kvm.ple_gap", "128");
+/// The PLE window grows and shrinks per vCPU from Linux 3.18; before, it is
+/// fixed at ple_window.
+const PLE_FIXED_WINDOW: Setting = ("kvm.ple_window_grow", "1");
+
+const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
+const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
+const GUEST_4_4: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK];
+const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL];
+const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW];
+const HOST_3_18: &[Setting] = &[PLE, PV_UNHALT];
+const HOST_4_4: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL];
+const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];
+const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST];
+
 pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {
         name: "linux-3.2",
         description: "Linux 3.2 host (KVM) and guest, the testbed of the demand-based coordinated scheduling paper (ASPLOS'13, section 5)",
-        host: &[],
-        guest: &[STEAL_ACCOUNTING],
+        host: HOST_3_2,
+        guest: GUEST_3_2,
     },
     KernelProfile {
         name: "linux-3.18",
         description: "Linux 3.18.4 guest (and dom0), the testbed of the IRS paper (Middleware'17, section 5)",
-        host: &[],
-        guest: &[STEAL_ACCOUNTING],
+        host: HOST_3_18,
+        guest: GUEST_3_18,
     },
     KernelProfile {
         name: "linux-4.4",
         description: "Linux 4.4.0 guest (Ubuntu 16.04.3), the testbed of the Tableau paper (EuroSys'18, section 7)",
-        host: &[],
-        guest: &[STEAL_ACCOUNTING],
+        host: HOST_4_4,
+        guest: GUEST_4_4,
     },
     KernelProfile {
         name: "linux-4.14",
         description: "Linux 4.14.0 guest (Ubuntu 18.04), the guests of the Anubis paper (SoCC'23, section 6)",
-        host: &[],
-        guest: &[STEAL_ACCOUNTING],
+        host: HOST_4_14,
+        guest: GUEST_4_4,
     },
     KernelProfile {
         name: "linux-5.10",
         description: "Linux 5.10.90 host (KVM), the host of the Anubis paper (SoCC'23, section 6)",
-        host: &[],
-        guest: &[STEAL_ACCOUNTING],
+        host: HOST_5_10,
+        guest: GUEST_5_10,
     },
     KernelProfile {
         name: "linux-6.1",
         description: "Linux 6.1.36 host (KVM) and guest, the testbed of the vSched paper (EuroSys'25, section 5.1)",
-        host: &[],
-        guest: &[STEAL_ACCOUNTING],
+        host: HOST_5_10,
+        guest: GUEST_5_10,
     },
     KernelProfile {
         name: "linux-6.5",
         description: "Linux 6.5 host (KVM) and guest: the last CFS release, whose fair.c the model follows (default)",
-        host: &[],
-        guest: &[STEAL_ACCOUNTING],
+        host: HOST_5_10,
+        guest: GUEST_5_10,
     },
 ];
 

@@ -12,6 +12,7 @@ pub mod host;
 pub mod ids;
 pub mod kernels;
 pub mod machine;
+pub mod paravirt;
 pub mod pelt;
 pub mod registry;
 pub mod rng;

@@ -11,6 +11,8 @@ use crate::guest::linux::GuestLinux;
 use crate::guest::GuestPolicy;
 use crate::host::balance::Balance;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
+use crate::guest::irs::IrsGuest;
+use crate::host::irs::{IrsBase, IrsParams, IrsSender};
 use crate::host::uvf::Uvf;
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
@@ -44,6 +46,11 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "Linux CFS scheduling vCPU threads as KVM hosts run it (kernel/sched/fair.c, Linux 6.5): per-pCPU runqueues, wakeup/tick preemption, balancing, cpu.max bandwidth",
             params_of::<CfsTunables>(),
         ),
+        HostPolicyKind::Irs => (
+            "irs",
+            "IRS (Middleware'17): before preempting a vCPU of an `irs` guest, send it a scheduler activation and let it run until it answers or the bound passes; on host CFS",
+            params_of::<IrsParams>(),
+        ),
         HostPolicyKind::Uvf => (
             "uvf",
             "Urgent-vCPU-first on host CFS (ASPLOS'13 demand-based coordinated scheduling): IPI-driven urgent queue, Resched-DP, TLB-Co, Resched-Co, urgent tslice and allowance, with (LC) balance scheduling",
@@ -60,14 +67,19 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
             "Linux's scheduler inside the VM: CFS, RT and SCHED_IDLE classes, select_idle_sibling, balancing, PELT, steal accounting",
             params_of::<CfsTunables>(),
         ),
+        GuestPolicyKind::Irs => (
+            "irs",
+            "Linux with IRS (Middleware'17): on an activation, deschedule the running task and migrate it to an idle or least-stolen running sibling (Algorithm 2), with the wakeup locality rule of Fig. 4",
+            serde_json::json!({}),
+        ),
     };
     PolicyInfo { name, level: Level::Guest, description, params }
 }
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Uvf].into_iter().map(host_info);
-    let guests = [GuestPolicyKind::Linux].into_iter().map(guest_info);
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Irs, HostPolicyKind::Uvf].into_iter().map(host_info);
+    let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Irs].into_iter().map(guest_info);
     hosts.chain(guests).collect()
 }
 
@@ -83,25 +95,23 @@ pub struct HostBuild<'a> {
 }
 
 pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
+    let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
     match b.host.policy {
-        HostPolicyKind::Cfs => {
-            let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
-            match b.host.cfs.balance {
-                BalanceMode::Off => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
-                mode => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, Balance::new(mode))),
-            }
-        }
-        HostPolicyKind::Uvf => {
-            let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
-            let uvf = Uvf::new(&b.host.uvf, b.pcpus, b.weights.len());
-            Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, uvf))
-        }
+        HostPolicyKind::Cfs => match b.host.cfs.balance {
+            BalanceMode::Off => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
+            mode => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, Balance::new(mode))),
+        },
+        HostPolicyKind::Irs => match b.host.irs.base {
+            IrsBase::Cfs => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, IrsSender::new(&b.host.irs))),
+        },
+        HostPolicyKind::Uvf => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, Uvf::new(&b.host.uvf, b.pcpus, b.weights.len()))),
     }
 }
 
 pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {
     match guest.policy {
         GuestPolicyKind::Linux => Box::new(GuestLinux::new(guest, vcpus)),
+        GuestPolicyKind::Irs => Box::new(GuestLinux::with_hooks(guest, vcpus, IrsGuest::default())),
     }
 }
 

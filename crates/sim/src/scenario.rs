@@ -29,6 +29,8 @@ pub struct Scenario {
     /// Named sets of dotted-key overrides, for `vmsched compare`.
     #[serde(default)]
     pub variants: BTreeMap<String, BTreeMap<String, toml::Value>>,
+    /// The published result this scenario reproduces, for `vmsched reproduce`.
+    pub paper: Option<Paper>,
 }
 
 fn default_seed() -> u64 {
@@ -75,6 +77,12 @@ pub struct Host {
     pub hz: u32,
     #[serde(default)]
     pub cfs: CfsTunables,
+    /// The hypervisor's paravirtual side (see [`HostKvm`]).
+    #[serde(default)]
+    pub kvm: HostKvm,
+    /// Parameters of host policy `irs` (IRS's SA sender).
+    #[serde(default)]
+    pub irs: crate::host::irs::IrsParams,
     #[serde(default)]
     pub uvf: UvfParams,
 }
@@ -107,6 +115,8 @@ pub enum HostPolicyKind {
     /// Linux CFS scheduling vCPU threads, as under KVM.
     #[default]
     Cfs,
+    /// IRS's activation sender on its base scheduler (Middleware'17).
+    Irs,
     /// CFS with urgent-vCPU-first coordination and balance scheduling.
     Uvf,
 }
@@ -117,6 +127,8 @@ pub enum GuestPolicyKind {
     /// Linux's scheduler (CFS, RT, SCHED_IDLE) as a guest kernel runs it.
     #[default]
     Linux,
+    /// Linux with IRS's activation receiver, context switcher and migrator.
+    Irs,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -194,6 +206,11 @@ pub struct Overheads {
     /// Guest interrupt handler time (entry, handler, exit).
     #[serde(default = "oh_irq")]
     pub irq_handler_ns: u64,
+    /// One iteration of a spin-wait loop (PAUSE and a load): Intel's
+    /// optimization manual gives PAUSE a latency of up to 140 cycles from
+    /// Skylake on (about 10 before); 140 cycles at a nominal 2.5 GHz.
+    #[serde(default = "oh_pause")]
+    pub pause_ns: u64,
 }
 fn oh_vcpu_switch() -> u64 {
     2_000
@@ -209,6 +226,9 @@ fn oh_ipi() -> u64 {
 }
 fn oh_irq() -> u64 {
     2_000
+}
+fn oh_pause() -> u64 {
+    56
 }
 impl Default for Overheads {
     fn default() -> Self {
@@ -325,6 +345,9 @@ pub struct Guest {
     pub steal_accounting: bool,
     #[serde(default)]
     pub cfs: CfsTunables,
+    /// The guest kernel's paravirtual side (see [`GuestPv`]).
+    #[serde(default)]
+    pub pv: GuestPv,
 }
 fn rr_timeslice() -> f64 {
     100.0
@@ -337,6 +360,147 @@ impl Default for Guest {
         toml::from_str("").expect("guest defaults")
     }
 }
+
+// --- The paravirtual interface between KVM and a Linux guest -------------
+// Every switch defaults to off (the bare mechanism); the kernel profiles
+// (`crate::kernels`) turn each on from the release that has it. What each
+// does is in `crate::paravirt`.
+
+/// `[host.kvm]`: what the host's KVM offers and does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostKvm {
+    /// KVM_FEATURE_PV_UNHALT and the KVM_HC_KICK_CPU hypercall (Linux 3.12):
+    /// a guest lock waiter may halt and be kicked.
+    #[serde(default)]
+    pub pv_unhalt: bool,
+    /// The `preempted` byte of the steal-time page, set when the vCPU thread
+    /// is scheduled out while runnable (KVM_FEATURE_STEAL_TIME, Linux 4.10).
+    #[serde(default)]
+    pub preempted_flag: bool,
+    /// KVM_FEATURE_PV_TLB_FLUSH (Linux 4.16): flush requests for preempted
+    /// vCPUs are recorded in the steal-time page and done at the next entry.
+    #[serde(default)]
+    pub pv_tlb_flush: bool,
+    /// Upper bound of adaptive halt polling (module parameter halt_poll_ns);
+    /// 0 disables it. KVM_HALT_POLL_NS_DEFAULT is 200000 on x86
+    /// (arch/x86/include/asm/kvm_host.h); halt polling appeared in Linux 4.0.
+    #[serde(default)]
+    pub halt_poll_ns: u64,
+    /// halt_poll_ns_grow (virt/kvm/kvm_main.c, default 2).
+    #[serde(default = "halt_poll_grow")]
+    pub halt_poll_ns_grow: u64,
+    /// halt_poll_ns_grow_start (virt/kvm/kvm_main.c, default 10000).
+    #[serde(default = "halt_poll_grow_start")]
+    pub halt_poll_ns_grow_start: u64,
+    /// halt_poll_ns_shrink (virt/kvm/kvm_main.c, default 0: reset to 0).
+    #[serde(default)]
+    pub halt_poll_ns_shrink: u64,
+    /// Pause-loop exiting: ple_gap in cycles (KVM_DEFAULT_PLE_GAP 128,
+    /// arch/x86/kvm/vmx/vmx.c); 0 disables PLE. In Linux since 2.6.32.
+    #[serde(default)]
+    pub ple_gap: u64,
+    /// ple_window in cycles (KVM_VMX_DEFAULT_PLE_WINDOW 4096).
+    #[serde(default = "ple_window")]
+    pub ple_window: u64,
+    /// ple_window_grow (KVM_DEFAULT_PLE_WINDOW_GROW 2); 1 keeps the window
+    /// fixed, as before the dynamic window of Linux 3.18.
+    #[serde(default = "halt_poll_grow")]
+    pub ple_window_grow: u64,
+    /// ple_window_shrink (KVM_DEFAULT_PLE_WINDOW_SHRINK 0: reset to the base).
+    #[serde(default)]
+    pub ple_window_shrink: u64,
+    /// ple_window_max (KVM_VMX_DEFAULT_PLE_WINDOW_MAX, UINT_MAX).
+    #[serde(default = "ple_window_max")]
+    pub ple_window_max: u64,
+    /// TSC frequency that converts cycle windows to time: a nominal 2.5 GHz,
+    /// the clock `overheads.pause_ns` assumes too.
+    #[serde(default = "tsc_mhz")]
+    pub tsc_mhz: u64,
+}
+fn ple_window() -> u64 {
+    4096
+}
+fn ple_window_max() -> u64 {
+    u32::MAX as u64
+}
+fn tsc_mhz() -> u64 {
+    2500
+}
+fn halt_poll_grow() -> u64 {
+    2
+}
+fn halt_poll_grow_start() -> u64 {
+    10_000
+}
+impl Default for HostKvm {
+    fn default() -> Self {
+        toml::from_str("").expect("kvm defaults")
+    }
+}
+
+/// `[vm.guest.pv]`: what the guest kernel has and uses.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestPv {
+    /// CONFIG_PARAVIRT_SPINLOCKS: a paravirtual lock slowpath (PV ticketlocks,
+    /// Linux 3.12; PV qspinlock, 4.2), used when the host offers PV_UNHALT.
+    #[serde(default)]
+    pub spinlocks: bool,
+    /// virt_spin_lock(): under a hypervisor without PV spinlocks, the
+    /// unfair test-and-set lock instead of the fair queued one (Linux 4.2).
+    #[serde(default)]
+    pub virt_spin_lock: bool,
+    /// KVM_HINTS_REALTIME (dedicated pCPUs, Linux 4.16 as KVM_HINTS_DEDICATED):
+    /// the guest keeps native queued spinlocks and may use cpuidle-haltpoll.
+    #[serde(default)]
+    pub realtime_hint: bool,
+    /// Loops a PV lock waiter spins before pv_wait(): SPIN_THRESHOLD,
+    /// (1 << 15) in arch/x86/include/asm/spinlock.h (qspinlock.h since 4.2).
+    #[serde(default = "spin_threshold")]
+    pub spin_threshold: u64,
+    /// The scheduler's idle test reads KVM's preempted flag through
+    /// vcpu_is_preempted() (the call exists from Linux 4.10; idle_cpu() and
+    /// later available_idle_cpu() use it from 4.17).
+    #[serde(default)]
+    pub vcpu_is_preempted: bool,
+    /// kvm_flush_tlb_multi(): skip the IPI to preempted vCPUs (Linux 4.16).
+    #[serde(default)]
+    pub tlb_flush: bool,
+    /// cpuidle-haltpoll (Linux 5.4): poll in the guest before HLT. Linux
+    /// loads it only with `realtime_hint` (haltpoll_want()).
+    #[serde(default)]
+    pub haltpoll: bool,
+    /// guest_halt_poll_ns (drivers/cpuidle/governors/haltpoll.c, 200000).
+    #[serde(default = "guest_halt_poll_ns")]
+    pub halt_poll_ns: u64,
+    /// guest_halt_poll_grow (2), guest_halt_poll_grow_start (50000) and
+    /// guest_halt_poll_shrink (2), same file.
+    #[serde(default = "halt_poll_grow")]
+    pub halt_poll_grow: u64,
+    #[serde(default = "guest_halt_poll_grow_start")]
+    pub halt_poll_grow_start: u64,
+    #[serde(default = "guest_halt_poll_shrink")]
+    pub halt_poll_shrink: u64,
+}
+fn spin_threshold() -> u64 {
+    1 << 15
+}
+fn guest_halt_poll_ns() -> u64 {
+    200_000
+}
+fn guest_halt_poll_grow_start() -> u64 {
+    50_000
+}
+fn guest_halt_poll_shrink() -> u64 {
+    2
+}
+impl Default for GuestPv {
+    fn default() -> Self {
+        toml::from_str("").expect("guest pv defaults")
+    }
+}
+// --- end of the paravirtual interface -------------------------------------
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
@@ -501,6 +665,17 @@ pub enum WorkloadKind {
     Ping,
     DiskRead,
     LatencyProbe,
+}
+
+impl Workload {
+    /// The name the workload is reported under: its `name`, or VM/KIND<index in the VM>.
+    pub fn label(&self, vm_name: &str, index: usize) -> String {
+        if self.name.is_empty() {
+            format!("{}/{}{}", vm_name, self.kind.name(), index)
+        } else {
+            self.name.clone()
+        }
+    }
 }
 
 impl WorkloadKind {
@@ -881,6 +1056,189 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(format!("variants.{name}"), "a variant needs at least one override"));
         }
     }
+    if let Some(paper) = &s.paper {
+        check_paper(paper, s)?;
+    }
+    Ok(())
+}
+
+/// The `[paper]` table: which paper and figure the scenario reproduces, and each value
+/// the paper reports, as a metric of the runs (a path into `summary.json`) beside the
+/// paper's number and the expected direction of the effect.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Paper {
+    pub paper: PaperName,
+    /// Figure or table of the paper, e.g. "Table 1", "Fig. 2".
+    pub figure: String,
+    /// How the scenario maps the paper's setup, and what it leaves out.
+    #[serde(default)]
+    pub note: String,
+    #[serde(rename = "claim")]
+    pub claims: Vec<Claim>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PaperName {
+    Vsched,
+    Irs,
+    Uvf,
+    Anubis,
+    Tableau,
+    /// The double-scheduling phenomena of the built-in baseline scenarios.
+    Phenomena,
+}
+
+/// One reported value. Its simulated counterpart is `metric` of the run under
+/// `variant`, times `scale`; with `ratio`, it is that metric divided by the `versus`
+/// run's metric (same seed). `direction` says whether the paper finds the value higher
+/// or lower than the `versus` reference.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Row label, e.g. the paper's row or bar name.
+    pub name: String,
+    /// Path into summary.json: `vms[web].share`, `workloads[io/ping].latency_ns.p95`,
+    /// `locks.vm.lhp_count`; list entries by name or index.
+    pub metric: String,
+    /// Variant of the scenario the value comes from ("" is the scenario as written).
+    #[serde(default)]
+    pub variant: String,
+    /// The paper's number, in `unit`; absent where the paper gives none.
+    pub paper_value: Option<f64>,
+    #[serde(default)]
+    pub unit: String,
+    /// Factor from the metric's unit to `unit` (1e-6 for ns to ms).
+    #[serde(default = "unit_scale")]
+    pub scale: f64,
+    pub versus: Option<Reference>,
+    #[serde(default)]
+    pub ratio: bool,
+    pub direction: Option<Direction>,
+}
+fn unit_scale() -> f64 {
+    1.0
+}
+
+/// The run and metric a claim is compared with (defaults: as written, same metric).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    #[serde(default)]
+    pub variant: String,
+    pub metric: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Higher,
+    Lower,
+}
+
+/// Top-level keys of summary.json a metric path may start with (see summary.rs).
+const SUMMARY_ROOTS: &[&str] = &["duration_ns", "events", "host", "vms", "workloads", "locks"];
+
+fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
+    if paper.claims.is_empty() {
+        return Err(err("paper.claim", "a [paper] table needs at least one [[paper.claim]]"));
+    }
+    for (ci, claim) in paper.claims.iter().enumerate() {
+        let p = format!("paper.claim[{ci}]");
+        check_variant_name(&claim.variant, s, &format!("{p}.variant"))?;
+        check_metric_path(&claim.metric, s).map_err(|reason| err(format!("{p}.metric"), reason))?;
+        if let Some(reference) = &claim.versus {
+            check_variant_name(&reference.variant, s, &format!("{p}.versus.variant"))?;
+            if let Some(metric) = &reference.metric {
+                check_metric_path(metric, s).map_err(|reason| err(format!("{p}.versus.metric"), reason))?;
+            }
+        } else if claim.ratio || claim.direction.is_some() {
+            return Err(err(format!("{p}.versus"), "`ratio` and `direction` compare with a reference run: give versus = { variant = ... }"));
+        }
+        if !(claim.scale.is_finite() && claim.scale != 0.0) {
+            return Err(err(format!("{p}.scale"), "must be a non-zero number"));
+        }
+        if claim.ratio && claim.scale != 1.0 {
+            return Err(err(format!("{p}.scale"), "a ratio has no unit to scale"));
+        }
+    }
+    Ok(())
+}
+
+fn check_variant_name(name: &str, s: &Scenario, path: &str) -> Result<(), ScenarioError> {
+    if name.is_empty() || s.variants.contains_key(name) {
+        return Ok(());
+    }
+    let known: Vec<&str> = s.variants.keys().map(String::as_str).collect();
+    Err(err(path, format!("no variant `{name}` in [variants] (the scenario has: {})", if known.is_empty() { "none".to_string() } else { known.join(", ") })))
+}
+
+/// One step of a metric path: a key, and for lists the entry's name or index.
+fn metric_segments(path: &str) -> Result<Vec<(&str, Option<&str>)>, String> {
+    let mut segments = Vec::new();
+    let mut rest = path;
+    loop {
+        let key_end = rest.find(['.', '[']).unwrap_or(rest.len());
+        let key = &rest[..key_end];
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("`{path}` is not a metric path such as workloads[NAME].latency_ns.p95"));
+        }
+        rest = &rest[key_end..];
+        let mut selector = None;
+        if let Some(inner) = rest.strip_prefix('[') {
+            let close = inner.find(']').ok_or_else(|| format!("`{path}`: unclosed `[`"))?;
+            selector = Some(&inner[..close]);
+            rest = &inner[close + 1..];
+        }
+        segments.push((key, selector));
+        if rest.is_empty() {
+            return Ok(segments);
+        }
+        rest = rest.strip_prefix('.').ok_or_else(|| format!("`{path}`: expected `.` after `{key}`"))?;
+    }
+}
+
+/// The path's structure and the VM and workload names it selects; the keys below a
+/// VM or workload are checked against each run's summary when the claim is evaluated.
+fn check_metric_path(path: &str, s: &Scenario) -> Result<(), String> {
+    let segments = metric_segments(path)?;
+    let (root, selector) = segments[0];
+    if !SUMMARY_ROOTS.contains(&root) {
+        return Err(format!("`{path}`: summary.json has no `{root}` (it has {})", SUMMARY_ROOTS.join(", ")));
+    }
+    let vm_names: Vec<String> = s.vms.iter().map(|vm| vm.name.clone()).collect();
+    let workload_names: Vec<String> = s
+        .vms
+        .iter()
+        .flat_map(|vm| vm.workloads.iter().enumerate().map(move |(wi, w)| w.label(&vm.name, wi)))
+        .collect();
+    let names = match root {
+        "vms" => Some(&vm_names),
+        "workloads" => Some(&workload_names),
+        _ => None,
+    };
+    match (names, selector) {
+        (Some(names), Some(chosen)) => {
+            let by_index = chosen.parse::<usize>().is_ok_and(|i| i < names.len());
+            if !by_index && !names.iter().any(|n| n == chosen) {
+                return Err(format!("`{path}`: no {root} entry `{chosen}` (the scenario has: {})", names.join(", ")));
+            }
+        }
+        (Some(_), None) => return Err(format!("`{path}`: select one entry of `{root}`, e.g. {root}[NAME]")),
+        (None, Some(_)) => return Err(format!("`{path}`: `{root}` is not a list")),
+        (None, None) => {}
+    }
+    if root == "locks" {
+        match segments.get(1) {
+            Some((vm, None)) if vm_names.iter().any(|n| n == vm) => {}
+            _ => return Err(format!("`{path}`: `locks` is keyed by VM name (the scenario has: {})", vm_names.join(", "))),
+        }
+    }
+    let depth = if root == "locks" { 3 } else { 2 };
+    if segments.len() < depth && matches!(root, "host" | "vms" | "workloads" | "locks") {
+        return Err(format!("`{path}` names a table, not a number"));
+    }
     Ok(())
 }
 
@@ -960,5 +1318,45 @@ mod tests {
         assert_eq!(e.path, "duration_ms");
         let e = parse(MIN, &["vm[3].vcpus=1".into()]).unwrap_err();
         assert!(e.reason.contains("out of range"));
+    }
+
+    const PAPER: &str = "name='t'\nduration_ms=10\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='ping'\n\
+        [variants.busy]\n'vm[0].vcpus'=2\n[paper]\npaper='anubis'\nfigure='Table 1'\n\
+        [[paper.claim]]\nname='ping'\nmetric='workloads[a/ping0].latency_ns.mean'\nvariant='busy'\n\
+        versus={variant=''}\nratio=true\ndirection='higher'\n";
+
+    #[test]
+    fn paper_table_parses_and_names_its_claims() {
+        let s = parse(PAPER, &[]).unwrap();
+        let paper = s.paper.unwrap();
+        assert_eq!(paper.paper, PaperName::Anubis);
+        assert_eq!(paper.claims[0].direction, Some(Direction::Higher));
+        assert_eq!(paper.claims[0].scale, 1.0);
+    }
+
+    #[test]
+    fn paper_errors_name_the_claim_field() {
+        let bad = |ov: &str| parse(PAPER, &[ov.to_string()]).unwrap_err();
+        let e = bad("paper.claim[0].variant='idle'");
+        assert_eq!(e.path, "paper.claim[0].variant");
+        assert!(e.reason.contains("no variant `idle`") && e.reason.contains("busy"), "{e}");
+        let e = bad("paper.claim[0].metric='workloads[a/pong].latency_ns.mean'");
+        assert_eq!(e.path, "paper.claim[0].metric");
+        assert!(e.reason.contains("a/ping0"), "{e}");
+        let e = bad("paper.claim[0].metric='vm[a].share'");
+        assert!(e.reason.contains("no `vm`"), "{e}");
+        let e = bad("paper.claim[0].metric='vms.share'");
+        assert!(e.reason.contains("select one entry"), "{e}");
+        let e = bad("paper.claim[0].metric='locks.b.lhp_count'");
+        assert!(e.reason.contains("keyed by VM name"), "{e}");
+        let e = bad("paper.claim[0].metric='workloads[0]'");
+        assert!(e.reason.contains("not a number"), "{e}");
+        assert_eq!(bad("paper.claim[0].versus.variant='x'").path, "paper.claim[0].versus.variant");
+        assert_eq!(bad("paper.paper='xen'").path, "paper.paper");
+        assert_eq!(bad("paper.claim[0].scale=1e-6").path, "paper.claim[0].scale");
+        assert_eq!(bad("paper.claim[0].metrc='x'").path, "paper.claim[0].metrc");
+        let mut doc: toml::Table = PAPER.parse().unwrap();
+        doc["paper"]["claim"][0].as_table_mut().unwrap().remove("versus");
+        assert_eq!(from_table(doc).unwrap_err().path, "paper.claim[0].versus");
     }
 }

@@ -21,12 +21,17 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "stalled-running-task",
     "bench-mixed-64",
     "bench-simpy-rr",
+    "vsched-fig2",
+    "vsched-fig3",
+    "irs-parsec",
+    "irs-npb",
     "uvf-fig7a",
     "uvf-fig7b",
     "uvf-fig7c",
     "uvf-fig8",
     "uvf-fig9",
     "uvf-fig10",
+    "uvf-table2",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

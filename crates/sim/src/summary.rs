@@ -49,6 +49,17 @@ pub fn summarize(w: &World) -> Value {
         let ipis: Map<String, Value> = crate::world::irq_kind_names().iter().zip(vm.ipis.iter()).map(|(k, &n)| (k.to_string(), json!(n))).collect();
         let named = |names: &[&str], counts: &[u64]| -> Map<String, Value> { names.iter().zip(counts).map(|(k, &n)| (k.to_string(), json!(n))).collect() };
         let lock = json!({"lhp_count": vm.lhp_count, "lwp_count": vm.lwp_count, "spin_ns": spin});
+        let c = &vm.pv.counters;
+        let pv = json!({
+            "spinlock": vm.pv.lock.name(),
+            "halts": c.halts,
+            "kicks": c.kicks,
+            "directed_yields": c.directed_yields,
+            "tlb_flush_deferred": c.tlb_flush_deferred,
+            "halt_polls": c.halt_polls,
+            "halt_poll_misses": c.halt_poll_misses,
+            "halt_poll_ns": c.halt_poll_ns,
+        });
         locks.insert(vm.name.clone(), lock.clone());
         let mut o = json!({
             "name": vm.name,
@@ -72,6 +83,7 @@ pub fn summarize(w: &World) -> Value {
             "hypercalls": named(&crate::host::HCALL_NAMES, &vm.hypercalls),
             "activations": named(&["sent", "answered", "timed_out"], &vm.activations),
             "locks": lock,
+            "pv": pv,
             "barrier_waits": {"spin": vm.barrier_waits[0], "block": vm.barrier_waits[1]},
             "vcpus": vcpus,
         });

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use crate::ids::TaskId;
 use crate::workloads::{BarrierMode, Objects};
 
-/// Kernel spinlock with FIFO hand-off (qspinlock's MCS queue): the next
-/// waiter gets the lock even when its vCPU is preempted.
+/// Kernel spinlock: FIFO waiters (qspinlock's MCS queue); how the lock
+/// passes on depends on the VM's lock kind (`paravirt::pv_spinlock`).
 #[derive(Debug, Default)]
 pub struct SpinLock {
     pub owner: Option<TaskId>,

@@ -154,6 +154,15 @@ impl LinuxKernel {
         self.llc_of[v as usize]
     }
 
+    /// The recent steal pressure on `v` (the irq/steal PELT signal, 0-1024),
+    /// brought up to now: the guest's estimate of how contended the vCPU's
+    /// pCPU is.
+    pub fn steal_pressure(&mut self, view: &GuestView, v: u32) -> f64 {
+        self.update_clock(view, v);
+        let rq = &self.rqs[v as usize];
+        rq.irq.decayed_to(rq.clock_last)
+    }
+
     /// Run-time change of the VM-wide cpuset (cpuset.cpus of the cgroup the
     /// tasks run in): each task's effective mask becomes its affinity within
     /// the cpuset. Queued tasks on excluded vCPUs move at once; running ones
@@ -216,7 +225,7 @@ impl LinuxKernel {
     }
 
     pub fn is_idle(&self, view: &GuestView, v: u32) -> bool {
-        self.rqs[v as usize].nr_running() == 0 && view.host_state[v as usize] != HostState::Preempted
+        self.rqs[v as usize].nr_running() == 0 && !view.preempted[v as usize]
     }
 
     /// sched_idle_cpu(): every runnable task there is SCHED_IDLE.
@@ -678,6 +687,8 @@ pub trait LinuxHooks {
     fn wake_preempt(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _t: u32, _v: u32, preempt: bool) -> bool {
         preempt
     }
+    /// Task `t` goes to sleep (dequeue_task() with DEQUEUE_SLEEP).
+    fn on_block(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _t: u32) {}
     /// After Linux's scheduler_tick() on running vCPU `v`.
     fn tick(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _v: u32, _out: &mut TickOut) {}
     fn timer(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _token: u64) -> Vec<GuestAct> {
@@ -740,7 +751,9 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
         self.hooks.wake_preempt(&mut self.kernel, view, t, v, preempt)
     }
     fn block_curr(&mut self, view: &GuestView, v: u32) {
-        self.kernel.block_curr(view, v)
+        let t = self.kernel.curr(v).expect("blocking vCPU has a current task");
+        self.kernel.block_curr(view, v);
+        self.hooks.on_block(&mut self.kernel, view, t);
     }
     fn pick_next(&mut self, view: &GuestView, v: u32) -> Option<u32> {
         self.kernel.pick_next(view, v)
@@ -799,8 +812,11 @@ mod tests {
         LinuxKernel::new(&toml::from_str(extra).unwrap(), nv)
     }
 
+    /// A view in which KVM's preempted flag is set exactly for the
+    /// preempted vCPUs (a host and guest that have the flag).
     fn view<'a>(states: &'a [HostState], steal: &'a [u64]) -> GuestView<'a> {
-        GuestView { now: 0, host_state: states, steal_published: steal }
+        let preempted: Vec<bool> = states.iter().map(|&s| s == HostState::Preempted).collect();
+        GuestView { now: 0, host_state: states, preempted: Box::leak(preempted.into_boxed_slice()), steal_published: steal }
     }
 
     /// select_idle_sibling(): a preempted vCPU is not idle for the guest
@@ -871,10 +887,10 @@ mod tests {
     fn steal_is_taken_out_of_the_task_clock() {
         let mut g = guest(1, "");
         let states = [HostState::Running];
-        g.update_clock(&GuestView { now: 10_000_000, host_state: &states, steal_published: &[4_000_000] }, 0);
+        g.update_clock(&GuestView { now: 10_000_000, host_state: &states, preempted: &[false], steal_published: &[4_000_000] }, 0);
         assert_eq!(g.rqs[0].clock_task, 6_000_000);
         let mut off = guest(1, "steal_accounting = false");
-        off.update_clock(&GuestView { now: 10_000_000, host_state: &states, steal_published: &[4_000_000] }, 0);
+        off.update_clock(&GuestView { now: 10_000_000, host_state: &states, preempted: &[false], steal_published: &[4_000_000] }, 0);
         assert_eq!(off.rqs[0].clock_task, 10_000_000);
     }
 }

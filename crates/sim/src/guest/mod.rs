@@ -2,6 +2,7 @@
 //! a Linux guest does, through [`GuestView`]: whether each is preempted (the
 //! KVM steal-time page's `preempted` flag) and the steal time published to it.
 
+pub mod irs;
 pub mod linux;
 
 use crate::host::{Hcall, IrqKind};
@@ -19,6 +20,9 @@ pub struct GuestView<'a> {
     pub now: u64,
     /// Host state of each of this VM's vCPUs (VM-local index).
     pub host_state: &'a [HostState],
+    /// KVM's `preempted` flag of each vCPU, as vcpu_is_preempted() reads it
+    /// (all false for a guest or host without it).
+    pub preempted: &'a [bool],
     /// Steal time KVM has published to each vCPU (updated when it enters).
     pub steal_published: &'a [u64],
 }

@@ -438,7 +438,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             let hooks = &self.hooks;
             self.k.balance(view, out, p, &span, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
         }
-        let first = self.k.rqs[p as usize].first();
+        let first = self.k.rqs[p as usize].pick(&self.k.ents, &self.k.tun);
         let mut next = self.hooks.pick(&mut self.k, view, out, p, first);
         if let (Some(pv), Some(n)) = (prev, next) {
             if n != pv && self.k.ents[pv as usize].on_rq && self.keeps_running(view, out, p, pv, n) {
@@ -494,6 +494,29 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
                 }
             }
         }
+    }
+
+    /// yield_to() with yield_to_task_fair(): the target becomes the next
+    /// buddy of its runqueue, which is rescheduled if it is another CPU's;
+    /// the yielder becomes the skip buddy of its own (yield_task_fair()).
+    fn yield_to(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, target: VcpuId) -> bool {
+        let tp = self.k.cpu_of[target as usize];
+        let e = &self.k.ents[target as usize];
+        if !e.on_rq || self.k.throttled[target as usize] || self.k.rqs[tp as usize].curr == Some(target) {
+            return false;
+        }
+        self.k.rqs[tp as usize].next = Some(target);
+        let p = self.k.cpu_of[v as usize];
+        // yield_task_fair() does nothing when the yielder is alone.
+        if self.k.rqs[p as usize].nr_running > 1 {
+            self.k.update_curr(view, p);
+            self.k.rqs[p as usize].skip = Some(v);
+        }
+        out.resched.push(p);
+        if tp != p {
+            out.resched.push(tp);
+        }
+        true
     }
 
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {

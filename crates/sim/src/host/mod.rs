@@ -10,6 +10,7 @@
 
 pub mod balance;
 pub mod cfs;
+pub mod irs;
 pub mod uvf;
 
 use std::ops::Range;
@@ -103,6 +104,12 @@ impl<'a> HostView<'a> {
     /// reservation (utilization, latency goal in ms), as configured.
     pub fn vm_weight(&self, vm: VmId) -> u32 {
         self.facts().scenario.vms[vm as usize].weight
+    }
+
+    /// The registry name of the VM's guest policy: what the guest kernel
+    /// registered for (e.g. an `irs` guest handles activations).
+    pub fn vm_guest_policy(&self, vm: VmId) -> &'static str {
+        self.facts().vms[vm as usize].guest.name()
     }
 
     pub fn vm_reservation(&self, vm: VmId) -> (Option<f64>, Option<f64>) {
@@ -266,6 +273,12 @@ pub trait HostPolicy {
     fn on_exit(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _exit: Exit) {}
     /// The guest on `v` finished handling an interrupt (EOI).
     fn on_eoi(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _kind: IrqKind) {}
+    /// yield_to(): running `v` offers its pCPU to runnable, not running
+    /// `target` (KVM's directed yield, kvm_vcpu_yield_to()); returns whether
+    /// it yielded. A policy without directed yield refuses.
+    fn yield_to(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _target: VcpuId) -> bool {
+        false
+    }
     /// The policy's own per-VM counters, shown in the run summary under the
     /// policy's name (none by default).
     fn vm_metrics(&self, _vm: VmId) -> Option<serde_json::Value> {

@@ -3,6 +3,8 @@
 use std::collections::VecDeque;
 
 use super::record::Recorder;
+use crate::paravirt::ple::Ple;
+use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState, World};
 use crate::event::{Event, EventQueue};
 use crate::guest::HostState;
@@ -84,6 +86,7 @@ impl World {
                     hrtick_at: None,
                     state_since: 0,
                     task_since: 0,
+                    pv: VcpuPv { ple_window: scenario.host.kvm.ple_window, ..VcpuPv::default() },
                     activation_deadline: None,
                     activation_gen: 0,
                     notified: false,
@@ -106,6 +109,8 @@ impl World {
                     None => registry::guest_policy(&vm.guest, vm.vcpus),
                 },
                 host_state: vec![HostState::Halted; vm.vcpus as usize],
+                preempted: vec![false; vm.vcpus as usize],
+                pv: VmPv::new(vm, &scenario.host.kvm, &scenario.overheads),
                 steal_published: vec![0; vm.vcpus as usize],
                 tasks: Vec::new(),
                 entitlement: 0.0,
@@ -135,7 +140,7 @@ impl World {
         let mut wls = Vec::new();
         for (vi, vm) in scenario.vms.iter().enumerate() {
             for (wi, w) in vm.workloads.iter().enumerate().filter(|(_, w)| w.enabled) {
-                let label = if w.name.is_empty() { format!("{}/{}{}", vm.name, w.kind.name(), wi) } else { w.name.clone() };
+                let label = w.label(&vm.name, wi);
                 let mut objs = VmObjects { sync: &mut sync, vm: vi as u32 };
                 let built = workloads::build(w, &label, vm.vcpus, &mut objs);
                 let widx = wls.len() as u32;
@@ -211,6 +216,9 @@ impl World {
             recorder: Recorder::new(opts.record, opts.trace_window),
             resched_pcpus: Vec::new(),
             resched_vcpus: Vec::new(),
+            host_poll: HaltPoll::host(&scenario.host.kvm),
+            ple: Ple::new(&scenario.host.kvm),
+            polling: Vec::new(),
             sample_ns,
             machine,
             scenario,

@@ -8,7 +8,8 @@ use super::guest_glue::with_guest;
 use super::{irq, Exec, KStep, SpinOn, World};
 use crate::event::Event;
 use crate::guest::{GuestView, HostState};
-use crate::host::Exit;
+use crate::paravirt::{self, io_backend, LockKind};
+use crate::host::{Exit, Hcall};
 use crate::ids::{TaskId, VcpuId};
 use crate::workloads::{BarrierMode, Op};
 
@@ -107,6 +108,13 @@ impl World {
                     self.wake_task(w, Some(v), false);
                 }
                 true
+            }
+            KStep::IoWait { device_ns, irq_vcpu } => {
+                let vm = self.tasks[t as usize].vm;
+                self.tasks[t as usize].io_irq_vcpu = self.vms[vm as usize].first_vcpu + irq_vcpu;
+                self.schedule(self.now + device_ns, Event::DeviceDone(t));
+                self.block(t, v);
+                false
             }
             KStep::WakeSem(s) => {
                 match self.sync.sems[s as usize].waiters.pop_front() {
@@ -211,11 +219,13 @@ impl World {
             }
             Op::TlbShootdown => self.tlb_shootdown(t, v),
             Op::Io { device_ns, irq_vcpu } => {
-                let vm = self.tasks[t as usize].vm;
-                self.tasks[t as usize].io_irq_vcpu = self.vms[vm as usize].first_vcpu + irq_vcpu;
-                self.schedule(self.now + device_ns, Event::DeviceDone(t));
-                self.block(t, v);
-                false
+                // The doorbell write exits first; the request is under way
+                // when the exit is over (`paravirt::io_backend`).
+                self.account(v);
+                self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
+                self.host_exit(v, io_backend::SUBMISSION_EXIT);
+                self.tasks[t as usize].kseq.push_front(KStep::IoWait { device_ns, irq_vcpu });
+                true
             }
             Op::Sleep(ns) => {
                 self.tasks[t as usize].timer_vcpu = v;
@@ -251,7 +261,10 @@ impl World {
         false
     }
 
-    /// spin_lock(): preemption off; FIFO queue behind the owner.
+    /// spin_lock(): preemption off; a free lock is taken at once (with the
+    /// PV and unfair locks also when others wait: a running arriver beats a
+    /// waiter that is not running), otherwise the task waits as its VM's lock
+    /// kind says (`paravirt::pv_spinlock`).
     fn lock(&mut self, t: TaskId, l: u32) -> bool {
         self.tasks[t as usize].preempt_count += 1;
         let lock = &mut self.sync.locks[l as usize];
@@ -262,28 +275,95 @@ impl World {
         }
         lock.queue.push_back(t);
         let v = self.tasks[t as usize].last_vcpu;
-        self.spin(t, v, SpinOn::Lock(l), None)
+        let pv = &self.vms[lock.vm as usize].pv;
+        // A PV waiter spins SPIN_THRESHOLD loops, then pv_wait()s.
+        let budget = (pv.lock == LockKind::Pv).then_some(pv.spin_threshold_ns as f64);
+        self.spin(t, v, SpinOn::Lock(l), budget)
     }
 
-    /// spin_unlock(): hand the lock to the next waiter, preempted or not.
+    /// spin_unlock(). The native fair lock hands itself to the next waiter,
+    /// preempted or not. The PV and unfair locks release the lock word: a
+    /// running waiter (the queue head for PV, any for test-and-set) takes it
+    /// at once, else it stays free for whoever runs first; the PV unlocker
+    /// kicks the queue head if it halted in pv_wait().
     fn unlock(&mut self, t: TaskId, l: u32) -> bool {
         let lock = &mut self.sync.locks[l as usize];
         debug_assert_eq!(lock.owner, Some(t));
-        lock.owner = lock.queue.pop_front();
-        let next = lock.owner;
+        lock.owner = None;
         let vm = lock.vm;
         let task = &mut self.tasks[t as usize];
         task.locks_held -= 1;
         task.preempt_count -= 1;
-        if let Some(n) = next {
-            self.tasks[n as usize].locks_held += 1;
-            if !self.executing(n) {
-                self.vms[vm as usize].lwp_count += 1;
-            }
-            let from = self.tasks[t as usize].last_vcpu;
-            self.release_spinner(n, from);
+        let kind = self.vms[vm as usize].pv.lock;
+        let candidates = match kind {
+            LockKind::Native | LockKind::Pv => self.sync.locks[l as usize].queue.front().copied().into_iter().collect::<Vec<_>>(),
+            LockKind::Unfair => self.sync.locks[l as usize].queue.iter().copied().collect(),
+        };
+        let Some(&head) = candidates.first() else { return true };
+        let running = candidates.iter().copied().find(|&c| self.executing(c));
+        if running.is_none() {
+            self.vms[vm as usize].lwp_count += 1;
+        }
+        let from = self.tasks[t as usize].last_vcpu;
+        match (kind, running) {
+            (LockKind::Native, _) => self.hand_lock(head, l, from),
+            (_, Some(r)) => self.hand_lock(r, l, from),
+            (LockKind::Pv, None) => self.pv_kick_waiter(head, from),
+            (LockKind::Unfair, None) => {}
         }
         true
+    }
+
+    /// Lock `l` passes to its waiter `n`, who goes on when it next runs.
+    fn hand_lock(&mut self, n: TaskId, l: u32, from: VcpuId) {
+        let lock = &mut self.sync.locks[l as usize];
+        lock.queue.retain(|&q| q != n);
+        lock.owner = Some(n);
+        self.tasks[n as usize].locks_held += 1;
+        self.release_spinner(n, from);
+    }
+
+    /// A lock waiter whose vCPU runs again finds lock `l` free: under the PV
+    /// lock the queue head takes it, under test-and-set any waiter does.
+    pub(super) fn try_take_free_lock(&mut self, t: TaskId, l: u32) -> bool {
+        let lock = &self.sync.locks[l as usize];
+        let eligible = match self.vms[lock.vm as usize].pv.lock {
+            LockKind::Native => false,
+            LockKind::Pv => lock.queue.front() == Some(&t),
+            LockKind::Unfair => true,
+        };
+        if lock.owner.is_some() || !eligible {
+            return false;
+        }
+        let lock = &mut self.sync.locks[l as usize];
+        lock.queue.retain(|&q| q != t);
+        lock.owner = Some(t);
+        self.tasks[t as usize].locks_held += 1;
+        self.tasks[t as usize].exec = Exec::Ready;
+        true
+    }
+
+    /// pv_wait(): the PV lock waiter's spin budget ran out; its vCPU halts
+    /// until kicked (or woken by an interrupt, after which it spins again).
+    fn pv_wait(&mut self, t: TaskId, v: VcpuId) {
+        let vm = self.tasks[t as usize].vm as usize;
+        self.vms[vm].pv.counters.halts += 1;
+        self.account(v);
+        self.vcpu_halt(v);
+    }
+
+    /// pv_kick() of the halted queue head `n` by the unlocking vCPU `from`:
+    /// KVM_HC_KICK_CPU exits on the unlocker and makes the waiter's vCPU
+    /// runnable (kvm_pv_kick_cpu_op()).
+    fn pv_kick_waiter(&mut self, n: TaskId, from: VcpuId) {
+        let nv = self.tasks[n as usize].last_vcpu;
+        let halted_here = self.vcpus[nv as usize].curr_task == Some(n) && (self.host_state(nv) == HostState::Halted || self.vcpus[nv as usize].pv.poll.is_some());
+        if !halted_here {
+            return;
+        }
+        let vm = self.tasks[n as usize].vm as usize;
+        self.vms[vm].pv.counters.kicks += 1;
+        self.hypercall(from, Hcall::Kick(nv));
     }
 
     /// Makes `t` the owner of mutex `m` (a spinner stays spinning until its
@@ -314,6 +394,65 @@ impl World {
         }
     }
 
+    /// With PLE, when the pause loop of spinning task `t` on `v` exits: its
+    /// window after the loop began. A loop begins when the task starts
+    /// spinning on a running vCPU, and again after anything else the vCPU
+    /// executes (an exit, a handler: `overhead` > 0).
+    pub(super) fn pause_loop_deadline(&mut self, v: VcpuId, t: TaskId, start: u64, overhead: u64) -> Option<u64> {
+        let spinning = matches!(self.tasks[t as usize].exec, Exec::Spin { .. });
+        let pv = &mut self.vcpus[v as usize].pv;
+        let (Some(ple), true) = (self.ple, spinning) else {
+            pv.loop_start = None;
+            return None;
+        };
+        if overhead > 0 || pv.loop_start.is_none() {
+            pv.loop_start = Some(start);
+        }
+        pv.loop_start.map(|s| s + ple.window_ns(pv.ple_window))
+    }
+
+    pub(super) fn pause_loop_due(&self, v: VcpuId) -> bool {
+        let pv = &self.vcpus[v as usize].pv;
+        match (self.ple, pv.loop_start) {
+            (Some(ple), Some(s)) => s + ple.window_ns(pv.ple_window) <= self.now,
+            _ => false,
+        }
+    }
+
+    /// handle_pause(): the pause loop of task `t` exits to KVM, which grows
+    /// the vCPU's window and runs kvm_vcpu_on_spin(), yielding to kernel-mode
+    /// siblings only when the spinner is in kernel mode.
+    pub(super) fn pause_loop_exit(&mut self, v: VcpuId, t: TaskId) {
+        let ple = self.ple.expect("PLE is on");
+        self.account(v);
+        let vc = &mut self.vcpus[v as usize];
+        vc.overhead += self.ov.vm_exit_ns;
+        vc.pv.loop_start = None;
+        vc.pv.ple_window = ple.grown(vc.pv.ple_window);
+        self.host_exit(v, Exit::PauseLoop);
+        let yield_to_kernel_mode = self.tasks[t as usize].facts(t).in_kernel;
+        let (vm, local) = (self.vcpus[v as usize].vm as usize, self.vcpus[v as usize].local);
+        let (first, nv) = (self.vms[vm].first_vcpu, self.vms[vm].nv);
+        for i in paravirt::ple::scan_order(self.vms[vm].pv.last_boosted, nv) {
+            let u = first + i;
+            // vcpu->ready: runnable (preempted, or woken) but not running.
+            if i == local || self.host_state(u) != HostState::Preempted {
+                continue;
+            }
+            let uc = &self.vcpus[u as usize];
+            let in_kernel = uc.curr_task.is_some_and(|c| self.tasks[c as usize].facts(c).in_kernel);
+            if yield_to_kernel_mode && uc.pv.preempted && uc.pending.is_empty() && !in_kernel {
+                continue;
+            }
+            if self.host_call(|h, view, out| h.yield_to(view, out, v, u)) {
+                self.vms[vm].pv.last_boosted = i;
+                self.vms[vm].pv.counters.directed_yields += 1;
+                break;
+            }
+        }
+        self.plan(v);
+    }
+
     /// A spin-then-block waiter gives up spinning and sleeps on the futex.
     pub(super) fn spin_budget_expired(&mut self, t: TaskId, v: VcpuId, on: SpinOn) {
         let next = match on {
@@ -325,6 +464,7 @@ impl World {
                 self.sync.barriers[b as usize].spinners.retain(|&s| s != t);
                 (self.sync.barriers[b as usize].bucket, KStep::WaitBarrier(b, gen))
             }
+            SpinOn::Lock(_) => return self.pv_wait(t, v),
             other => unreachable!("{other:?} has no spin budget"),
         };
         self.tasks[t as usize].exec = Exec::Ready;
@@ -335,14 +475,21 @@ impl World {
     }
 
     /// flush_tlb_mm_range(): IPI the other vCPUs running this address space
-    /// (the workload's threads) and spin until each acknowledges.
+    /// (the workload's threads) and spin until each acknowledges. With PV TLB
+    /// flush, targets whose `preempted` flag is set are flushed at their next
+    /// entry instead (`paravirt::pv_tlb`).
     fn tlb_shootdown(&mut self, t: TaskId, v: VcpuId) -> bool {
         let (vm, w) = (self.tasks[t as usize].vm, self.tasks[t as usize].workload);
         let first = self.vms[vm as usize].first_vcpu;
-        let targets: Vec<VcpuId> = (first..first + self.vms[vm as usize].nv)
+        let mut targets: Vec<VcpuId> = (first..first + self.vms[vm as usize].nv)
             .filter(|&u| u != v)
             .filter(|&u| self.vcpus[u as usize].curr_task.map(|c| self.tasks[c as usize].workload == w).unwrap_or(false))
             .collect();
+        if self.vms[vm as usize].pv.tlb_flush {
+            let before = targets.len();
+            targets.retain(|&u| !self.vcpus[u as usize].pv.preempted);
+            self.vms[vm as usize].pv.counters.tlb_flush_deferred += (before - targets.len()) as u64;
+        }
         if targets.is_empty() {
             return true;
         }

@@ -12,7 +12,7 @@ macro_rules! with_guest {
     ($w:expr, $vm:expr, |$g:ident, $view:ident| $body:expr) => {{
         let now = $w.now;
         let vm = &mut $w.vms[$vm as usize];
-        let $view = GuestView { now, host_state: &vm.host_state, steal_published: &vm.steal_published };
+        let $view = GuestView { now, host_state: &vm.host_state, preempted: &vm.preempted, steal_published: &vm.steal_published };
         let $g = &mut vm.guest;
         $body
     }};
@@ -89,7 +89,14 @@ impl World {
             self.switch_task(v, prev, next);
         }
         let busy_with_irqs = self.vcpus[v as usize].in_handler.is_some() || !self.vcpus[v as usize].pending.is_empty();
+        let polling = self.vcpus[v as usize].pv.poll.is_some();
+        if polling && next.is_some() {
+            // Work for a vCPU in its polling window: the poll succeeded.
+            self.poll_ends(v, true);
+        }
         match next {
+            // Still nothing to run: the window goes on.
+            None if polling => self.plan(v),
             // Idle, but interrupts are being handled: halt after them.
             None if busy_with_irqs => self.plan(v),
             None => self.vcpu_halt(v),

@@ -1,7 +1,8 @@
 //! The host side: calling the host policy, and carrying out its decisions on
 //! vCPU host states (running / preempted / halted).
 
-use super::{irq, Exec, World};
+use super::{irq, Exec, SpinOn, World};
+use crate::paravirt::{HaltPoll, Poll, Poller};
 use crate::event::Event;
 use crate::guest::HostState;
 use crate::host::{Exit, Facts, Hcall, HostOut, HostPolicy, HostView};
@@ -33,6 +34,11 @@ impl World {
     }
 
     fn apply_host_out(&mut self, out: HostOut) {
+        for i in (0..self.polling.len()).rev() {
+            if let Some(&v) = self.polling.get(i) {
+                self.stop_poll_if_contended(v);
+            }
+        }
         for (at, token) in out.timers {
             self.schedule(at, Event::HostTimer(token));
         }
@@ -104,7 +110,7 @@ impl World {
         self.account(v);
         self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
         match call {
-            Hcall::Kick(u) if self.host_state(u) == HostState::Halted => self.vcpu_kick(u),
+            Hcall::Kick(u) => self.vcpu_wake_from_halt(u),
             Hcall::ActivationDone { .. } => self.end_activation(v, true),
             _ => {}
         }
@@ -114,6 +120,12 @@ impl World {
 
     /// Asks the host policy what runs on `p` now and switches to it.
     pub(super) fn resched_pcpu(&mut self, p: PcpuId) {
+        // Host polling ends when another thread is runnable here.
+        if let Some(v) = self.pcpu_curr[p as usize] {
+            if self.stop_poll_if_contended(v) {
+                return;
+            }
+        }
         let prev = self.pcpu_curr[p as usize];
         if let Some(v) = prev {
             self.account(v);
@@ -124,6 +136,10 @@ impl World {
         }
         self.account_siblings(p);
         if let Some(v) = prev {
+            // The guest's own polling ends when the host preempts the vCPU.
+            if self.vcpus[v as usize].pv.poll.is_some() {
+                self.poll_ends(v, false);
+            }
             self.deschedule(v, p, HostState::Preempted);
         }
         match next.map(|v| (v, self.vcpus[v as usize].pcpu)) {
@@ -174,6 +190,11 @@ impl World {
         self.pcpu_curr[p as usize] = None;
         self.recorder.pcpu_slice(p, v, vc.state_since, self.now);
         if to == HostState::Preempted {
+            // kvm_sched_out(): the thread is scheduled out while runnable,
+            // so KVM marks it preempted (and sets the steal-time page's
+            // `preempted` byte, kvm_steal_time_set_preempted(), Linux 4.10).
+            self.set_preempted_flag(v, true);
+            let vc = &mut self.vcpus[v as usize];
             vc.preemptions += 1;
             if let Some(t) = vc.curr_task {
                 if self.tasks[t as usize].locks_held > 0 {
@@ -200,6 +221,14 @@ impl World {
         // KVM publishes accumulated steal time at VM entry (record_steal_time()).
         let (vm, local, steal) = (vc.vm as usize, vc.local as usize, vc.steal_ns);
         self.vms[vm].steal_published[local] = steal;
+        // record_steal_time() clears the `preempted` byte (and does the TLB
+        // flush a PV shootdown left there, at no modelled cost).
+        self.set_preempted_flag(v, false);
+        // vmx_sched_in(): shrink_ple_window().
+        if let Some(ple) = self.ple {
+            let pv = &mut self.vcpus[v as usize].pv;
+            pv.ple_window = ple.shrunk(pv.ple_window);
+        }
         self.set_host_state(v, HostState::Running);
         if let Some(t) = self.vcpus[v as usize].curr_task {
             self.task_starts_executing(t);
@@ -229,12 +258,56 @@ impl World {
         self.each_sibling_vcpu(p, Self::plan);
     }
 
-    /// The guest idles: HLT exits and the vCPU thread sleeps in the host.
+    /// KVM's vcpu->preempted; the guest sees it (the steal-time byte) if the
+    /// host publishes it and the guest reads it.
+    fn set_preempted_flag(&mut self, v: VcpuId, on: bool) {
+        let vc = &mut self.vcpus[v as usize];
+        vc.pv.preempted = on;
+        let vm = &mut self.vms[vc.vm as usize];
+        vm.preempted[vc.local as usize] = on && vm.pv.preempted_visible;
+    }
+
+    /// The adaptive halt polling that applies to `v`: the guest's when it
+    /// loaded cpuidle-haltpoll (the host then does not poll), else KVM's.
+    fn poller(&self, v: VcpuId) -> Option<(Poller, HaltPoll)> {
+        let vm = self.vcpus[v as usize].vm as usize;
+        match (self.vms[vm].pv.guest_poll, self.host_poll) {
+            (Some(g), _) => Some((Poller::Guest, g)),
+            (None, Some(h)) => Some((Poller::Host, h)),
+            (None, None) => None,
+        }
+    }
+
+    /// The guest idles (or a PV lock waiter waits): poll for a wakeup if the
+    /// vCPU's polling window allows it, else halt.
     pub(super) fn vcpu_halt(&mut self, v: VcpuId) {
+        let p = self.vcpus[v as usize].pcpu.expect("a halting vCPU runs");
+        self.vcpus[v as usize].pv.halt_since = self.now;
+        let poller = self.poller(v).map(|(by, _)| by);
+        if poller != Some(Poller::Guest) {
+            // HLT exits; KVM polls after the exit (kvm_vcpu_halt()), the
+            // guest's cpuidle-haltpoll before it.
+            self.host_exit(v, Exit::Halt);
+        }
+        if let Some(by) = poller {
+            let window = self.vcpus[v as usize].pv.poll_window_ns;
+            // kvm_vcpu_can_poll(): only while nothing else is runnable here.
+            let alone = by == Poller::Guest || self.host.nr_running(p) == 1;
+            if window > 0 && alone {
+                self.vcpus[v as usize].pv.poll = Some(Poll { by, since: self.now, until: self.now + window });
+                self.polling.push(v);
+                self.plan(v);
+                return;
+            }
+        }
+        self.halt_in_host(v);
+    }
+
+    /// HLT exits and the vCPU thread sleeps in the host.
+    fn halt_in_host(&mut self, v: VcpuId) {
         let p = self.vcpus[v as usize].pcpu.expect("a halting vCPU runs");
         self.account_siblings(p);
         self.deschedule(v, p, HostState::Halted);
-        self.host_exit(v, Exit::Halt);
         self.host_call(|h, view, out| h.block(view, out, v, p));
         self.push_resched(p);
         self.replan_siblings(p);
@@ -243,8 +316,78 @@ impl World {
     /// kvm_vcpu_kick(): an interrupt for a halted vCPU wakes its thread.
     pub(super) fn vcpu_kick(&mut self, v: VcpuId) {
         self.account(v);
+        self.adapt_poll_window(v);
+        self.restart_pv_wait_spin(v);
         self.set_host_state(v, HostState::Preempted);
         self.host_call(|h, view, out| h.wake(view, out, v));
+    }
+
+    /// A wakeup for a vCPU that halted: it ends a polling window early (a
+    /// successful poll: the vCPU is still on its pCPU) or wakes the thread.
+    pub(super) fn vcpu_wake_from_halt(&mut self, v: VcpuId) {
+        if self.vcpus[v as usize].pv.poll.is_some() {
+            self.poll_ends(v, true);
+        } else if self.host_state(v) == HostState::Halted {
+            self.vcpu_kick(v);
+        }
+    }
+
+    /// The polling window of `v` ends: by a wakeup (`woken`), or without one
+    /// (it ran out, or the host took the pCPU).
+    pub(super) fn poll_ends(&mut self, v: VcpuId, woken: bool) {
+        self.account(v);
+        let poll = self.vcpus[v as usize].pv.poll.take().expect("a polling vCPU");
+        self.polling.retain(|&u| u != v);
+        let vm = self.vcpus[v as usize].vm as usize;
+        let c = &mut self.vms[vm].pv.counters;
+        c.halt_poll_ns += self.now.min(poll.until) - poll.since;
+        if woken {
+            c.halt_polls += 1;
+            self.adapt_poll_window(v);
+            self.restart_pv_wait_spin(v);
+        } else {
+            c.halt_poll_misses += 1;
+        }
+        self.plan(v);
+    }
+
+    /// The window ran out with no wakeup: halt in the host.
+    pub(super) fn poll_expired(&mut self, v: VcpuId) {
+        let by = self.vcpus[v as usize].pv.poll.map(|p| p.by);
+        self.poll_ends(v, false);
+        if by == Some(Poller::Guest) {
+            self.host_exit(v, Exit::Halt);
+        }
+        self.halt_in_host(v);
+    }
+
+    /// KVM stops polling when another thread becomes runnable on the pCPU
+    /// (single_task_running()); returns whether `v` stopped.
+    fn stop_poll_if_contended(&mut self, v: VcpuId) -> bool {
+        let (Some(poll), Some(p)) = (self.vcpus[v as usize].pv.poll, self.vcpus[v as usize].pcpu) else { return false };
+        if poll.by != Poller::Host || self.host.nr_running(p) <= 1 {
+            return false;
+        }
+        self.poll_expired(v);
+        true
+    }
+
+    /// Adapts the polling window of `v` to the halt that ends now.
+    fn adapt_poll_window(&mut self, v: VcpuId) {
+        if let Some((_, params)) = self.poller(v) {
+            let pv = &mut self.vcpus[v as usize].pv;
+            pv.poll_window_ns = params.adapt(pv.poll_window_ns, self.now - pv.halt_since);
+        }
+    }
+
+    /// A PV lock waiter back from pv_wait() spins SPIN_THRESHOLD loops again
+    /// (pv_wait_node() and pv_wait_head_or_lock() loop around pv_wait()).
+    fn restart_pv_wait_spin(&mut self, v: VcpuId) {
+        let Some(t) = self.vcpus[v as usize].curr_task else { return };
+        let threshold = self.vms[self.tasks[t as usize].vm as usize].pv.spin_threshold_ns as f64;
+        if let Exec::Spin { on: SpinOn::Lock(_), budget: Some(b) } = &mut self.tasks[t as usize].exec {
+            *b = threshold;
+        }
     }
 
     pub(super) fn task_stops_executing(&mut self, t: u32) {

@@ -55,6 +55,7 @@ impl World {
     /// its vCPU at once (no event needed in between).
     pub(super) fn raise_now(&mut self, to: VcpuId, kind: Kind, what: What) {
         let to = self.delivery(to, kind, None);
+        self.vcpu_wake_from_halt(to);
         let irq = Irq { to, kind, what, from: None, sent_ns: self.now, raised_ns: self.now };
         let vc = &self.vcpus[to as usize];
         let (vm, free) = (vc.vm, vc.in_handler.is_none() && vc.pending.is_empty() && vc.overhead == 0);
@@ -141,7 +142,12 @@ impl World {
         let to = self.irqs[id as usize].to;
         self.vcpus[to as usize].pending.push(id);
         match self.host_state(to) {
-            HostState::Running => self.next_handler(to),
+            HostState::Running => {
+                if self.vcpus[to as usize].pv.poll.is_some() {
+                    self.poll_ends(to, true);
+                }
+                self.next_handler(to);
+            }
             HostState::Halted => self.vcpu_kick(to),
             HostState::Preempted => {}
         }

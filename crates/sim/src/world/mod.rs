@@ -24,6 +24,8 @@ use crate::guest::{GuestPolicy, HostState};
 use crate::host::HostPolicy;
 use crate::ids::{PcpuId, TaskId, VcpuId, VmId};
 use crate::machine::Machine;
+use crate::paravirt::ple::Ple;
+use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use crate::rng::Rng;
 use crate::scenario::{Overheads, Scenario, WorkloadKind};
 use crate::sync::SyncObjects;
@@ -88,6 +90,7 @@ pub struct Vcpu {
     activation_gen: u64,
     /// The activation was answered or timed out: the host may preempt now.
     notified: bool,
+    pub pv: VcpuPv,
 }
 
 impl Vcpu {
@@ -136,6 +139,8 @@ enum KStep {
     WakeMutex(u32),
     WakeBarrier(u32),
     WakeSem(u32),
+    /// The IO request leaves once the submission exit is over.
+    IoWait { device_ns: u64, irq_vcpu: u32 },
 }
 
 pub struct Task {
@@ -181,6 +186,9 @@ pub struct VmState {
     pub nv: u32,
     pub guest: Box<dyn GuestPolicy>,
     pub host_state: Vec<HostState>,
+    /// KVM's `preempted` flag of each vCPU as the guest reads it.
+    pub preempted: Vec<bool>,
+    pub pv: VmPv,
     pub steal_published: Vec<u64>,
     pub tasks: Vec<TaskId>,
     pub entitlement: f64,
@@ -239,6 +247,12 @@ pub struct World {
     pub recorder: Recorder,
     resched_pcpus: Vec<PcpuId>,
     resched_vcpus: Vec<VcpuId>,
+    /// KVM's halt polling, if the host has it.
+    host_poll: Option<HaltPoll>,
+    /// Pause-loop exiting, if on.
+    ple: Option<Ple>,
+    /// vCPUs in a halt-poll window now.
+    polling: Vec<VcpuId>,
     sample_ns: u64,
 }
 
@@ -286,7 +300,9 @@ impl World {
                 let over = d.min(vc.overhead);
                 vc.overhead -= over;
                 let work = (d - over) as f64 * rate;
-                if let Some(t) = vc.curr_task {
+                // A polling vCPU has halted: its task (a PV lock waiter) does
+                // not spin meanwhile.
+                if let Some(t) = vc.curr_task.filter(|_| vc.pv.poll.is_none()) {
                     let task = &mut self.tasks[t as usize];
                     task.cpu_ns += d;
                     match &mut task.exec {
@@ -315,33 +331,47 @@ impl World {
         let running = self.host_state(v) == HostState::Running;
         // Interrupt handlers go first, once the overheads before them end.
         let irq_at = (running && (vc.in_handler.is_some() || !vc.pending.is_empty())).then_some(self.now + overhead);
+        if let Some(poll) = vc.pv.poll {
+            // Halted in a polling window: only its end is due.
+            self.vcpus[v as usize].pv.loop_start = None;
+            self.set_progress_event(v, Some(poll.until));
+            return;
+        }
         let task = vc.curr_task.filter(|_| running);
         let Some(t) = task else {
+            self.vcpus[v as usize].pv.loop_start = None;
             self.set_progress_event(v, irq_at);
             return;
         };
-        if let Exec::Spin { on: SpinOn::Mutex(m), .. } = self.tasks[t as usize].exec {
-            if self.sync.mutexes[m as usize].owner.is_none() {
+        match self.tasks[t as usize].exec {
+            Exec::Spin { on: SpinOn::Mutex(m), .. } if self.sync.mutexes[m as usize].owner.is_none() => {
                 // Back on a pCPU, the spinner finds the mutex free.
                 self.take_mutex(t, m);
                 self.tasks[t as usize].exec = Exec::Ready;
             }
+            Exec::Spin { on: SpinOn::Lock(l), .. } => {
+                // Likewise a waiter of a PV or test-and-set spinlock.
+                self.try_take_free_lock(t, l);
+            }
+            _ => {}
         }
         let start = self.now + overhead;
+        let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) | (None, x) => x,
+        };
         let done = match self.tasks[t as usize].exec {
             Exec::Ready => Some(start),
             Exec::Compute(left) => Some(start + (left / self.rate(v)).ceil() as u64),
             Exec::Spin { budget: Some(b), .. } => Some(start + (b / self.rate(v)).ceil() as u64),
             _ => None,
         };
+        let ple_exit = self.pause_loop_deadline(v, t, start, overhead);
+        let done = earliest(done, ple_exit);
         // The hrtick timer shares the progress event (it fires at the earlier
         // of the two); past its time it fires as soon as the vCPU runs and
         // its overheads are over, like any interrupt.
         let hrtick = self.vcpus[v as usize].hrtick_at.map(|h| h.max(start));
-        let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, None) | (None, x) => x,
-        };
         let at = earliest(earliest(done, hrtick), irq_at);
         self.set_progress_event(v, at);
     }
@@ -366,6 +396,10 @@ impl World {
         }
         self.vcpus[v as usize].planned_at = None;
         self.account(v);
+        if self.vcpus[v as usize].pv.poll.is_some() {
+            self.poll_expired(v);
+            return;
+        }
         if self.vcpus[v as usize].overhead > 0 {
             // Overhead charged at this very instant (a handler's effect sent
             // an IPI): wait for it.
@@ -392,6 +426,7 @@ impl World {
             Exec::Ready => self.advance(t, v),
             Exec::Compute(left) if left < 1e-6 => self.advance(t, v),
             Exec::Spin { on, budget: Some(b) } if b < 1e-6 => self.spin_budget_expired(t, v, on),
+            Exec::Spin { .. } if self.pause_loop_due(v) => self.pause_loop_exit(v, t),
             _ => self.plan(v),
         }
     }
@@ -477,6 +512,8 @@ impl World {
                 let first = self.vms[vm as usize].first_vcpu;
                 for v in first..first + self.vms[vm as usize].nv {
                     match self.host_state(v) {
+                        // A polling vCPU is idle (NO_HZ): no tick.
+                        HostState::Running if self.vcpus[v as usize].pv.poll.is_some() => {}
                         HostState::Running => self.guest_tick(v),
                         HostState::Preempted => self.vcpus[v as usize].tick_pending = true,
                         HostState::Halted => {}

@@ -1,6 +1,7 @@
 //! Simulation invariants, checked after every event in validation mode.
 
-use super::{Exec, World};
+use super::{Exec, SpinOn, World};
+use crate::paravirt::{LockKind, Poller};
 use crate::guest::HostState;
 
 impl World {
@@ -58,10 +59,61 @@ impl World {
                 return Err(format!("vCPU {v}: notified of its preemption but {:?}", self.host_state(v)));
             }
         }
+        self.check_paravirt()?;
         let busy: u64 = self.pcpu_busy_ns.iter().sum();
         let run: u64 = self.vcpus.iter().map(|v| v.cpu_ns).sum();
         if busy != run {
             return Err(format!("pCPU busy time {busy} != vCPU CPU time {run}"));
+        }
+        Ok(())
+    }
+
+    /// The paravirtual states: halt-poll windows, halted PV lock waiters and
+    /// KVM's `preempted` flag.
+    fn check_paravirt(&self) -> Result<(), String> {
+        for (v, vc) in self.vcpus.iter().enumerate() {
+            let v = v as u32;
+            let state = self.host_state(v);
+            let waiting_lock = |t: u32| match self.tasks[t as usize].exec {
+                Exec::Spin { on: SpinOn::Lock(l), .. } => Some(l),
+                _ => None,
+            };
+            if self.polling.contains(&v) != vc.pv.poll.is_some() {
+                return Err(format!("vCPU {v}: polling list and poll window disagree"));
+            }
+            if let Some(poll) = vc.pv.poll {
+                // A polling vCPU has halted: nothing but its window is due,
+                // and KVM polls only while alone on its pCPU.
+                if state != HostState::Running || vc.in_handler.is_some() || !vc.pending.is_empty() {
+                    return Err(format!("vCPU {v} polls while {state:?} with interrupts to handle"));
+                }
+                if vc.curr_task.is_some_and(|t| waiting_lock(t).is_none()) {
+                    return Err(format!("vCPU {v} polls with a task that is not waiting for a lock"));
+                }
+                if vc.planned_at != Some(poll.until) || poll.until < self.now {
+                    return Err(format!("vCPU {v}: poll window ends at {} but its event is at {:?}", poll.until, vc.planned_at));
+                }
+                if poll.by == Poller::Host && vc.pcpu.is_some_and(|p| self.host.nr_running(p) != 1) {
+                    return Err(format!("vCPU {v}: KVM polls on a pCPU with other runnable threads"));
+                }
+            }
+            // A halted vCPU with a current task is a PV lock waiter in pv_wait().
+            if let (HostState::Halted, Some(t)) = (state, vc.curr_task) {
+                let vm = &self.vms[vc.vm as usize];
+                let queued = waiting_lock(t).is_some_and(|l| self.sync.locks[l as usize].queue.contains(&t));
+                if vm.pv.lock != LockKind::Pv || !queued {
+                    return Err(format!("vCPU {v} halted with task {} that is not a queued PV lock waiter", self.tasks[t as usize].name));
+                }
+            }
+            // KVM sets the flag only for a thread preempted while runnable and
+            // clears it at the next entry.
+            if vc.pv.preempted && state != HostState::Preempted {
+                return Err(format!("vCPU {v}: preempted flag set while {state:?}"));
+            }
+            let vm = &self.vms[vc.vm as usize];
+            if vm.preempted[vc.local as usize] != (vc.pv.preempted && vm.pv.preempted_visible) {
+                return Err(format!("vCPU {v}: the guest's view of the preempted flag is stale"));
+            }
         }
         Ok(())
     }
@@ -112,5 +164,16 @@ mod tests {
         let mut w = world();
         w.pcpu_busy_ns[0] += 1;
         assert!(w.check_invariants().unwrap_err().contains("busy time"));
+    }
+
+    #[test]
+    fn paravirt_states_are_checked() {
+        let mut w = world();
+        let running = w.pcpu_curr[0].unwrap();
+        w.vcpus[running as usize].pv.preempted = true;
+        assert!(w.check_invariants().unwrap_err().contains("preempted flag"));
+        let mut w = world();
+        w.polling.push(running);
+        assert!(w.check_invariants().unwrap_err().contains("polling list"));
     }
 }

@@ -1,0 +1,97 @@
+//! Pause-loop exiting (Intel VMX, KVM since Linux 2.6.32; arch/x86/kvm/vmx/
+//! vmx.c) and KVM's directed yield (kvm_vcpu_on_spin(), virt/kvm/kvm_main.c).
+//!
+//! A vCPU that executes PAUSE in a loop for longer than the PLE window exits.
+//! KVM grows that vCPU's window on each such exit (grow_ple_window()) and
+//! resets it when the vCPU thread is scheduled in again (shrink_ple_window()
+//! from vmx_sched_in(); the dynamic window dates from Linux 3.18), then looks
+//! for a sibling vCPU to yield to: one that is runnable but not running
+//! (`vcpu->ready`), round-robin after the last one boosted, skipping, when
+//! the spinner is in kernel mode, siblings preempted in user mode without a
+//! pending interrupt; the first that the host scheduler accepts
+//! (yield_to(), which makes it the CFS next buddy) is boosted.
+
+use crate::scenario::HostKvm;
+
+/// The PLE settings of the host, if PLE is on (`ple_gap` > 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ple {
+    /// Base window in TSC cycles (ple_window).
+    pub window: u64,
+    pub grow: u64,
+    pub shrink: u64,
+    pub window_max: u64,
+    pub tsc_mhz: u64,
+}
+
+impl Ple {
+    pub fn new(kvm: &HostKvm) -> Option<Ple> {
+        (kvm.ple_gap > 0).then_some(Ple {
+            window: kvm.ple_window,
+            grow: kvm.ple_window_grow,
+            shrink: kvm.ple_window_shrink,
+            window_max: kvm.ple_window_max,
+            tsc_mhz: kvm.tsc_mhz,
+        })
+    }
+
+    /// A window of `cycles` TSC cycles in ns.
+    pub fn window_ns(&self, cycles: u64) -> u64 {
+        (cycles * 1000).div_ceil(self.tsc_mhz.max(1))
+    }
+
+    /// __grow_ple_window(): multiply by a small modifier, add a large one,
+    /// keep to the maximum; a zero modifier resets to the base.
+    pub fn grown(&self, window: u64) -> u64 {
+        match self.grow {
+            0 => self.window,
+            g if g < self.window => (window * g).min(self.window_max),
+            g => (window + g).min(self.window_max),
+        }
+    }
+
+    /// __shrink_ple_window(): the inverse, never below the base; a zero
+    /// modifier (KVM's default) resets to the base.
+    pub fn shrunk(&self, window: u64) -> u64 {
+        match self.shrink {
+            0 => self.window,
+            s if s < self.window => (window / s).max(self.window),
+            s => window.saturating_sub(s).max(self.window),
+        }
+    }
+}
+
+/// kvm_vcpu_on_spin()'s scan order over a VM's `nv` vCPUs (local indices):
+/// those after the last boosted one, then from the first up to it.
+pub fn scan_order(last_boosted: u32, nv: u32) -> impl Iterator<Item = u32> {
+    (last_boosted + 1..nv).chain(0..=last_boosted.min(nv.saturating_sub(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kvm() -> HostKvm {
+        HostKvm { ple_gap: 128, ..HostKvm::default() }
+    }
+
+    #[test]
+    fn kvm_defaults_double_the_window_and_reset_it() {
+        let p = Ple::new(&kvm()).unwrap();
+        assert_eq!(p.window, 4096);
+        assert_eq!(p.grown(4096), 8192);
+        assert_eq!(p.shrunk(65536), 4096);
+        // 4096 cycles at 2.5 GHz.
+        assert_eq!(p.window_ns(4096), 1639);
+        assert!(Ple::new(&HostKvm::default()).is_none());
+        // Without a dynamic window (before 3.18) nothing grows.
+        let fixed = Ple::new(&HostKvm { ple_window_grow: 1, ..kvm() }).unwrap();
+        assert_eq!(fixed.grown(4096), 4096);
+    }
+
+    #[test]
+    fn scan_starts_after_the_last_boosted_vcpu() {
+        assert_eq!(scan_order(1, 4).collect::<Vec<_>>(), vec![2, 3, 0, 1]);
+        assert_eq!(scan_order(3, 4).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    }
+}

@@ -1,0 +1,106 @@
+//! IRS (Middleware'17): the two-phase preemption by exact small schedules,
+//! and its effect on a task whose vCPU is preempted while a sibling idles.
+
+use serde_json::Value;
+use vmsched_sim::guest::linux::{GuestLinux, LinuxHooks};
+use vmsched_sim::guest::GuestPolicy;
+use vmsched_sim::scenario::Guest;
+use vmsched_sim::world::record::Tables;
+use vmsched_sim::{run_custom, CustomPolicies, RunOptions};
+
+/// Registers for activations (as an `irs` guest) but never answers them.
+struct Deaf;
+
+impl LinuxHooks for Deaf {
+    fn name(&self) -> &'static str {
+        "irs"
+    }
+}
+
+/// App VM: 2 vCPUs on pCPUs 0 and 1, one CPU-bound thread (it starts on
+/// vCPU 0); a hog VM shares pCPU 0. The app's vCPU 1 idles.
+fn scenario(host: &str, guest: &str) -> String {
+    format!(
+        r#"
+name = "irs-exact"
+duration_ms = 100
+[host]
+cores_per_socket = 2
+policy = "{host}"
+[[vm]]
+name = "app"
+vcpus = 2
+pin = [0, 1]
+[vm.guest]
+policy = "{guest}"
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "bg"
+pin = [0]
+[[vm.workload]]
+kind = "hog"
+"#
+    )
+}
+
+fn sim(host: &str, guest: &str) -> (Value, Tables) {
+    let deaf = |g: &Guest, nv: u32| -> Box<dyn GuestPolicy> { Box::new(GuestLinux::with_hooks(g, nv, Deaf)) };
+    let custom = CustomPolicies { guest: (guest == "deaf").then_some(&deaf as _), ..Default::default() };
+    let text = scenario(host, if guest == "deaf" { "linux" } else { guest });
+    let s = vmsched_sim::parse(&text, &[]).unwrap();
+    let opts = RunOptions { validate: true, record: true, trace_window: Some((0, 100_000_000)), ..Default::default() };
+    let out = run_custom(s, &opts, &custom, &mut |_, _| {}).unwrap();
+    (out.summary, out.tables.unwrap())
+}
+
+/// (activation sent, end of app vCPU 0's running interval around it, the
+/// state that follows) for the first activation.
+fn first_activation(t: &Tables) -> (u64, u64, &'static str) {
+    let irqs = t.irqs.as_ref().unwrap();
+    let i = irqs.kind.iter().position(|&k| k == "activation").expect("an activation was sent");
+    let sent = irqs.sent_ns[i];
+    let st = t.vcpu_states.as_ref().unwrap();
+    let rows: Vec<usize> = (0..st.vm.len()).filter(|&r| st.vm[r] == "app" && st.vcpu[r] == 0).collect();
+    let run_row = rows.iter().copied().find(|&r| st.state[r] == "running" && st.start_ns[r] <= sent && sent < st.end_ns[r]).expect("vCPU 0 runs when warned");
+    let end = st.end_ns[run_row];
+    let next = rows.iter().copied().find(|&r| st.start_ns[r] == end).map(|r| st.state[r]).unwrap_or("none");
+    (sent, end, next)
+}
+
+#[test]
+fn an_irs_guest_moves_its_task_and_leaves_within_the_bound() {
+    let (s, t) = sim("irs", "irs");
+    let (sent, end, next) = first_activation(&t);
+    // The handler runs (irq_handler_ns = 2 us), the task moves to vCPU 1 and
+    // vCPU 0, left with nothing, halts: the activation is answered.
+    assert_eq!(end - sent, 2_000);
+    assert_eq!(next, "halted");
+    let act = &s["vms"][0]["activations"];
+    assert_eq!(act["sent"], 1);
+    assert_eq!(act["answered"], 1);
+    // The task then runs alone on vCPU 1 for the rest of the run.
+    let cpu = s["workloads"][0]["cpu_time_ns"].as_f64().unwrap();
+    assert!(cpu > 0.95 * 100e6, "app ran {cpu}");
+}
+
+#[test]
+fn a_guest_that_never_answers_is_preempted_at_the_bound() {
+    let (s, t) = sim("irs", "deaf");
+    let (sent, end, next) = first_activation(&t);
+    assert_eq!(end - sent, 52_000);
+    assert_eq!(next, "preempted");
+    let act = &s["vms"][0]["activations"];
+    assert_eq!(act["timed_out"], act["sent"]);
+}
+
+#[test]
+fn irs_cuts_the_stall_of_a_task_on_a_preempted_vcpu() {
+    let (plain, _) = sim("cfs", "linux");
+    let (irs, _) = sim("irs", "irs");
+    let cpu = |s: &Value| s["workloads"][0]["cpu_time_ns"].as_f64().unwrap();
+    // Plain: the thread shares pCPU 0 with the hog (half of it); IRS: it
+    // moves to the idle sibling at the first preemption.
+    assert!(cpu(&plain) < 0.6 * 100e6, "plain {}", cpu(&plain));
+    assert!(cpu(&irs) > 1.6 * cpu(&plain), "irs {} plain {}", cpu(&irs), cpu(&plain));
+}

@@ -1,0 +1,359 @@
+"""`vmsched reproduce`: every built-in scenario with a [paper] table is a registered
+experiment. Its runs go through the sweep engine (several seeds each); each claim of the
+table becomes a row with the paper's value beside the simulated mean and its 95%
+interval, and whether the simulated effect has the paper's direction. Also the
+composition matrix: a standard mix of workloads under every host x guest policy."""
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from . import api
+from .atomic import write_atomic
+from .errors import UserError
+from .sweeps import PlannedRun, ProgressCallback, Store, SweepSpec, execute_runs, mean_ci95, plan
+
+# Paper names a [paper] table may give (the `PaperName` enum of scenario.rs).
+PAPERS = ("vsched", "irs", "uvf", "anubis", "tableau", "phenomena")
+FULL_SEEDS = [1, 2, 3, 4, 5]
+QUICK_SEEDS = [1, 2, 3]
+QUICK_DURATION = "300ms"  # for CI: long enough for tens of requests, pings and slices
+ROW_KEYS = ("paper", "figure", "metric", "variant", "paper_value", "sim_mean", "sim_ci95",
+            "direction", "direction_ok")
+_SEGMENT = re.compile(r"([A-Za-z0-9_]+)(?:\[([^\]]*)\])?")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A built-in scenario with a [paper] table."""
+    name: str
+    scenario: api.Scenario
+    paper: dict
+
+    def variants(self) -> list[str]:
+        """The variants its claims read, in the order they are first named."""
+        names = []
+        for claim in self.paper["claim"]:
+            names.append(claim["variant"])
+            if claim.get("versus"):
+                names.append(claim["versus"]["variant"])
+        return list(dict.fromkeys(names))
+
+
+def registry() -> list[Experiment]:
+    """Every built-in scenario whose normalized form has a [paper] table."""
+    experiments = []
+    for info in api.scenarios():
+        scenario = api.Scenario(info.toml, f"builtin:{info.name}")
+        paper = api.normalize(scenario).get("paper")
+        if paper:
+            experiments.append(Experiment(info.name, scenario, paper))
+    return experiments
+
+
+def select(experiments: list[Experiment], paper: str) -> list[Experiment]:
+    if paper != "all" and paper not in PAPERS:
+        raise UserError(f"{paper}: unknown paper; choose one of {', '.join(PAPERS)} or all")
+    return [e for e in experiments if paper == "all" or e.paper["paper"] == paper]
+
+
+def resolve_metric(summary: dict, path: str) -> float:
+    """The number at a metric path (`workloads[NAME].latency_ns.p95`) of summary.json;
+    KeyError says which step is missing and what is there instead."""
+    value: object = summary
+    walked = ""
+    for key, selector in _SEGMENT.findall(path):
+        if not isinstance(value, dict) or key not in value:
+            there = ", ".join(sorted(value)) if isinstance(value, dict) else "a number"
+            raise KeyError(f"no `{key}` at `{walked or 'the top'}` (there: {there})")
+        value = value[key]
+        walked = f"{walked}.{key}" if walked else key
+        if selector:
+            entries = value if isinstance(value, list) else []
+            names = [entry.get("name") for entry in entries if isinstance(entry, dict)]
+            if selector in names:
+                value = entries[names.index(selector)]
+            elif selector.isdigit() and int(selector) < len(entries):
+                value = entries[int(selector)]
+            else:
+                raise KeyError(f"no entry `{selector}` in `{walked}` (there: {', '.join(map(str, names))})")
+            walked += f"[{selector}]"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise KeyError(f"`{path}` is not a number")
+    return float(value)
+
+
+def _claim_values(experiment: Experiment, index: int, claim: dict, summaries: dict) -> tuple[list, list, list]:
+    """Per seed: the reported value (scaled, or the ratio), the claim's raw metric and the
+    reference's raw metric (for the direction). `summaries` maps (variant, seed) to the
+    run's summary, or to None where that run failed."""
+    versus = claim.get("versus")
+    reported, own, reference = [], [], []
+    seeds = sorted({seed for _, seed in summaries})
+    for seed in seeds:
+        try:
+            value = _metric(experiment, index, "metric", summaries[claim["variant"], seed], claim["metric"])
+            other = None
+            if versus:
+                other = _metric(experiment, index, "versus.metric", summaries[versus["variant"], seed],
+                                versus.get("metric") or claim["metric"])
+        except _RunFailed:
+            continue
+        own.append(value)
+        if other is not None:
+            reference.append(other)
+        if claim["ratio"]:
+            if other:
+                reported.append(value / other)
+        else:
+            reported.append(value * claim["scale"])
+    return reported, own, reference
+
+
+class _RunFailed(Exception):
+    pass
+
+
+def _metric(experiment: Experiment, index: int, field: str, summary: dict | None, path: str) -> float:
+    if summary is None:
+        raise _RunFailed
+    try:
+        return resolve_metric(summary, path)
+    except KeyError as err:
+        raise UserError(f"{experiment.scenario.source}: paper.claim[{index}].{field}: `{path}`: "
+                        f"{err.args[0]}") from err
+
+
+def claim_rows(experiment: Experiment, summaries: dict) -> list[dict]:
+    rows = []
+    paper = experiment.paper
+    for index, claim in enumerate(paper["claim"]):
+        reported, own, reference = _claim_values(experiment, index, claim, summaries)
+        mean, ci95, seeds = mean_ci95(reported)
+        direction = claim.get("direction")
+        direction_ok = None
+        if direction and own and reference:
+            own_mean, reference_mean = sum(own) / len(own), sum(reference) / len(reference)
+            direction_ok = own_mean > reference_mean if direction == "higher" else own_mean < reference_mean
+        versus = claim.get("versus")
+        paper_value = claim.get("paper_value")
+        rows.append({
+            "paper": paper["paper"], "figure": paper["figure"], "metric": claim["metric"],
+            "variant": claim["variant"], "paper_value": paper_value, "sim_mean": mean, "sim_ci95": ci95,
+            "direction": direction, "direction_ok": direction_ok,
+            "name": claim["name"], "scenario": experiment.name, "unit": "ratio" if claim["ratio"] else claim["unit"],
+            "versus": None if versus is None else {"variant": versus["variant"],
+                                                   "metric": versus.get("metric") or claim["metric"]},
+            "ratio": claim["ratio"], "seeds": seeds,
+            "sim_over_paper": mean / paper_value if mean is not None and paper_value else None,
+        })
+    return rows
+
+
+@dataclass
+class Reproduction:
+    rows: list[dict]
+    experiments: list[Experiment]
+    out: Path
+    quick: bool
+
+
+def plan_experiments(experiments: Iterable[Experiment], seeds: list[int], duration: str | None) -> dict:
+    """Planned runs per experiment: its claims' variants x the seeds."""
+    return {e.name: plan(SweepSpec([e.scenario.source.removeprefix("builtin:")], seeds, e.variants(),
+                                   duration=duration, source=e.scenario.source))
+            for e in experiments}
+
+
+def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = None,
+              backend: str = "local", workers: int | None = None, address: str | None = None,
+              progress: ProgressCallback | None = None) -> Reproduction:
+    experiments = select(registry(), paper)
+    if not experiments:
+        raise UserError(f"{paper}: no registered experiments yet (built-in scenarios with a [paper] table)")
+    out = Path(out or ("runs/reproduce-quick" if quick else "runs/reproduce"))
+    planned = plan_experiments(experiments, QUICK_SEEDS if quick else FULL_SEEDS,
+                               QUICK_DURATION if quick else None)
+    store = execute_runs([run for runs in planned.values() for run in runs], out, backend, workers,
+                         address, progress)
+    rows = []
+    for experiment in experiments:
+        rows += claim_rows(experiment, _summaries(planned[experiment.name], store))
+    result = Reproduction(rows, experiments, out, quick)
+    write_atomic(out / "reproduce.json", json.dumps(rows, indent=1) + "\n")
+    write_atomic(out / "reproduce.html", reproduce_html(result))
+    return result
+
+
+def _summaries(runs: list[PlannedRun], store: Store) -> dict:
+    summaries = {}
+    for run in runs:
+        record = store.load(run.task.key)
+        summaries[run.variant, run.seed] = record["summary"] if record["status"] == "ok" else None
+    return summaries
+
+
+def public_rows(rows: list[dict]) -> list[dict]:
+    """The rows in the documented JSON form: the contract's keys first, then the rest."""
+    return [{key: row[key] for key in ROW_KEYS} | {k: v for k, v in row.items() if k not in ROW_KEYS}
+            for row in rows]
+
+
+def format_number(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.3g}"
+
+
+def direction_mark(row: dict) -> str:
+    if row["direction_ok"] is None:
+        return "–"
+    return "agrees" if row["direction_ok"] else "DISAGREES"
+
+
+def rich_tables(rows: list[dict]) -> list:
+    """One terminal table per paper and figure."""
+    from rich.table import Table
+    tables = []
+    for (paper, figure), group in _groups(rows, ("paper", "figure")).items():
+        table = Table(title=f"{paper} {figure}: paper vs simulation (mean ± 95% CI over seeds)",
+                      title_justify="left")
+        for column, justify in (("claim", "left"), ("unit", "left"), ("paper", "right"), ("sim", "right"),
+                                ("sim/paper", "right"), ("direction", "left")):
+            table.add_column(column, justify=justify)
+        for row in group:
+            sim = format_number(row["sim_mean"])
+            if row["sim_ci95"] is not None:
+                sim += f" ± {format_number(row['sim_ci95'])}"
+            mark = direction_mark(row)
+            styled = {"agrees": "[green]agrees[/]", "DISAGREES": "[red]DISAGREES[/]"}.get(mark, mark)
+            table.add_row(row["name"], row["unit"], format_number(row["paper_value"]), sim,
+                          format_number(row["sim_over_paper"]),
+                          f"{row['direction']} {styled}" if row["direction"] else styled)
+        tables.append(table)
+    return tables
+
+
+def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict:
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault(tuple(row[key] for key in keys), []).append(row)
+    return groups
+
+
+def reproduce_html(result: Reproduction) -> str:
+    """One bar chart per paper, figure and unit (paper value beside the simulated mean with
+    its interval), then the table of every claim and each experiment's note."""
+    import plotly.graph_objects as go
+
+    from .report import _STYLE, _figure_html, _table
+
+    charts = []
+    for (paper, figure, unit), rows in _groups(result.rows, ("paper", "figure", "unit")).items():
+        names = [row["name"] for row in rows]
+        fig = go.Figure()
+        fig.add_bar(name="paper", x=names, y=[row["paper_value"] for row in rows], marker_color="#7f7f7f")
+        fig.add_bar(name="simulation", x=names, y=[row["sim_mean"] for row in rows], marker_color="#1f77b4",
+                    error_y=dict(type="data", array=[row["sim_ci95"] or 0 for row in rows], visible=True))
+        values = [v for row in rows for v in (row["paper_value"], row["sim_mean"]) if v is not None]
+        # Ratios spread over orders of magnitude (x0.1 to x100): a log axis keeps both legible.
+        logarithmic = unit == "ratio" and values and min(values) > 0
+        fig.update_layout(title=f"{paper} {figure}" + (" (log scale)" if logarithmic else ""),
+                          yaxis_title=unit or "value", yaxis_type="log" if logarithmic else "linear",
+                          barmode="group")
+        charts.append(fig)
+    charts_html = "".join(f'<div class="chart">{_figure_html(fig, first=(i == 0))}</div>'
+                          for i, fig in enumerate(charts))
+    headers = ["paper", "figure", "claim", "variant", "versus", "unit", "paper value", "sim mean", "95% CI ±",
+               "sim/paper", "direction", "agrees"]
+    table_rows = [[row["paper"], row["figure"], row["name"], row["variant"] or "(as written)",
+                   "" if row["versus"] is None else f"{row['versus']['variant'] or '(as written)'}: {row['versus']['metric']}",
+                   row["unit"], format_number(row["paper_value"]), format_number(row["sim_mean"]),
+                   format_number(row["sim_ci95"]), format_number(row["sim_over_paper"]),
+                   row["direction"] or "", direction_mark(row)] for row in result.rows]
+    notes = "".join(f"<li><b>{html.escape(e.name)}</b> ({html.escape(e.paper['paper'])} "
+                    f"{html.escape(e.paper['figure'])}): {html.escape(e.paper['note'])}</li>"
+                    for e in result.experiments)
+    seeds = QUICK_SEEDS if result.quick else FULL_SEEDS
+    mode = f"quick: {QUICK_DURATION} of simulated time per run" if result.quick else "each scenario's full duration"
+    title = "vmsched reproduce"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>{_STYLE}</style></head><body>
+<h1>{title}</h1>
+<p>Published values beside the simulation: mean over seeds {", ".join(map(str, seeds))} with the 95%
+confidence interval, {html.escape(mode)}.</p>
+<h2>Charts</h2>{charts_html}
+<h2>Claims</h2>{_table(headers, table_rows, numeric_from=6)}
+<h2>Experiments</h2><ul>{notes}</ul>
+</body></html>
+"""
+
+
+# --- the composition matrix ---------------------------------------------------------
+
+# A standard mix: a server, a barrier program, a lock-heavy program, ping beside a
+# CPU-bound task and a throttled single thread, each already a built-in.
+MATRIX_SCENARIOS = ("default", "anubis-table1", "vcpu-stacking", "lock-holder-preemption", "stalled-running-task")
+
+
+def _registered(level: str) -> list[str]:
+    """The policies of one level (`host` or `guest`) in the engine's registry."""
+    from . import _native
+    return [p["name"] for p in json.loads(_native.policies()) if p["level"] == level]
+
+
+def host_policies() -> list[str]:
+    return _registered("host")
+
+
+def guest_policies() -> list[str]:
+    return _registered("guest")
+
+
+def matrix(quick: bool = False, out: str | Path | None = None, backend: str = "local",
+           workers: int | None = None, address: str | None = None,
+           progress: ProgressCallback | None = None) -> pl.DataFrame:
+    """Every workload of the standard mix under every host x guest policy: per workload,
+    throughput and (where it has latencies) p95 latency, mean and 95% CI over seeds."""
+    hosts, guests = host_policies(), guest_policies()
+    seeds = QUICK_SEEDS if quick else FULL_SEEDS
+    duration = QUICK_DURATION if quick else None
+    out = Path(out or ("runs/matrix-quick" if quick else "runs/matrix"))
+    planned: list[tuple[str, str, PlannedRun]] = []
+    for name in MATRIX_SCENARIOS:
+        vm_count = len(api.normalize(api.load_scenario(name))["vm"])
+        for host in hosts:
+            for guest in guests:
+                overrides = [f"host.policy={host}"] + [f"vm[{i}].guest.policy={guest}" for i in range(vm_count)]
+                variant = ",".join(overrides)
+                spec = SweepSpec([name], seeds, [f"{host}+{guest}={variant}"], duration=duration)
+                planned += [(host, guest, run) for run in plan(spec)]
+    store = execute_runs([run for _, _, run in planned], out, backend, workers, address, progress)
+    samples: dict = {}
+    for host, guest, run in planned:
+        record = store.load(run.task.key)
+        if record["status"] != "ok":
+            continue
+        for workload in record["summary"]["workloads"]:
+            metrics = {"throughput_per_s": workload["throughput_per_s"]}
+            if "latency_ns" in workload:
+                metrics["latency_p95_ms"] = workload["latency_ns"]["p95"] / 1e6
+            for metric, value in metrics.items():
+                samples.setdefault((run.scenario, workload["name"], metric, host, guest), []).append(value)
+    rows = []
+    for (scenario, workload, metric, host, guest), values in samples.items():
+        mean, ci95, n = mean_ci95(values)
+        rows.append({"scenario": scenario, "workload": workload, "metric": metric, "host": host,
+                     "guest": guest, "n": n, "mean": mean, "ci95": ci95})
+    frame = pl.DataFrame(rows, schema={"scenario": pl.String, "workload": pl.String, "metric": pl.String,
+                                       "host": pl.String, "guest": pl.String, "n": pl.Int64,
+                                       "mean": pl.Float64, "ci95": pl.Float64})
+    write_atomic(out / "matrix.json", json.dumps(frame.to_dicts(), indent=1) + "\n")
+    return frame

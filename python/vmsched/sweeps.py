@@ -1,0 +1,487 @@
+"""Sweeps: many independent runs (scenarios x variants x a grid of overrides x seeds),
+each a pure function of its scenario, overrides and seed, keyed by a content hash of
+them, executed by a local process pool or by Ray, and kept in a resumable store.
+
+Store layout under OUT:
+  runs/KEY.json            one record per finished run (status, error, summary), written
+                           atomically by the driver as each run completes; a run whose
+                           record exists is never run again, so a killed sweep resumes
+                           with exactly the missing runs
+  results/runs.parquet     one row per run of the last spec (labels + flattened summary),
+                           rows sorted by key, rewritten atomically at the end of a sweep
+  spec.json                the last spec, as resolved
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import queue
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import polars as pl
+
+from . import api
+from .atomic import write_atomic
+from .errors import UserError
+from .overrides import parse_duration_ns, parse_variant, toml_literal
+from .sweep_worker import RunOutcome, RunTask, execute
+
+BACKENDS = ("local", "ray")
+# Columns of a results row before the flattened summary; `point` is the grid point as
+# `key=value` overrides separated by spaces, and each grid key also has a `set.KEY` column.
+LABEL_COLUMNS = ("key", "scenario", "variant", "seed", "point", "status", "error")
+SPEC_FIELDS = {"scenarios", "seeds", "variants", "grid", "duration"}
+# Summary fields that repeat the labels, or another part of the summary.
+_SUMMARY_SKIP = {"scenario", "description", "seed"}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    scenarios: list[str]
+    seeds: list[int]
+    variants: list[str] = field(default_factory=lambda: [""])
+    grid: dict[str, list] = field(default_factory=dict)
+    duration: str | None = None
+    source: str = "<spec>"
+    base_dir: Path = Path(".")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a sweep: its labels and the task that computes it."""
+    scenario: str
+    variant: str
+    seed: int
+    point: tuple[tuple[str, str], ...]
+    task: RunTask
+
+    @property
+    def labels(self) -> tuple:
+        return self.scenario, self.variant, self.seed, self.point
+
+
+def _field_error(source: str, name: str, reason: str) -> UserError:
+    return UserError(f"{source}: {name}: {reason}")
+
+
+def spec_from_mapping(data: Mapping, source: str = "<spec>", base_dir: Path = Path(".")) -> SweepSpec:
+    """A spec from its TOML/dict form, each field checked with a message naming it."""
+    unknown = sorted(set(data) - SPEC_FIELDS)
+    if unknown:
+        raise _field_error(source, unknown[0], f"unknown field (a spec has {', '.join(sorted(SPEC_FIELDS))})")
+    scenarios = data.get("scenarios")
+    if not (isinstance(scenarios, list) and scenarios and all(isinstance(s, str) and s for s in scenarios)):
+        raise _field_error(source, "scenarios", "expected a non-empty list of scenario names or paths")
+    seeds = data.get("seeds")
+    if not (isinstance(seeds, list) and seeds
+            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        raise _field_error(source, "seeds", "expected a non-empty list of non-negative integers")
+    variants = data.get("variants", [""])
+    if not (isinstance(variants, list) and variants and all(isinstance(v, str) for v in variants)):
+        raise _field_error(source, "variants", 'expected a list of variant names ("" is the scenario as written)')
+    grid = data.get("grid", {})
+    if not isinstance(grid, Mapping):
+        raise _field_error(source, "grid", "expected a table of dotted.key = [values]")
+    for key, values in grid.items():
+        if not (isinstance(values, list) and values):
+            raise _field_error(source, f"grid.{key}", "expected a non-empty list of values")
+    duration = data.get("duration")
+    if duration is not None:
+        if not isinstance(duration, str):
+            raise _field_error(source, "duration", "expected a string such as '200ms'")
+        try:
+            parse_duration_ns(duration)
+        except UserError as err:
+            raise _field_error(source, "duration", str(err)) from err
+    return SweepSpec(list(dict.fromkeys(scenarios)), list(dict.fromkeys(seeds)), list(dict.fromkeys(variants)),
+                     dict(grid), duration, source, base_dir)
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as err:
+        raise UserError(f"{path}: cannot read: {err}") from err
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{path}: {err}") from err
+    return spec_from_mapping(data, str(path), path.parent)
+
+
+@cache
+def engine_digest() -> str:
+    """Hash of the native engine's binary: results of another build are other runs."""
+    from . import _native
+    return hashlib.sha256(Path(_native.__file__).read_bytes()).hexdigest()
+
+
+def run_key(config: dict, seed: int, duration_ns: int) -> str:
+    """Content hash of what determines a run: the normalized scenario (defaults filled,
+    overrides applied), the seed, the simulated time and the engine. The scenario's
+    [variants] and [paper] tables do not change a run and are left out."""
+    material = {key: value for key, value in config.items()
+                if key not in ("variants", "paper", "seed", "duration_ms")}
+    canonical = json.dumps({"scenario": material, "seed": seed, "duration_ns": duration_ns,
+                            "engine": engine_digest()}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _resolve_scenario(name: str, base_dir: Path) -> api.Scenario:
+    """A built-in name, a path relative to the spec's folder, or a path as given."""
+    beside_spec = base_dir / name
+    if name.endswith(".toml") and beside_spec.is_file():
+        return api.load_scenario(beside_spec)
+    return api.load_scenario(name)
+
+
+def _variant_overrides(scenario: api.Scenario, config: dict, variant: str, source: str) -> tuple[str, list[str]]:
+    """(label, overrides) of a variant: "" (as written), a name from the scenario's
+    [variants], or an inline NAME=key=value,... spec."""
+    if variant == "":
+        return "", []
+    if "=" in variant:
+        return parse_variant(variant, source)
+    from .compare import scenario_variants
+    known = {v.name: v.overrides for v in scenario_variants(scenario, config)}
+    if variant not in known:
+        raise UserError(f"{source}: variants: {scenario.source} has no variant {variant!r} "
+                        f"(it has: {', '.join(known) or 'none'})")
+    return variant, known[variant]
+
+
+def plan(spec: SweepSpec) -> list[PlannedRun]:
+    """Every run of the spec, each validated by the engine's schema before any runs."""
+    duration_ns = parse_duration_ns(spec.duration) if spec.duration else None
+    grid_keys = list(spec.grid)
+    points = [tuple(zip(grid_keys, (toml_literal(v) for v in values)))
+              for values in itertools.product(*spec.grid.values())]
+    runs: list[PlannedRun] = []
+    for name in spec.scenarios:
+        scenario = _resolve_scenario(name, spec.base_dir)
+        base_config = api.normalize(scenario)
+        for variant in spec.variants:
+            label, variant_overrides = _variant_overrides(scenario, base_config, variant, spec.source)
+            for point in points:
+                # Variant overrides come last: a variant means the same thing at every point.
+                overrides = tuple([f"{key}={value}" for key, value in point] + variant_overrides)
+                config = api.normalize(scenario, overrides)
+                effective_ns = duration_ns or round(config["duration_ms"] * 1e6)
+                for seed in spec.seeds:
+                    task = RunTask(run_key(config, seed, effective_ns), scenario.text, scenario.source,
+                                   overrides, seed, duration_ns)
+                    runs.append(PlannedRun(name, label, seed, point, task))
+    unique = {run.labels: run for run in runs}
+    return list(unique.values())
+
+
+class Store:
+    """The run records of a sweep directory (see the module docstring)."""
+
+    def __init__(self, out: str | Path):
+        self.out = Path(out)
+        self.runs_dir = self.out / "runs"
+        self.results_path = self.out / "results" / "runs.parquet"
+
+    def record_path(self, key: str) -> Path:
+        return self.runs_dir / f"{key}.json"
+
+    def finished_keys(self) -> set[str]:
+        if not self.runs_dir.is_dir():
+            return set()
+        for leftover in self.runs_dir.glob(".*"):  # a temp file of a write that was killed
+            leftover.unlink(missing_ok=True)
+        return {path.stem for path in self.runs_dir.glob("*.json")}
+
+    def save(self, outcome: RunOutcome) -> None:
+        record = {"key": outcome.key, "status": outcome.status, "error": outcome.error,
+                  "summary": json.loads(outcome.summary_json) if outcome.summary_json else None}
+        write_atomic(self.record_path(outcome.key), json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+    def load(self, key: str) -> dict:
+        return json.loads(self.record_path(key).read_text())
+
+
+def flatten_summary(summary: dict) -> dict:
+    """summary.json as one flat row, columns named by the metric paths of [paper] claims:
+    `host.busy_ns`, `vms[web].share`, `vms[web].vcpus[0].steal_ns`,
+    `workloads[web/nginx-like].latency_ns.p95`, `locks.batch.lhp_count`. List entries
+    are selected by their name, or by position where they have none."""
+    flat: dict = {}
+
+    def walk(value, path: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if path == "" and key in _SUMMARY_SKIP:
+                    continue
+                if path.startswith("vms[") and path.count(".") == 0 and key == "locks":
+                    continue  # the top-level `locks` table holds the same numbers
+                walk(item, f"{path}.{key}" if path else key)
+        elif isinstance(value, list):
+            for position, item in enumerate(value):
+                label = item.get("name", position) if isinstance(item, dict) else position
+                walk(item, f"{path}[{label}]")
+        else:
+            flat[path] = value
+
+    walk(summary, "")
+    return flat
+
+
+def results_frame(runs: list[PlannedRun], store: Store) -> pl.DataFrame:
+    """One row per planned run that has a record, sorted by key then labels."""
+    rows = []
+    for run in sorted(runs, key=lambda r: (r.task.key, r.scenario, r.variant, r.seed, r.point)):
+        path = store.record_path(run.task.key)
+        if not path.is_file():
+            continue
+        record = store.load(run.task.key)
+        row = {"key": run.task.key, "scenario": run.scenario, "variant": run.variant, "seed": run.seed,
+               "point": " ".join(f"{k}={v}" for k, v in run.point), "status": record["status"],
+               "error": record["error"]}
+        row.update({f"set.{key}": value for key, value in run.point})
+        if record["summary"] is not None:
+            row.update(flatten_summary(record["summary"]))
+        rows.append(row)
+    schema_overrides = {"key": pl.String, "scenario": pl.String, "variant": pl.String, "seed": pl.Int64,
+                        "point": pl.String, "status": pl.String, "error": pl.String}
+    if not rows:
+        return pl.DataFrame(schema=schema_overrides)
+    return pl.from_dicts(rows, infer_schema_length=None, schema_overrides=schema_overrides)
+
+
+class _WorkerDied(Exception):
+    pass
+
+
+class _WorkerProcess:
+    """A `python -m vmsched.sweep_worker` child: a fresh interpreter that imports only the
+    engine (no re-import of the caller's main module, so scripts and notebooks need no
+    `if __name__ == "__main__"` guard), and that exits when the driver closes its stdin
+    or dies."""
+
+    def __init__(self):
+        self.process = subprocess.Popen([sys.executable, "-m", "vmsched.sweep_worker"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, task: RunTask) -> RunOutcome:
+        try:
+            self.process.stdin.write(json.dumps(task._asdict()) + "\n")
+            self.process.stdin.flush()
+            reply = self.process.stdout.readline()
+        except BrokenPipeError:
+            reply = ""
+        if not reply:
+            raise _WorkerDied(f"the worker process exited with status {self.process.wait()}")
+        return RunOutcome(**json.loads(reply))
+
+    def close(self, stop: bool) -> None:
+        """End the worker: after its current run, or at once (`stop`: the sweep was interrupted)."""
+        if stop:
+            self.process.kill()
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.process.wait()
+
+
+def _local_outcomes(tasks: list[RunTask], workers: int) -> Iterator[RunOutcome]:
+    """A pool of worker processes, each fed by one driver thread, one run at a time."""
+    idle: queue.SimpleQueue[_WorkerProcess] = queue.SimpleQueue()
+    started = [_WorkerProcess() for _ in range(workers)]
+    for worker in started:
+        idle.put(worker)
+
+    def run(task: RunTask) -> RunOutcome:
+        worker = idle.get()
+        try:
+            return worker.run(task)
+        except _WorkerDied as died:  # a crash takes one run, not the sweep
+            worker = _WorkerProcess()
+            started.append(worker)
+            return RunOutcome(task.key, "failed", None, str(died))
+        finally:
+            idle.put(worker)
+
+    pool = ThreadPoolExecutor(max_workers=workers)
+    finished = False
+    try:
+        for future in as_completed([pool.submit(run, task) for task in tasks]):
+            yield future.result()
+        finished = True
+    finally:
+        pool.shutdown(wait=finished, cancel_futures=True)
+        for worker in started:
+            worker.close(stop=not finished)
+
+
+def _ray_outcomes(tasks: list[RunTask], workers: int | None, address: str | None) -> Iterator[RunOutcome]:
+    try:
+        import ray
+    except ImportError as err:
+        raise UserError("--backend ray needs Ray: pip install 'vmsched[ray]'") from err
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    try:
+        remote_execute = ray.remote(num_cpus=1)(execute)
+        pending = [remote_execute.remote(task) for task in tasks]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+ProgressCallback = Callable[[int, int, int], None]  # (finished, failed, total)
+
+
+def execute_runs(runs: list[PlannedRun], out: str | Path, backend: str = "local", workers: int | None = None,
+                 address: str | None = None, progress: ProgressCallback | None = None) -> Store:
+    """Run every planned run whose record is missing and store each as it finishes."""
+    if backend not in BACKENDS:
+        raise UserError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers: {workers} must be at least 1")
+    store = Store(out)
+    finished = store.finished_keys()
+    tasks = list({run.task.key: run.task for run in runs if run.task.key not in finished}.values())
+    total = len({run.task.key for run in runs})
+    done, failed = total - len(tasks), 0
+    if progress:
+        progress(done, failed, total)
+    if tasks:
+        store.runs_dir.mkdir(parents=True, exist_ok=True)
+        count = workers or os.cpu_count() or 1
+        outcomes = (_local_outcomes(tasks, min(count, len(tasks))) if backend == "local"
+                    else _ray_outcomes(tasks, workers, address))
+        for outcome in outcomes:
+            store.save(outcome)
+            done += 1
+            failed += outcome.status != "ok"
+            if progress:
+                progress(done, failed, total)
+    return store
+
+
+def sweep(spec: str | Path | Mapping | SweepSpec, out: str | Path, backend: str = "local",
+          workers: int | None = None, address: str | None = None,
+          progress: ProgressCallback | None = None) -> pl.DataFrame:
+    """Run a sweep (a spec file, a dict of the same fields, or a SweepSpec) into OUT and
+    return its results: one row per run with `key`, `scenario`, `variant`, `seed`,
+    `point`, `status`, `error`, `set.KEY` per grid key and the flattened summary."""
+    if isinstance(spec, SweepSpec):
+        resolved = spec
+    elif isinstance(spec, Mapping):
+        resolved = spec_from_mapping(spec)
+    else:
+        resolved = load_spec(spec)
+    runs = plan(resolved)
+    store = execute_runs(runs, out, backend, workers, address, progress)
+    frame = results_frame(runs, store)
+    write_results(frame, store)
+    spec_record = {"scenarios": resolved.scenarios, "seeds": resolved.seeds, "variants": resolved.variants,
+                   "grid": resolved.grid, "duration": resolved.duration}
+    write_atomic(store.out / "spec.json", json.dumps(spec_record, indent=1) + "\n")
+    return frame
+
+
+def write_results(frame: pl.DataFrame, store: Store) -> Path:
+    import io
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, statistics=False)
+    return write_atomic(store.results_path, buffer.getvalue())
+
+
+def read_results(out: str | Path) -> pl.DataFrame:
+    path = Store(out).results_path
+    if not path.is_file():
+        raise UserError(f"{path}: no sweep results here (run `vmsched sweep SPEC --out {out}` first)")
+    return pl.read_parquet(path)
+
+
+# Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (any statistics
+# table, e.g. NIST/SEMATECH e-Handbook of Statistical Methods, section 1.3.6.7.2).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_Z975 = 1.959964
+
+
+def t975(dof: int) -> float:
+    """Student's t 97.5% quantile: the table, then the Cornish-Fisher expansion in 1/dof
+    (Abramowitz & Stegun 26.7.5), within 1e-3 of the exact value beyond 30."""
+    if dof < 1:
+        return math.nan
+    if dof <= len(_T975):
+        return _T975[dof - 1]
+    z = _Z975
+    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
+
+
+def mean_ci95(values: Iterable[float]) -> tuple[float | None, float | None, int]:
+    """Mean, half-width of its 95% confidence interval (null below two values), count."""
+    data = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    n = len(data)
+    if n == 0:
+        return None, None, 0
+    mean = sum(data) / n
+    if n < 2:
+        return mean, None, n
+    variance = sum((x - mean) ** 2 for x in data) / (n - 1)
+    return mean, t975(n - 1) * math.sqrt(variance / n), n
+
+
+def summarize(results: pl.DataFrame, metric_filter: str | None = None) -> pl.DataFrame:
+    """Per (scenario, variant, point, metric): seeds, mean and the 95% CI half-width over
+    the seeds of the successful runs."""
+    groups = ["scenario", "variant", "point"]
+    ok = results.filter(pl.col("status") == "ok")
+    metrics = [name for name, dtype in ok.schema.items()
+               if dtype.is_numeric() and name not in (*LABEL_COLUMNS, *groups) and not name.startswith("set.")
+               and (metric_filter is None or metric_filter in name)]
+    schema = {"scenario": pl.String, "variant": pl.String, "point": pl.String, "metric": pl.String,
+              "n": pl.Int64, "mean": pl.Float64, "ci95": pl.Float64}
+    rows = []
+    for key, frame in ok.group_by(groups, maintain_order=True):
+        for metric in metrics:
+            mean, ci95, n = mean_ci95(frame[metric].to_list())
+            if n:
+                rows.append(dict(zip(groups, key)) | {"metric": metric, "n": n, "mean": mean, "ci95": ci95})
+    return pl.DataFrame(rows, schema=schema)
+
+
+class ProgressBar:
+    """Runs done / failed / ETA on stderr, for the CLI."""
+
+    def __init__(self, console, label: str):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[failed]} failed"), TimeRemainingColumn(), console=console)
+        self.task = None
+        self.started = time.monotonic()
+
+    def __call__(self, done: int, failed: int, total: int) -> None:
+        if self.task is None:
+            self.bar.start()
+            self.task = self.bar.add_task("", total=total, completed=done, failed=failed)
+        self.bar.update(self.task, completed=done, failed=failed)
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.bar.stop()

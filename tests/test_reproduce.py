@@ -1,0 +1,165 @@
+"""`vmsched reproduce`: the registry of built-ins with a [paper] table, claim rows computed
+from the stored runs, errors in [paper] tables, the HTML page in Chromium, and the
+composition matrix."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from test_report import assert_charts_drawn
+from vmsched import api
+from vmsched import reproduce as registry
+from vmsched.errors import UserError
+from vmsched.sweeps import mean_ci95
+
+PHENOMENA = {"lock-holder-preemption", "vcpu-stacking", "stalled-running-task", "two-vms-one-pcpu"}
+CONTRACT_KEYS = ["paper", "figure", "metric", "variant", "paper_value", "sim_mean", "sim_ci95",
+                 "direction", "direction_ok"]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    from typer.testing import CliRunner
+    from vmsched.cli import app
+    out = tmp_path_factory.mktemp("reproduce")
+    result = CliRunner().invoke(app, ["reproduce", "all", "--quick", "--json", "--out", str(out), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    return out, json.loads(result.stdout)
+
+
+def test_every_builtin_with_a_paper_table_is_registered():
+    registered = {e.name: e.paper["paper"] for e in registry.registry()}
+    with_paper = {info.name for info in api.scenarios() if "\n[paper]" in info.toml}
+    assert set(registered) == with_paper
+    assert {name for name, paper in registered.items() if paper == "phenomena"} == PHENOMENA
+    assert registered["anubis-table1"] == "anubis"
+    assert {name for name, paper in registered.items() if paper == "vsched"} >= {"vsched-fig2", "vsched-fig3"}
+
+
+def test_quick_rows_follow_the_contract(quick_run):
+    _, rows = quick_run
+    claims = [(e.name, claim) for e in registry.registry() for claim in e.paper["claim"]]
+    assert len(rows) == len(claims)
+    for row, (scenario, claim) in zip(rows, claims):
+        assert list(row)[:len(CONTRACT_KEYS)] == CONTRACT_KEYS
+        assert (row["scenario"], row["metric"], row["variant"]) == (scenario, claim["metric"], claim["variant"])
+        assert row["paper"] in registry.PAPERS
+        assert row["sim_mean"] is not None and row["seeds"] == len(registry.QUICK_SEEDS)
+        assert (row["direction_ok"] is None) == (row["direction"] is None)
+    anubis = {row["name"]: row for row in rows if row["paper"] == "anubis"}
+    # Table 1's four ping rows, in ms.
+    assert anubis["ping + CPU-bound (overcommit)"]["paper_value"] == 2.159
+    assert anubis["ping (non-overcommit)"]["paper_value"] == 0.253
+
+
+def test_a_ratio_row_is_the_mean_of_per_seed_ratios_of_the_stored_runs(quick_run):
+    out, rows = quick_run
+    row = next(r for r in rows if r["name"] == "overcommit: ping + CPU-bound / ping")
+    records = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
+    latency = {}
+    for record in records:
+        summary = record["summary"]
+        if summary["scenario"] != "anubis-table1":
+            continue
+        ping = next(w for w in summary["workloads"] if w["name"] == "io/ping")
+        has_hog = any(w["name"] == "io/cpu-bound" for w in summary["workloads"])
+        has_bg = any(w["name"] == "bg/cpu-bound" for w in summary["workloads"])
+        if has_bg:
+            latency[has_hog, summary["seed"]] = ping["latency_ns"]["mean"]
+    ratios = [latency[True, seed] / latency[False, seed] for seed in registry.QUICK_SEEDS]
+    mean, ci95, _ = mean_ci95(ratios)
+    assert row["sim_mean"] == pytest.approx(mean) and row["sim_ci95"] == pytest.approx(ci95)
+    assert row["direction_ok"] == (sum(latency[True, s] for s in registry.QUICK_SEEDS)
+                                   > sum(latency[False, s] for s in registry.QUICK_SEEDS))
+
+
+def test_reproduce_page_renders_in_chromium(quick_run, browser_load):
+    out, rows = quick_run
+    page = (out / "reproduce.html").read_text()
+    assert "<script src=" not in page
+    figures = {(r["paper"], r["figure"], r["unit"]) for r in rows}
+    assert_charts_drawn(browser_load(out / "reproduce.html"), expected_charts=len(figures))
+
+
+def test_unknown_paper_is_an_error(cli):
+    result = cli("reproduce", "xen", "--quick")
+    assert result.exit_code == 2 and "xen: unknown paper" in result.stderr
+
+
+PAPER_SCENARIO = """name = "mini"
+description = "two hogs on one pCPU"
+duration_ms = 50
+[[vm]]
+name = "a"
+pin = [0]
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "b"
+pin = [0]
+[[vm.workload]]
+kind = "hog"
+[variants.alone]
+"vm[1].workload[0].enabled" = false
+[paper]
+paper = "phenomena"
+figure = "mini"
+[[paper.claim]]
+name = "share"
+metric = "vms[a].share"
+versus = { variant = "alone" }
+ratio = true
+direction = "lower"
+"""
+
+
+@pytest.mark.parametrize("override, message", [
+    ('paper.claim[0].variant="lonely"', "paper.claim[0].variant: no variant `lonely` in [variants] (the scenario has: alone)"),
+    ('paper.claim[0].versus.variant="x"', "paper.claim[0].versus.variant: no variant `x`"),
+    ('paper.claim[0].metric="vms[c].share"', "paper.claim[0].metric: `vms[c].share`: no vms entry `c`"),
+    ('paper.claim[0].metric="vcpus[0].share"', "paper.claim[0].metric: `vcpus[0].share`: summary.json has no `vcpus`"),
+    ('paper.paper="xen"', "paper.paper: unknown variant `xen`"),
+    ('paper.claim[0].direction="up"', "paper.claim[0].direction: unknown variant `up`"),
+])
+def test_paper_table_errors_name_the_field(cli, tmp_path, override, message):
+    path = tmp_path / "mini.toml"
+    path.write_text(PAPER_SCENARIO)
+    result = cli("validate", path, "--set", override)
+    assert result.exit_code == 2
+    assert f"{path}: {message}" in result.stderr
+
+
+def test_a_metric_missing_from_the_summary_is_an_error_naming_the_claim():
+    scenario = api.Scenario(PAPER_SCENARIO.replace("vms[a].share", "vms[a].shares"), "mini.toml")
+    experiment = registry.Experiment("mini", scenario, api.normalize(scenario)["paper"])
+    summaries = {(variant, 1): json.loads(api.run(scenario, seed=1, set=overrides, record=False).summary_json)
+                 for variant, overrides in (("", []), ("alone", ["vm[1].workload[0].enabled=false"]))}
+    with pytest.raises(UserError, match=r"mini.toml: paper.claim\[0\].metric: `vms\[a\].shares`: no `shares`"):
+        registry.claim_rows(experiment, summaries)
+    good = registry.Experiment("mini", api.Scenario(PAPER_SCENARIO, "mini.toml"), experiment.paper | {
+        "claim": [experiment.paper["claim"][0] | {"metric": "vms[a].share"}]})
+    [row] = registry.claim_rows(good, summaries)
+    assert row["sim_mean"] == pytest.approx(summaries["", 1]["vms"][0]["share"] / summaries["alone", 1]["vms"][0]["share"])
+    assert row["direction_ok"] is True
+
+
+def test_policies_come_from_the_registry(cli):
+    listed = json.loads(cli("policies", "--json").output)
+    assert registry.host_policies() == [p["name"] for p in listed if p["level"] == "host"]
+    assert registry.guest_policies() == [p["name"] for p in listed if p["level"] == "guest"]
+    assert {"cfs", "irs"} <= set(registry.host_policies())
+
+
+def test_matrix_covers_every_host_and_guest_policy(cli, tmp_path):
+    result = cli("reproduce", "--matrix", "--quick", "--json", "--out", tmp_path, "--workers", "2")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    guests = registry.guest_policies()
+    combos = {(r["host"], r["guest"]) for r in rows}
+    assert combos == {(h, g) for h in registry.host_policies() for g in guests}
+    workloads = {(r["scenario"], r["workload"]) for r in rows}
+    for name in registry.MATRIX_SCENARIOS:
+        assert any(scenario == name for scenario, _ in workloads)
+    assert all(r["n"] == len(registry.QUICK_SEEDS) for r in rows)

@@ -1,0 +1,207 @@
+"""Sweeps: the run set of a spec, resuming after SIGKILL with nothing lost or repeated,
+the Ray backend storing exactly what the local one does, failed runs recorded, and the
+statistics."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from vmsched import sweeps as engine
+from vmsched.sweep_worker import RunTask
+
+# Long enough simulated time that a run takes a good fraction of a second, so that the
+# kills land while runs are in flight.
+KILL_SPEC = """
+scenarios = ["default"]
+seeds = [1, 2, 3, 4, 5, 6]
+duration = "30s"
+[grid]
+"host.hz" = [250, 1000]
+"""
+SMALL_SPEC = """
+scenarios = ["default", "anubis-table1"]
+seeds = [1, 2]
+variants = ["", "fast-tick=host.hz=1000"]
+duration = "100ms"
+"""
+
+
+def write_spec(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def stored_files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes()
+            for p in sorted(out.rglob("*")) if p.is_file() and p.name != "spec.json"}
+
+
+def start_sweep(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
+    # A session of its own, so that a kill takes the driver and its workers together,
+    # as when a machine or a job scheduler stops the sweep.
+    return subprocess.Popen([sys.executable, "-m", "vmsched.cli", "sweep", str(spec), "--out", str(out),
+                             "--workers", "2", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def test_plan_is_the_cartesian_product_with_one_key_per_distinct_run(tmp_path):
+    spec = engine.load_spec(write_spec(tmp_path, KILL_SPEC))
+    runs = engine.plan(spec)
+    assert len(runs) == 12
+    assert {(r.seed, r.point) for r in runs} == {(s, (("host.hz", hz),)) for s in range(1, 7) for hz in ("250", "1000")}
+    assert len({r.task.key for r in runs}) == 12
+    # The key is the content: the same run asked for through another route shares it.
+    same = engine.plan(engine.spec_from_mapping({"scenarios": ["default"], "seeds": [3], "duration": "30000ms",
+                                                 "variants": ["hz=host.hz=1000"]}))
+    assert same[0].task.key == next(r.task.key for r in runs if r.seed == 3 and r.point == (("host.hz", "1000"),))
+
+
+def record_count(out: Path) -> int:
+    return len(list((out / "runs").glob("*.json"))) if (out / "runs").is_dir() else 0
+
+
+def test_resume_after_sigkill_loses_and_repeats_nothing(tmp_path):
+    spec = write_spec(tmp_path, KILL_SPEC)
+    expected = {run.task.key for run in engine.plan(engine.load_spec(spec))}
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, "-m", "vmsched.cli", "sweep", str(spec), "--out", str(reference),
+                    "--workers", "2"], check=True, capture_output=True)
+
+    out = tmp_path / "killed"
+    chance = random.Random(10)
+    # Each attempt is killed once a random number of further runs have finished, after a
+    # random extra moment: while runs are in flight, records are being written, or the
+    # driver is between the two.
+    targets = sorted(chance.sample(range(1, len(expected)), 3))
+    finished_before: dict[str, tuple[int, int]] = {}
+    for target in targets:
+        process = start_sweep(spec, out)
+        deadline = time.monotonic() + 120
+        while record_count(out) < target and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(chance.uniform(0, 0.3))
+        assert process.poll() is None, "the sweep finished before it could be killed: make its runs longer"
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        records = {p.stem: p for p in (out / "runs").glob("*.json")}
+        # A run finished before a kill is never run (nor written) again.
+        for key, (inode, mtime) in finished_before.items():
+            assert (records[key].stat().st_ino, records[key].stat().st_mtime_ns) == (inode, mtime), key
+        finished_before = {key: (p.stat().st_ino, p.stat().st_mtime_ns) for key, p in records.items()}
+        assert target <= len(records) < len(expected) and set(records) <= expected
+
+    process = start_sweep(spec, out)
+    assert process.wait() == 0, process.stderr.read().decode()
+    assert {p.stem for p in (out / "runs").iterdir()} == expected  # no temp file left behind
+    for key, (inode, mtime) in finished_before.items():
+        assert ((out / "runs" / f"{key}.json").stat().st_ino, (out / "runs" / f"{key}.json").stat().st_mtime_ns) == (inode, mtime)
+    results = pl.read_parquet(str(out / "results" / "**" / "*.parquet"))
+    assert sorted(results["key"]) == sorted(expected)
+    assert (results["status"] == "ok").all()
+    assert stored_files(out) == stored_files(reference)
+
+
+def test_ray_backend_stores_what_the_local_backend_stores(tmp_path):
+    pytest.importorskip("ray")
+    spec = write_spec(tmp_path, SMALL_SPEC)
+    local = engine.sweep(spec, tmp_path / "local", backend="local", workers=2)
+    on_ray = engine.sweep(spec, tmp_path / "ray", backend="ray", workers=2)
+    assert local.height == 8 and (local["status"] == "ok").all()
+    assert stored_files(tmp_path / "ray") == stored_files(tmp_path / "local")
+    assert on_ray.equals(local)
+
+
+def test_changed_spec_reuses_the_runs_it_shares(tmp_path):
+    out = tmp_path / "out"
+    first = engine.sweep({"scenarios": ["two-vms-one-pcpu"], "seeds": [1, 2], "duration": "50ms"}, out, workers=1)
+    mtimes = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    second = engine.sweep({"scenarios": ["two-vms-one-pcpu"], "seeds": [1, 2, 3], "duration": "50ms"}, out, workers=1)
+    assert second.height == 3
+    assert set(first["key"]) < set(second["key"])
+    for name, mtime in mtimes.items():
+        assert (out / "runs" / name).stat().st_mtime_ns == mtime
+
+
+def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
+    good = engine.plan(engine.spec_from_mapping({"scenarios": ["two-vms-one-pcpu"], "seeds": [1], "duration": "20ms"}))
+    broken_task = RunTask("f" * 32, "name = 'broken'\nduration_ms = 10\n", "broken.toml", (), 1, None)
+    broken = engine.PlannedRun("broken.toml", "", 1, (), broken_task)
+    store = engine.execute_runs([broken, *good], tmp_path, workers=2)
+    frame = engine.results_frame([broken, *good], store)
+    by_status = dict(zip(frame["scenario"], frame["status"]))
+    assert by_status == {"broken.toml": "failed", "two-vms-one-pcpu": "ok"}
+    error = frame.filter(pl.col("status") == "failed")["error"][0]
+    assert "broken.toml" in error and "vm" in error
+
+
+def test_mean_and_interval_against_hand_computed_values():
+    mean, ci95, n = engine.mean_ci95([1.0, 2.0, 3.0])
+    # sd 1, t(0.975, 2 dof) = 4.303: 4.303 / sqrt(3)
+    assert (mean, n) == (2.0, 3) and ci95 == pytest.approx(4.303 / math.sqrt(3))
+    assert engine.mean_ci95([5.0]) == (5.0, None, 1)
+    assert engine.t975(40) == pytest.approx(2.0211, abs=1e-3)
+    assert engine.t975(120) == pytest.approx(1.9799, abs=1e-3)
+
+
+def test_summary_cli_aggregates_the_seeds_of_each_point(cli, tmp_path):
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path, SMALL_SPEC)
+    result = cli("sweep", spec, "--out", out, "--workers", "2")
+    assert result.exit_code == 0, result.output
+    results = pl.read_parquet(str(out / "results" / "**" / "*.parquet"))
+    assert {"key", "scenario", "variant", "seed", "status", "vms[web].share"} <= set(results.columns)
+    result = cli("sweep", "--summary", out, "--json", "--metric", "vms[web].share")
+    rows = json.loads(result.stdout)
+    assert {(r["variant"], r["n"]) for r in rows} == {("", 2), ("fast-tick", 2)}
+    for row in rows:
+        shares = results.filter((pl.col("scenario") == "default") & (pl.col("variant") == row["variant"]))["vms[web].share"]
+        assert row["mean"] == pytest.approx(shares.mean())
+        assert row["ci95"] == pytest.approx(engine.t975(1) * shares.std() / math.sqrt(2))
+
+
+@pytest.mark.parametrize("text, message", [
+    ('scenarios = ["default"]\nseeds = [1]\nsedes = [2]\n', "spec.toml: sedes: unknown field"),
+    ('scenarios = ["default"]\nseeds = ["x"]\n', "spec.toml: seeds: expected"),
+    ('scenarios = ["default"]\nseeds = [1]\nvariants = ["stacked"]\n', "variants: builtin:default has no variant 'stacked'"),
+    ('scenarios = ["default"]\nseeds = [1]\n[grid]\n"vm[0].vcpuz" = [2]\n', "builtin:default: vm[0].vcpuz: unknown field"),
+    ('scenarios = ["nope"]\nseeds = [1]\n', "nope: unknown scenario"),
+])
+def test_spec_errors_name_the_file_and_field(cli, tmp_path, text, message):
+    result = cli("sweep", write_spec(tmp_path, text), "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_python_api_returns_the_results_frame(tmp_path):
+    import vmsched
+    frame = vmsched.sweep({"scenarios": ["two-vms-one-pcpu"], "seeds": [1, 2], "duration": "50ms",
+                           "grid": {"host.hz": [250, 1000]}}, out=tmp_path)
+    assert isinstance(frame, pl.DataFrame) and frame.height == 4
+    assert frame.equals(vmsched.read_results(tmp_path))
+    stats = vmsched.summarize(frame, "vms[a].share")
+    assert sorted(stats["point"]) == ["host.hz=1000", "host.hz=250"] and (stats["n"] == 2).all()
+
+
+def test_a_script_without_a_main_guard_can_sweep(tmp_path):
+    # Workers are fresh interpreters running the worker module: they do not re-import
+    # the caller's main module (which would run the sweep again, recursively).
+    script = tmp_path / "analysis.py"
+    script.write_text("import vmsched\n"
+                      f"frame = vmsched.sweep({{'scenarios': ['two-vms-one-pcpu'], 'seeds': [1, 2, 3], "
+                      f"'duration': '20ms'}}, out={str(tmp_path / 'out')!r}, workers=2)\n"
+                      "print(frame.height)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "3"
