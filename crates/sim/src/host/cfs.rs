@@ -104,6 +104,11 @@ impl CfsCore {
         self.rqs[p as usize].load
     }
 
+    /// The leftmost queued (not running) vCPU of `p`.
+    pub fn leftmost(&self, p: PcpuId) -> Option<VcpuId> {
+        self.rqs[p as usize].first()
+    }
+
     pub fn vruntime(&self, v: VcpuId) -> u64 {
         self.ents[v as usize].vruntime
     }

@@ -124,14 +124,35 @@ impl Uvf {
         out.timers.push((end.max(view.now), T_HOOK | (*g & 0xffff_ffff) << 16 | p as u64));
     }
 
-    /// Ends the stint on `p` before its time; the pCPU is rescheduled if a
-    /// preemption was held back or urgent vCPUs wait.
-    fn end_stint(&mut self, out: &mut HostOut, p: PcpuId) {
+    /// Ends the stint on `p`; the pCPU is rescheduled if a preemption was
+    /// held back or a waiting urgent vCPU may jump.
+    fn end_stint(&mut self, cfs: &CfsCore, view: &HostView, out: &mut HostOut, p: PcpuId) {
         self.stint[p as usize] = None;
         self.gen[p as usize] += 1;
-        if std::mem::take(&mut self.deferred[p as usize]) || !self.queue[p as usize].is_empty() {
+        let waiting = self.queue[p as usize].iter().any(|&u| self.is_urgent(u) && cfs.on_rq(u) && cfs.cpu_of(u) == p && self.would_jump(cfs, view, p, u));
+        if std::mem::take(&mut self.deferred[p as usize]) || waiting {
             out.resched.push(p);
         }
+    }
+
+    /// Borrowing from future CPU time is allowed only within the urgent
+    /// allowance (virtual time, section 3.1.3): `u`'s vruntime may exceed
+    /// the leftmost's (`left`) by less than it.
+    fn within_allowance(&self, cfs: &CfsCore, u: VcpuId, left: VcpuId) -> bool {
+        (cfs.vruntime(u) as i128 - cfs.vruntime(left) as i128) < self.allowance_ns as i128
+    }
+
+    /// Whether queued urgent `u` would be picked on `p` now: within the
+    /// allowance of the leftmost of the queue and the running vCPU, and `p`
+    /// not in another vCPU's stint. Only then is `p` rescheduled for it, so
+    /// UVF never causes a pick CFS would not have made otherwise.
+    fn would_jump(&self, cfs: &CfsCore, view: &HostView, p: PcpuId, u: VcpuId) -> bool {
+        if self.stint[p as usize].is_some_and(|s| view.now < s.end && s.v != u) {
+            return false;
+        }
+        let curr = view.running_on[p as usize].filter(|&c| cfs.on_rq(c) && cfs.cpu_of(c) == p);
+        let left = [cfs.leftmost(p), curr].into_iter().flatten().min_by_key(|&c| cfs.vruntime(c));
+        left.is_none_or(|l| self.within_allowance(cfs, u, l))
     }
 
     fn running_on(view: &HostView, cfs: &CfsCore, v: VcpuId) -> Option<PcpuId> {
@@ -174,16 +195,19 @@ impl Uvf {
                 _ => self.start_stint(view, out, p, v, len),
             }
         } else if cfs.on_rq(v) {
-            self.enqueue(cfs.cpu_of(v), v, out);
+            let p = cfs.cpu_of(v);
+            self.enqueue(p, v);
+            if self.would_jump(cfs, view, p, v) {
+                out.resched.push(p);
+            }
         }
         // A halted vCPU is queued when the IPI wakes it (wake_preempt).
     }
 
-    fn enqueue(&mut self, p: PcpuId, v: VcpuId, out: &mut HostOut) {
+    fn enqueue(&mut self, p: PcpuId, v: VcpuId) {
         if !self.queue[p as usize].contains(&v) {
             self.queue[p as usize].push_back(v);
         }
-        out.resched.push(p);
     }
 
     /// The vCPU leaves urgent state (its requests are dropped).
@@ -192,7 +216,7 @@ impl Uvf {
         self.tlb_pending[v as usize] = 0;
         if let Some(p) = Self::running_on(view, cfs, v) {
             if self.stint[p as usize].is_some_and(|s| s.v == v) {
-                self.end_stint(out, p);
+                self.end_stint(cfs, view, out, p);
             }
         }
     }
@@ -217,11 +241,11 @@ impl CfsHooks for Uvf {
         self.balance.allows_migration(cfs, view, v, to)
     }
 
-    fn wake_preempt(&mut self, _cfs: &mut CfsCore, _view: &HostView, out: &mut HostOut, p: PcpuId, v: VcpuId, preempt: bool) -> bool {
+    fn wake_preempt(&mut self, cfs: &mut CfsCore, view: &HostView, _out: &mut HostOut, p: PcpuId, v: VcpuId, preempt: bool) -> bool {
         if self.is_urgent(v) {
-            // Woken by its urgent IPI: the pick decides against the allowance.
-            self.enqueue(p, v, out);
-            return true;
+            // Woken by its urgent IPI: it preempts if it may jump.
+            self.enqueue(p, v);
+            return preempt || self.would_jump(cfs, view, p, v);
         }
         preempt
     }
@@ -251,12 +275,13 @@ impl CfsHooks for Uvf {
             if q != p {
                 // Migrated by the balancer while waiting: it waits there.
                 self.queue[p as usize].remove(i);
-                self.enqueue(q, u, out);
+                self.enqueue(q, u);
+                if self.would_jump(cfs, view, q, u) {
+                    out.resched.push(q);
+                }
                 continue;
             }
-            // Borrowing from future CPU time is allowed only within the
-            // urgent allowance (virtual time, section 3.1.3).
-            if (cfs.vruntime(u) as i128 - cfs.vruntime(left) as i128) < self.allowance_ns as i128 {
+            if self.within_allowance(cfs, u, left) {
                 self.counters[view.vm_of(u) as usize].urgent_picks += 1;
                 self.start_stint(view, out, p, u, self.tslice_ns);
                 return Some(u);
@@ -270,7 +295,7 @@ impl CfsHooks for Uvf {
         chosen
     }
 
-    fn timer(&mut self, _cfs: &mut CfsCore, _view: &HostView, out: &mut HostOut, token: u64) {
+    fn timer(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, token: u64) {
         let p = (token & 0xffff) as PcpuId;
         if token >> 16 != self.gen[p as usize] & 0xffff_ffff {
             return;
@@ -283,7 +308,7 @@ impl CfsHooks for Uvf {
             // tail, round robin with the other urgent vCPUs.
             self.queue[p as usize].push_back(s.v);
         }
-        self.end_stint(out, p);
+        self.end_stint(cfs, view, out, p);
     }
 
     fn on_exit(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, v: VcpuId, exit: Exit) {
@@ -319,7 +344,7 @@ impl CfsHooks for Uvf {
         // The event-based request is acknowledged: the stint ends.
         if let Some(p) = Self::running_on(view, cfs, v) {
             if self.stint[p as usize].is_some_and(|s| s.v == v) {
-                self.end_stint(out, p);
+                self.end_stint(cfs, view, out, p);
             }
         }
     }
