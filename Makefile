@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: setup run test bench
+.PHONY: setup browser run test bench
 
 setup:
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -13,9 +13,17 @@ setup:
 	@$(VENV)/bin/maturin develop -q --release -E test,bench
 
 run: setup
-	$(VENV)/bin/vmsched run --out runs/default $(ARGS)
+	$(VENV)/bin/vmsched run --out runs/default --force $(ARGS)
 
-test: setup
+# The HTML report is opened in a real headless browser by the tests; a fresh machine
+# gets it here, so that `make test` alone is the whole set-up.
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  echo "installing chromium (Debian package) for the report tests"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
+test: setup browser
 	cargo test --workspace --exclude vmsched-py -q
 	$(VENV)/bin/pytest -q
 

@@ -54,8 +54,9 @@ def test_cli_variants_match_file_variants(cli, two_variant_scenario, tmp_path):
 
 def test_compare_report_renders(cli, two_variant_scenario, tmp_path, browser_load):
     from test_report import assert_charts_drawn
-    assert cli("compare", two_variant_scenario, "--duration", SHORT, "--out", tmp_path).exit_code == 0
-    assert_charts_drawn(browser_load(tmp_path / "report.html"), expected_charts=4)
+    out = tmp_path / "out"
+    assert cli("compare", two_variant_scenario, "--duration", SHORT, "--out", out).exit_code == 0
+    assert_charts_drawn(browser_load(out / "report.html"), expected_charts=4)
 
 
 def test_bad_variant_is_a_user_error(cli, two_variant_scenario, tmp_path):
@@ -69,3 +70,22 @@ def test_bad_variant_is_a_user_error(cli, two_variant_scenario, tmp_path):
 def test_variant_spec_keeps_commas_inside_values():
     assert parse_variant("pin=vm[0].pin=[0,1],host.hz=1000", "cli") == ("pin", ["vm[0].pin=[0,1]", "host.hz=1000"])
     assert parse_variant("base=", "cli") == ("base", [])
+
+
+def test_change_against_a_zero_reference_is_absolute():
+    from vmsched.metrics import change
+    assert change(387, 0, "↓") == ("+387", "worse")
+    assert change(387, 0, "↑") == ("+387", "better")
+    assert change(0, 0, "↓") == ("=", "")
+    assert change(50, 100, "↓") == ("×0.500", "better")
+    assert change(101, 100, "") == ("×1.010", "")
+    assert change(None, 100, "↓") == ("–", "")
+
+
+def test_compare_report_colours_better_and_worse(cli, tmp_path):
+    out = tmp_path / "out"
+    # Weighting the web VM up changes both VMs' shares: some rows differ.
+    assert cli("compare", "default", "--variant", "base=", "--variant", "heavy=vm[0].weight=8192",
+               "--duration", SHORT, "--out", out).exit_code == 0
+    html = (out / "report.html").read_text()
+    assert 'class="num better"' in html or 'class="num worse"' in html

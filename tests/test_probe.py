@@ -136,7 +136,7 @@ def test_watch_streams_one_line_per_period():
 
 
 def test_bench_reports_probe_times_and_cost():
-    result = run("--bench", "--repeats", "2", "--periods", "2", "--period-ms", "50", "--heavy-every", "2")
+    result = run("--bench", "--repeat", "2", "--periods", "2", "--period-ms", "50", "--heavy-every", "2")
     assert result.exit_code == 0, result.output
     bench = json.loads(result.stdout)
     assert bench["full_probe_ms"]["runs"] == 2 and bench["full_probe_ms"]["min"] > 0

@@ -173,6 +173,7 @@ def test_summary_cli_aggregates_the_seeds_of_each_point(cli, tmp_path):
 @pytest.mark.parametrize("text, message", [
     ('scenarios = ["default"]\nseeds = [1]\nsedes = [2]\n', "spec.toml: sedes: unknown field"),
     ('scenarios = ["default"]\nseeds = ["x"]\n', "spec.toml: seeds: expected"),
+    ('scenarios = ["default"]\nseeds = [1]\ntables = ["trace"]\n', "spec.toml: tables: expected true or a list"),
     ('scenarios = ["default"]\nseeds = [1]\nvariants = ["stacked"]\n', "variants: builtin:default has no variant 'stacked'"),
     ('scenarios = ["default"]\nseeds = [1]\n[grid]\n"vm[0].vcpuz" = [2]\n', "builtin:default: vm[0].vcpuz: unknown field"),
     ('scenarios = ["nope"]\nseeds = [1]\n', "nope: unknown scenario"),
@@ -205,3 +206,18 @@ def test_a_script_without_a_main_guard_can_sweep(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "3"
+
+
+def test_tables_are_stored_per_run_only_when_asked_for(tmp_path):
+    import vmsched
+    spec = {"scenarios": ["anubis-table1"], "seeds": [1, 2], "duration": "100ms"}
+    first = engine.sweep(spec, tmp_path, workers=2)
+    assert not (tmp_path / "tables").exists()
+    # Kept tables make other runs (recording samples adds events), with the same metrics.
+    with_tables = engine.sweep(spec | {"tables": ["requests"]}, tmp_path, workers=2)
+    assert not set(with_tables["key"]) & set(first["key"])
+    assert with_tables.drop("key", "events").sort("seed").equals(first.drop("key", "events").sort("seed"))
+    for row in with_tables.iter_rows(named=True):
+        assert sorted(p.name for p in (tmp_path / "tables" / row["key"]).iterdir()) == ["requests.parquet"]
+        stored = pl.read_parquet(tmp_path / "tables" / row["key"] / "requests.parquet")
+        assert stored.equals(vmsched.run("anubis-table1", seed=row["seed"], duration="100ms").requests)

@@ -45,7 +45,7 @@ def traced_run(tmp_path_factory):
     from typer.testing import CliRunner
     from vmsched.cli import app
     out = tmp_path_factory.mktemp("traced")
-    result = CliRunner().invoke(app, ["run", "default", "--duration", SHORT, "--trace", "--validate",
+    result = CliRunner().invoke(app, ["run", "default", "--duration", SHORT, "--trace", "--check-invariants",
                                       "--out", str(out)])
     assert result.exit_code == 0, result.output
     return out
@@ -103,3 +103,20 @@ def test_oversized_trace_is_refused(cli, tmp_path):
     assert "--trace-window" in result.stderr and "MB" in result.stderr
     assert not (tmp_path / "trace.json").exists()
     assert (tmp_path / "summary.json").exists()
+
+
+def test_pids_positive_and_tids_unique_across_the_trace(traced_run):
+    # Perfetto's JSON importer names threads by tid alone: a tid reused in two
+    # processes would merge their tracks.
+    events = json.loads((traced_run / "trace.json").read_text())["traceEvents"]
+    assert min(e["pid"] for e in events) > 0
+    owner = {}
+    for event in events:
+        assert owner.setdefault(event["tid"], event["pid"]) == event["pid"], event
+    processes, threads, body = read_trace(traced_run / "trace.json")
+    # Every slice and instant sits on a named thread (counters on the process's main thread).
+    for event in body:
+        if event["ph"] in ("X", "i"):
+            assert (event["pid"], event["tid"]) in threads, event
+        elif event["ph"] == "C":
+            assert event["tid"] == event["pid"]

@@ -7,6 +7,12 @@ they are needed."""
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("vmsched")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "unknown"
 
 _EXPORTS = {
     "run": "api", "scenarios": "api", "load_scenario": "api", "Result": "api",

@@ -41,17 +41,31 @@ def scenarios() -> list[ScenarioInfo]:
     return [ScenarioInfo(*entry) for entry in _native.builtin_scenarios()]
 
 
+# A scenario file larger than this is not a scenario (the largest built-in is ~10 KB).
+MAX_SCENARIO_BYTES = 16 * 2**20
+
+
 def load_scenario(spec: str | Path) -> Scenario:
     """A built-in name, or a path to a TOML file."""
     path = Path(spec)
     builtins = {info.name: info for info in scenarios()}
-    if str(spec) in builtins and not path.is_file():
+    if str(spec) in builtins and not path.exists():
         return Scenario(builtins[str(spec)].toml, f"builtin:{spec}")
+    if path.is_dir():
+        raise UserError(f"{spec}: is a directory, not a scenario file")
+    if path.exists() and not path.is_file():
+        raise UserError(f"{spec}: is not a regular file")
     if path.is_file():
         try:
-            return Scenario(path.read_text(), str(spec))
-        except (OSError, UnicodeDecodeError) as err:
-            raise UserError(f"{spec}: cannot read: {err}") from err
+            if path.stat().st_size > MAX_SCENARIO_BYTES:
+                raise UserError(f"{spec}: {path.stat().st_size} bytes is too large for a scenario file")
+            return Scenario(path.read_text(encoding="utf-8"), str(spec))
+        except UnicodeDecodeError as err:
+            raise UserError(f"{spec}: not a text file (not UTF-8 at byte {err.start})") from err
+        except OSError as err:
+            raise UserError(f"{spec}: cannot read ({err.strerror or err})") from err
+    if str(spec) == "":
+        raise UserError("scenario: an empty name; give a built-in name or a .toml file")
     if path.suffix == ".toml" or path.parent != Path("."):
         raise UserError(f"{spec}: no such file")
     raise UserError(f"{spec}: unknown scenario; built-ins are {', '.join(sorted(builtins))}")
@@ -72,9 +86,19 @@ def normalize(scenario: Scenario, overrides: Iterable[str] = ()) -> dict:
 
 
 def _duration_ns(duration: int | str | None) -> int | None:
-    if duration is None or isinstance(duration, int):
+    if duration is None:
+        return None
+    if isinstance(duration, int):
+        if not 0 < duration < 2**64:
+            raise UserError(f"duration {duration}: must be a positive number of ns")
         return duration
     return parse_duration_ns(duration)
+
+
+def check_seed(seed: int | None) -> None:
+    """Seeds are 64-bit unsigned integers (the engine's random streams are keyed by them)."""
+    if seed is not None and not 0 <= seed < 2**64:
+        raise UserError(f"--seed {seed}: must be an integer from 0 to 2^64-1")
 
 
 def _flatten(record: dict, prefix: str = "") -> dict:
@@ -145,14 +169,19 @@ class Result:
     def recorded_tables(self) -> dict[str, pl.DataFrame]:
         return {name: pl.DataFrame(cols) for name, cols in (self.tables or {}).items()}
 
+    def meta(self) -> dict:
+        """What names the run: scenario source, overrides, seed and duration."""
+        return {"source": self.scenario.source, "overrides": self.overrides, "seed": self.summary["seed"],
+                "duration_ns": self.summary["duration_ns"]}
+
     def save(self, out_dir: str | Path, tables: Iterable[str] | None = None) -> list[Path]:
         """summary.json exactly as the engine wrote it, run.json (what reproduces the run:
         scenario text, overrides, seed, plus the normalized configuration) and one Parquet
         file per recorded table (or per table named in `tables`); each written atomically."""
         out_dir = Path(out_dir)
-        reproduce = {"source": self.scenario.source, "overrides": self.overrides,
-                     "seed": self.summary["seed"], "duration_ns": self.summary["duration_ns"],
-                     "scenario_text": self.scenario.text, "config": self.config}
+        from . import __version__
+        reproduce = {**self.meta(), "vmsched_version": __version__, "scenario_text": self.scenario.text,
+                     "config": self.config}
         frames = self.recorded_tables()
         if tables is not None:
             frames = {name: frames[name] for name in tables if name in frames}
@@ -164,17 +193,19 @@ def run(scenario: str | Path | Scenario = DEFAULT_SCENARIO, seed: int | None = N
         set: Iterable[str] | None = None, duration: int | str | None = None,
         validate: bool = False, record: bool = True,
         trace_window: tuple[int, int] | None = None,
-        progress: Callable[[int, int], None] | None = None) -> Result:
+        progress: Callable[[int, int], None] | None = None, allow_large: bool = False) -> Result:
     """Run a scenario (built-in name, path or Scenario). `set` holds dotted.key=value
     overrides; `duration` is ns or a string like '2s'; `validate` checks the engine's
-    invariants after every event; `trace_window` (start_ns, end_ns) records the trace tables."""
+    invariants after every event; `trace_window` (start_ns, end_ns) records the trace tables.
+    A run whose estimated size is beyond the limits is refused unless `allow_large`."""
     source = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     overrides = list(set or [])
     config = normalize(source, overrides)
+    check_seed(seed)
     try:
         summary_json, tables = _native.run_scenario(
             source.text, source.source, overrides, seed, _duration_ns(duration),
-            validate, record, trace_window, progress)
+            validate, record, trace_window, progress, allow_large)
     except ValueError as err:
         raise _user_error(err) from err
     return Result(summary_json, tables, source, overrides, config)

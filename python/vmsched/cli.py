@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import json
+import math
+import re
+import signal
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -12,10 +16,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from . import plan_cmd, probe_cmd, sweep_cmd
-from .errors import UserError, fail
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, UserError, fail
 from .overrides import parse_duration_ns, parse_window_ns
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="vmsched: CPU scheduling in virtualized clouds, simulated and probed.")
 plan_cmd.register(app)
 probe_cmd.register(app)
@@ -29,8 +34,27 @@ WHOLE_RUN = (0, 2**62)
 Scenario = Annotated[str, typer.Argument(help="Built-in scenario name or path to a .toml file.")]
 SetOption = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Override a scenario field: dotted.key=value (value parsed as TOML). Repeatable.")]
-SeedOption = Annotated[Optional[int], typer.Option(help="Random seed (default: the scenario's).")]
-DurationOption = Annotated[Optional[str], typer.Option(help="Simulated time: 2s, 500ms, 250us or N ns.")]
+SeedOption = Annotated[Optional[int], typer.Option(help="Random seed, 0 to 2^64-1 (default: the scenario's).")]
+DurationOption = Annotated[Optional[str], typer.Option(help="Simulated time with its unit: 2s, 500ms, 250us, 100ns.")]
+CheckInvariantsOption = Annotated[bool, typer.Option(
+    "--check-invariants", help="Check the engine's invariants after every event (slow).")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace the earlier run at --out.")]
+AllowLargeOption = Annotated[bool, typer.Option(
+    "--allow-large", help="Run even when the estimated size (events, memory, trace MB) is beyond the limits.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on standard output.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+        print(f"vmsched {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
+    """vmsched: CPU scheduling in virtualized clouds, simulated and probed."""
 
 
 class LateProgress:
@@ -74,59 +98,86 @@ def _user_input(action):
 def run(
     scenario: Scenario = "default",
     seed: SeedOption = None,
-    out: Annotated[Optional[Path], typer.Option(help="Output directory (default runs/SCENARIO-SEED).")] = None,
+    out: Annotated[Optional[str], typer.Option(help="Output directory (default runs/SCENARIO-SEED).")] = None,
+    force: ForceOption = False,
     set_: SetOption = None,
     duration: DurationOption = None,
-    validate: Annotated[bool, typer.Option(help="Check the engine's invariants after every event (slow).")] = False,
+    check_invariants: CheckInvariantsOption = False,
     record: Annotated[bool, typer.Option(help="Record per-request, per-interval and per-task tables (Parquet).")] = True,
     trace: Annotated[bool, typer.Option(help="Write trace.json for the Perfetto UI.")] = False,
     trace_window: Annotated[Optional[str], typer.Option(help="Trace only START:END, e.g. 0.1s:0.3s (implies --trace).")] = None,
-    force: Annotated[bool, typer.Option(help="Write the trace even beyond the size limit.")] = False,
-    trace_limit_mb: Annotated[float, typer.Option(help="Largest trace written without --force.")] = 256,
+    allow_large: AllowLargeOption = False,
+    trace_limit_mb: Annotated[float, typer.Option(help="Largest trace written without --allow-large.")] = 256,
     report: Annotated[bool, typer.Option(help="Write report.html.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Run a scenario, print its summary and write DIR/summary.json (plus tables, trace, report)."""
     from . import api
+    from .rundir import OutputDir
     from .summary_table import print_summary
 
     overrides = set_ or []
     window = _window(trace_window) if trace_window else None
     if report and not record:
         raise fail("--report needs the recorded tables; drop --no-record")
+    if not (math.isfinite(trace_limit_mb) and trace_limit_mb > 0):
+        raise fail(f"--trace-limit-mb {trace_limit_mb:g}: must be a positive number of MB")
     duration_ns = _user_input(lambda: parse_duration_ns(duration)) if duration else None
     source = _user_input(lambda: api.load_scenario(scenario))
-    progress = LateProgress(scenario)
-    try:
-        result = api.run(source, seed=seed, set=overrides, duration=duration_ns, validate=validate,
-                         record=record, trace_window=window or (WHOLE_RUN if trace else None),
-                         progress=progress)
-    except UserError as err:
-        raise fail(str(err)) from err
-    except RuntimeError as err:  # an invariant violated in validation mode
-        raise fail(str(err), code=1) from err
-    finally:
-        progress.close()
+    config = _user_input(lambda: api.normalize(source, overrides))
+    _user_input(lambda: api.check_seed(seed))
+    run_ns = duration_ns or round(config["duration_ms"] * 1e6)
+    if window and window[0] >= run_ns:
+        raise fail(f"--trace-window {trace_window}: starts after the run's end at {run_ns / 1e6:g} ms")
+    out_dir = out if out is not None else str(_default_out(config["name"], seed if seed is not None else config["seed"]))
+    output = _user_input(lambda: OutputDir(out_dir, force))
+    trace_refusal = None
+    with output as staging:
+        progress = LateProgress(scenario)
+        try:
+            result = api.run(source, seed=seed, set=overrides, duration=duration_ns, validate=check_invariants,
+                             record=record, trace_window=window or (WHOLE_RUN if trace else None),
+                             progress=progress, allow_large=allow_large)
+        except UserError as err:
+            raise fail(str(err)) from err
+        except RuntimeError as err:  # an invariant violated in validation mode: a bug
+            raise fail(str(err), code=EXIT_INTERNAL) from err
+        finally:
+            progress.close()
+        summary = result.summary
+        if not as_json:
+            print_summary(summary, console)
+        result.save(staging, tables=api.RECORD_TABLES if record else ())
+        if trace or window:
+            trace_refusal = _write_trace(result, staging, Path(out_dir), window, allow_large, trace_limit_mb)
+        if report:
+            from .report import write_report
+            write_report(staging)
+    written = ["summary.json"] + (["Parquet tables"] if record else []) + (["report.html"] if report else [])
+    if (trace or window) and trace_refusal is None:
+        written.append("trace.json (open it in ui.perfetto.dev)")
+    status.print(f"wrote {out_dir}: {', '.join(written)}")
+    if as_json:
+        print(json.dumps({"out": out_dir, "summary": summary}, indent=2))
+    if trace_refusal:
+        raise fail(trace_refusal)
 
-    summary = result.summary
-    out_dir = out or Path("runs") / f"{summary['scenario']}-{summary['seed']}"
-    print_summary(summary, console)
-    result.save(out_dir, tables=api.RECORD_TABLES)
-    status.print(f"wrote {out_dir / 'summary.json'}" + (" and Parquet tables" if record else ""))
-    if trace or window:
-        _write_trace(result, out_dir, window, force, trace_limit_mb)
-    if report:
-        from .report import write_report
-        status.print(f"wrote {write_report(out_dir)}")
+
+def _default_out(name: str, seed: int) -> Path:
+    """runs/NAME-SEED, with the scenario name reduced to a safe directory name."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).lstrip(".") or "scenario"
+    return Path("runs") / f"{safe}-{seed}"
 
 
 def _window(text: str) -> tuple[int, int]:
     return _user_input(lambda: parse_window_ns(text))
 
 
-def _write_trace(result, out_dir: Path, window: tuple[int, int] | None, force: bool,
-                 limit_mb: float) -> None:
-    """trace.json plus the trace tables as Parquet, after a size check: a trace past the
-    limit is refused unless forced (the summary and tables are already written)."""
+def _write_trace(result, out_dir: Path, shown_dir: Path, window: tuple[int, int] | None,
+                 allow_large: bool, limit_mb: float) -> str | None:
+    """trace.json plus the trace tables as Parquet into `out_dir`, after a size check: a
+    trace past the limit is left out unless allowed, and the reason returned (the run
+    itself is still written)."""
     from . import api
     from .atomic import write_atomic
     from .tables import write_tables
@@ -138,21 +189,25 @@ def _write_trace(result, out_dir: Path, window: tuple[int, int] | None, force: b
     builder = TraceBuilder(summary, frames, (start, min(end, summary["duration_ns"])))
     estimate = builder.estimated_bytes()
     status.print(f"trace: about {builder.event_count():,} events, {estimate / 2**20:.1f} MB")
-    if estimate > limit_mb * 2**20 and not force:
-        raise fail(f"{out_dir / 'trace.json'}: a trace of about {estimate / 2**20:.0f} MB exceeds "
-                   f"{limit_mb:g} MB; narrow it with --trace-window START:END or pass --force")
+    if estimate > limit_mb * 2**20 and not allow_large:
+        return (f"{shown_dir / 'trace.json'}: a trace of about {estimate / 2**20:.0f} MB exceeds "
+                f"{limit_mb:g} MB, not written; narrow it with --trace-window START:END or pass --allow-large")
     write_tables({name: frames[name] for name in api.TRACE_TABLES if name in frames}, out_dir)
     write_atomic(out_dir / "trace.json", builder.to_json())
-    status.print(f"wrote {out_dir / 'trace.json'} (open it in ui.perfetto.dev)")
+    return None
 
 
 @app.command(name="validate")
-def validate_cmd(scenario: Scenario, set_: SetOption = None) -> None:
-    """Check a scenario against the schema (with any --set overrides applied)."""
+def validate_cmd(scenario: Scenario, set_: SetOption = None, as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the normalized scenario (defaults filled in) as JSON.")] = False) -> None:
+    """Check a scenario and its [variants] against the schema (with any --set overrides applied)."""
     from . import api
     source = _user_input(lambda: api.load_scenario(scenario))
     config = _user_input(lambda: api.normalize(source, set_ or []))
-    console.print(f"ok: {source.source}: scenario {config.get('name', scenario)!r} is valid")
+    if as_json:
+        print(json.dumps(config, indent=2))
+    else:
+        console.print(f"ok: {source.source}: scenario {config.get('name', scenario)!r} is valid", markup=False)
 
 
 @app.command()
@@ -227,24 +282,40 @@ def report_cmd(
 def compare_cmd(
     scenario: Scenario = "default",
     variant: Annotated[Optional[list[str]], typer.Option(
-        help="NAME=key=value,key=value (repeatable; default: the scenario's [variants]).")] = None,
+        help="NAME=key=value,key=value (repeatable; default: the scenario's \\[variants.NAME] tables).")] = None,
     seed: SeedOption = None,
     set_: SetOption = None,
     duration: DurationOption = None,
-    out: Annotated[Optional[Path], typer.Option(help="Output directory (default runs/compare-SCENARIO-SEED).")] = None,
-    validate: Annotated[bool, typer.Option(help="Check the engine's invariants after every event (slow).")] = False,
-    timeline: Annotated[str, typer.Option(help="Window of the vCPU timelines in the report.")] = "0:50ms",
+    out: Annotated[Optional[str], typer.Option(help="Output directory (default runs/compare-SCENARIO-SEED).")] = None,
+    force: ForceOption = False,
+    check_invariants: CheckInvariantsOption = False,
+    allow_large: AllowLargeOption = False,
+    window: Annotated[str, typer.Option(help="Window of the vCPU timelines in the report.")] = "0ms:50ms",
+    as_json: JsonOption = False,
 ) -> None:
     """Run one scenario and seed under each variant; print metrics with ratios to the first."""
-    from .compare import rich_table, run_comparison, write_comparison
-    window = _window(timeline)
-    comparison = _user_input(lambda: run_comparison(
-        scenario, variant or [], seed=seed, set=set_ or [], duration=duration, validate=validate,
-        trace_window=window, on_start=lambda v: status.print(f"running variant {v.name}")))
-    console.print(rich_table(comparison))
-    first = comparison.results[0].summary
-    out_dir = out or Path("runs") / f"compare-{first['scenario']}-{first['seed']}"
-    status.print(f"wrote {write_comparison(comparison, out_dir)}")
+    from . import api
+    from .compare import resolve_variants, rich_table, run_comparison, write_comparison
+    from .rundir import OutputDir
+    chosen_window = _window(window)
+    source = _user_input(lambda: api.load_scenario(scenario))
+    config = _user_input(lambda: api.normalize(source, set_ or []))
+    _user_input(lambda: api.check_seed(seed))
+    _user_input(lambda: resolve_variants(source, config, variant or []))
+    out_dir = out if out is not None else str(
+        _default_out(f"compare-{config['name']}", seed if seed is not None else config["seed"]))
+    output = _user_input(lambda: OutputDir(out_dir, force))
+    with output as staging:
+        comparison = _user_input(lambda: run_comparison(
+            source, variant or [], seed=seed, set=set_ or [], duration=duration, validate=check_invariants,
+            trace_window=chosen_window, allow_large=allow_large,
+            on_start=lambda v: status.print(f"running variant {v.name}")))
+        if not as_json:
+            console.print(rich_table(comparison))
+        write_comparison(comparison, staging)
+    status.print(f"wrote {Path(out_dir) / 'report.html'}")
+    if as_json:
+        print(json.dumps({"out": out_dir, "metrics": comparison.frame.to_dicts()}, indent=2))
 
 
 @app.command()
@@ -264,8 +335,33 @@ def bench(
         print_bench(figures, console)
 
 
+class Interrupted(Exception):
+    """Ctrl-C, raised as an ordinary exception so that the command line (not click's
+    "Aborted!") reports it; output directories are discarded on the way out."""
+
+
+def _interrupt(signum, frame):
+    raise Interrupted()
+
+
 def main() -> None:
-    app()
+    """Exit codes: 0 ok, 2 input problem, 3 plan verification failed, 4 internal error,
+    130 interrupted (see docs/cli.md)."""
+    signal.signal(signal.SIGINT, _interrupt)
+    try:
+        app()
+    except Interrupted:
+        print("error: interrupted; nothing was written", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as err:  # a bug: one line, and the traceback only on request
+        import os
+        import traceback
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        print(f"internal error: {type(err).__name__}: {err} (at {Path(where.filename).name}:{where.lineno}; "
+              "set VMSCHED_TRACEBACK=1 for the traceback)", file=sys.stderr)
+        if os.environ.get("VMSCHED_TRACEBACK"):
+            traceback.print_exc()
+        sys.exit(EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

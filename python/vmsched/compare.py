@@ -14,7 +14,7 @@ from rich.table import Table
 
 from . import api
 from .errors import UserError
-from .metrics import format_value, headline_metrics, ratio
+from .metrics import change, format_value, headline_metrics, ratio
 from .overrides import parse_variant, toml_literal
 from .tables import write_tables
 
@@ -75,7 +75,8 @@ def run_comparison(scenario: str | Path | api.Scenario, variants: Iterable[str] 
                    seed: int | None = None, set: Iterable[str] | None = None,
                    duration: int | str | None = None, validate: bool = False,
                    trace_window: tuple[int, int] | None = None,
-                   on_start: Callable[[Variant], None] | None = None) -> Comparison:
+                   on_start: Callable[[Variant], None] | None = None,
+                   allow_large: bool = False) -> Comparison:
     source = scenario if isinstance(scenario, api.Scenario) else api.load_scenario(scenario)
     common = list(set or [])
     chosen = resolve_variants(source, api.normalize(source, common), variants)
@@ -86,7 +87,8 @@ def run_comparison(scenario: str | Path | api.Scenario, variants: Iterable[str] 
         if on_start:
             on_start(variant)
         results.append(api.run(source, seed=seed, set=[*common, *variant.overrides],
-                               duration=duration, validate=validate, trace_window=trace_window))
+                               duration=duration, validate=validate, trace_window=trace_window,
+                               allow_large=allow_large))
     return Comparison(chosen, results)
 
 
@@ -109,28 +111,25 @@ def rich_table(comparison: Comparison) -> Table:
     for index, name in enumerate(names):
         table.add_column(name, justify="right")
         if index:
-            table.add_column("ratio", justify="right")
+            table.add_column("change", justify="right")
     for (metric,), rows in frame.group_by("metric", maintain_order=True):
         by_variant = {row["variant"]: row for row in rows.iter_rows(named=True)}
         first = rows.row(0, named=True)
         cells = [metric, first["unit"], first["better"]]
+        base = by_variant.get(names[0])
         for index, name in enumerate(names):
             row = by_variant.get(name)
             cells.append(format_value(row["value"] if row else None))
             if index:
-                factor = row["ratio"] if row else None
-                cells.append("–" if factor is None else _styled_ratio(factor, first["better"]))
+                text, verdict = change(row["value"] if row else None, base["value"] if base else None,
+                                       first["better"])
+                cells.append(f"[{_VERDICT_STYLE[verdict]}]{text}[/]" if verdict else text)
         table.add_row(*cells)
     return table
 
 
-def _styled_ratio(factor: float, better: str) -> str:
-    """Green where the variant is better than the first one, red where worse."""
-    text = f"×{factor:.3f}"
-    if better == "" or abs(factor - 1) < 1e-3:
-        return text
-    improved = (factor > 1) == (better == "↑")
-    return f"[green]{text}[/]" if improved else f"[red]{text}[/]"
+# Green where the variant is better than the first one, red where worse.
+_VERDICT_STYLE = {"better": "green", "worse": "red"}
 
 
 def write_comparison(comparison: Comparison, out_dir: Path) -> Path:
@@ -141,7 +140,9 @@ def write_comparison(comparison: Comparison, out_dir: Path) -> Path:
     for variant, result in zip(comparison.variants, comparison.results):
         result.save(out_dir / variant.name, tables=api.RECORD_TABLES)
     write_tables({"compare": comparison.frame}, out_dir)
-    runs = [RunData(variant.name, result.summary, result.config, result.recorded_tables())
+    from . import __version__
+    runs = [RunData(variant.name, result.summary, result.config, result.recorded_tables(),
+                    {**result.meta(), "vmsched_version": __version__})
             for variant, result in zip(comparison.variants, comparison.results)]
     scenario = comparison.results[0].summary["scenario"]
     return write_report(out_dir, runs, title=f"vmsched compare: {scenario}")

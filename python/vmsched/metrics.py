@@ -65,3 +65,20 @@ def ratio(value: float | None, base: float | None) -> float | None:
     if value is None or base is None or base == 0:
         return None
     return value / base
+
+
+def change(value: float | None, base: float | None, better: str) -> tuple[str, str]:
+    """How `value` differs from the reference `base`, as (text, verdict): a ratio such as
+    ×1.234, or, where the reference is zero and a ratio means nothing, the absolute
+    difference such as +387. The verdict is "better", "worse" or "" (no direction, or
+    no change), from the metric's better direction (↑ or ↓)."""
+    if value is None or base is None:
+        return "–", ""
+    factor = ratio(value, base)
+    if factor is not None:
+        text, unchanged = f"×{factor:.3f}", abs(factor - 1) < 1e-3
+    else:
+        text, unchanged = ("=" if value == 0 else f"{value - base:+,.4g}"), value == base
+    if better == "" or unchanged:
+        return text, ""
+    return text, "better" if (value > base) == (better == "↑") else "worse"

@@ -8,21 +8,27 @@ import re
 from .errors import UserError
 
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s)?\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+)\s*(ns|us|µs|ms|s)?\s*$")
 # A new override inside a variant spec starts where a comma is followed by a dotted key
 # and '=', so commas inside a value such as an array stay part of that value.
 _OVERRIDE_SPLIT = re.compile(r",(?=\s*[A-Za-z_][\w.\-\[\]]*\s*=)")
 
 
 def parse_duration_ns(text: str) -> int:
-    """'2s', '500ms', '250us', or a bare integer of nanoseconds."""
+    """'2s', '500ms', '250us', '100ns': a number with its unit (a bare number is refused:
+    no unit is the obvious one)."""
     match = _DURATION.match(text)
     if not match:
-        raise UserError(f"{text!r}: expected a duration such as 2s, 500ms, 250us or an integer of ns")
+        raise UserError(f"{text!r}: expected a duration such as 2s, 500ms, 250us or 100ns")
     number, unit = match.groups()
-    if unit is None and not number.isdigit():
-        raise UserError(f"{text!r}: a duration without a unit is an integer of nanoseconds")
-    return round(float(number) * _UNIT_NS[unit or "ns"])
+    if unit is None and float(number) == 0:
+        return 0  # zero needs no unit
+    if unit is None:
+        raise UserError(f"{text!r}: a duration needs its unit: ns, us, ms or s (e.g. {number}ms)")
+    ns = round(float(number) * _UNIT_NS[unit])
+    if ns >= 2**63:
+        raise UserError(f"{text!r}: longer than the engine's clock can count")
+    return ns
 
 
 def parse_window_ns(text: str) -> tuple[int, int]:
@@ -45,10 +51,16 @@ def check_override(text: str, source: str) -> str:
 
 
 def parse_variant(text: str, source: str) -> tuple[str, list[str]]:
-    """'NAME=key=value,key=value' -> (NAME, ['key=value', ...]); 'NAME=' has no overrides."""
+    """'NAME=key=value,key=value' -> (NAME, ['key=value', ...]); 'NAME=' has no overrides.
+    NAME becomes a directory, so it is checked as the scenario schema checks variant names."""
+    from . import _native
+
     name, sep, rest = text.partition("=")
     if not sep or not name.strip():
         raise UserError(f"{source}: {text}: expected --variant NAME=key=value,key=value")
+    problem = _native.variant_name_problem(name.strip())
+    if problem:
+        raise UserError(f"--variant {text}: {problem}")
     overrides = [check_override(part, source) for part in _OVERRIDE_SPLIT.split(rest) if part.strip()]
     return name.strip(), overrides
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from .atomic import write_atomic
-from .errors import fail
+from .errors import EXIT_PLAN_UNVERIFIED, UserError, fail
 
 
 class TableFormat(str, Enum):
@@ -42,7 +42,7 @@ def _print_report(console: Console, report: dict, table: dict, explain: bool) ->
     console.print(f"dedicated cores: {report['dedicated']}   splits (C=D): {len(report['splits'])}   "
                   f"clusters: {clusters}   placement attempts: {report['attempts']}")
     console.print(f"coalescing below {coalesce['threshold_ns'] / 1e3:.2f} us: grown {coalesce['grown']}, "
-                  f"absorbed {coalesce['absorbed']}, left short {coalesce['kept_short']}")
+                  f"absorbed {coalesce['absorbed']}, traded {coalesce['traded']}, left short {coalesce['kept_short']}")
     console.print(f"table size: {report['table_bytes']} bytes (binary)   "
                   f"planning time: {report['planning_time_ns'] / 1e6:.2f} ms")
     console.print("verifier: [green]PASS[/green]" if report["verified"] else "verifier: [red]FAIL[/red]")
@@ -59,8 +59,43 @@ def _print_report(console: Console, report: dict, table: dict, explain: bool) ->
             console.print(f"split: {split['vm']}/{split['vcpu']} into {split['pieces']} pieces")
 
 
+def _read_input(spec: str) -> tuple[str, str, str]:
+    """(text, kind, name for messages) of a .toml/.json file or a built-in scenario."""
+    from . import api
+    path = Path(spec)
+    if not path.exists() and path.suffix == "" and path.parent == Path("."):
+        try:
+            scenario = api.load_scenario(spec)
+        except UserError as error:
+            raise fail(str(error))
+        return scenario.text, "toml", scenario.source
+    kind = _input_kind(path)
+    if path.is_dir() or (path.exists() and not path.is_file()):
+        raise fail(f"{path}: not a regular file")
+    try:
+        return path.read_text(encoding="utf-8"), kind, str(path)
+    except UnicodeDecodeError as error:
+        raise fail(f"{path}: not a text file (not UTF-8 at byte {error.start})")
+    except OSError as error:
+        raise fail(f"{path}: cannot read ({error.strerror})")
+
+
+def _check_out(out: str) -> None:
+    """Before planning: --out must be a file path whose directory exists."""
+    if out == "-":
+        return
+    if not out.strip():
+        raise fail("--out: must not be empty")
+    target = Path(out)
+    if target.is_dir():
+        raise fail(f"{target}: is a directory; --out names the table file to write")
+    if not target.parent.is_dir():
+        raise fail(f"{target}: no directory {target.parent}")
+
+
 def plan(
-    input_path: Path = typer.Argument(..., metavar="INPUT", help="host and VM reservations (.toml or .json)"),
+    input_spec: str = typer.Argument(..., metavar="INPUT",
+                                     help="host and VM reservations (.toml or .json), or a built-in scenario name"),
     out: str = typer.Option(..., "--out", help="table file to write, or - for standard output"),
     table_format: TableFormat = typer.Option(TableFormat.json, "--format", help="json (for people) or bin (for machines)"),
     explain: bool = typer.Option(False, "--explain", help="also show each vCPU's period, budget and placement"),
@@ -68,17 +103,14 @@ def plan(
     """Plan a verified Tableau scheduling table for the VMs in INPUT."""
     from . import _native
 
-    kind = _input_kind(input_path)
-    try:
-        text = input_path.read_text()
-    except OSError as error:
-        raise fail(f"{input_path}: cannot read ({error.strerror})")
+    text, kind, input_path = _read_input(input_spec)
+    _check_out(out)
     try:
         table_json, table_bin, report_json = _native.plan_table(text, kind)
     except ValueError as error:
         raise fail(f"{input_path}: {error}")
     except RuntimeError as error:
-        raise fail(f"{input_path}: {error}", code=3)
+        raise fail(f"{input_path}: {error}", code=EXIT_PLAN_UNVERIFIED)
     report = json.loads(report_json)
     report["table_bytes"] = len(table_bin)
     data = table_json if table_format is TableFormat.json else bytes(table_bin)
@@ -91,7 +123,10 @@ def plan(
             sys.stdout.write(data)
             sys.stdout.flush()
     else:
-        write_atomic(out, data)
+        try:
+            write_atomic(out, data)
+        except OSError as error:
+            raise fail(f"{out}: cannot write ({error.strerror})")
     console = Console(stderr=to_stdout)
     _print_report(console, report, json.loads(table_json), explain)
     if not to_stdout:

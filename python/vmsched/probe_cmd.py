@@ -145,7 +145,7 @@ def register(app: typer.Typer) -> None:
         count: int = typer.Option(0, help="With --watch: stop after this many periods (0: never)."),
         topology_every: int = typer.Option(10, help="With --watch: validate the topology every N periods."),
         bench: bool = typer.Option(False, "--bench", help="Time full and validation probes and the per-period CPU cost."),
-        repeats: int = typer.Option(5, help="With --bench: repetitions of each topology probe."),
+        repeat: int = typer.Option(5, help="With --bench: repetitions of each topology probe."),
         out: Optional[Path] = typer.Option(None, help="Also write the JSON report to this file."),
         apply_rwc: Optional[str] = typer.Option(None, "--apply-rwc", metavar="CGROUP", help="Confine CGROUP's cpuset to the vCPUs RWC keeps."),
         dry_run: bool = typer.Option(True, "--dry-run/--no-dry-run", help="With --apply-rwc: only print what would change."),
@@ -178,7 +178,7 @@ def register(app: typer.Typer) -> None:
                          topology_every=topology_every, previous_topology=previous)
         try:
             if bench:
-                result = json.loads(native.probe_bench(config, repeats))
+                result = json.loads(native.probe_bench(config, repeat))
                 text = json.dumps(result, indent=2)
                 print(text)
                 if out is not None:

@@ -5,22 +5,41 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import plotly.graph_objects as go
 import polars as pl
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
 
 from . import api
 from .atomic import write_atomic
-from .metrics import format_value, headline_metrics, ratio
+from .metrics import change, format_value, headline_metrics
 from .tables import read_tables
 
 # Tables the report reads from a run directory, when present.
-REPORT_TABLES = ("requests", "samples", "vcpu_states")
+REPORT_TABLES = ("requests", "samples", "vcpu_states", "pcpu_slices")
 STATE_COLORS = {"running": "#2ca02c", "preempted": "#d62728", "halted": "#c7c7c7"}
 CDF_POINTS = 500  # points per latency CDF: enough to draw, small enough to embed
 DEFAULT_TIMELINE_NS = 50_000_000
+# Above this many VMs a per-VM chart becomes small multiples (one panel per VM, shared
+# axes) instead of one tangle of lines.
+OVERLAY_MAX_VMS = 8
+SMALL_MULTIPLE_COLUMNS = 4
+# Samples averaged in the smoothed series (the raw series is one legend click away).
+SMOOTHING_SAMPLES = 5
+
+
+def _saturated(color: str) -> bool:
+    """Not a grey: a VM's line must not read as a grid line or the background."""
+    channels = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    return max(channels) - min(channels) > 60
+
+
+# One colour per VM in every chart; beyond the palette's colours they repeat.
+VM_PALETTE = [color for color in qualitative.Dark24 + qualitative.Light24 if _saturated(color)]
 
 
 @dataclass
@@ -30,6 +49,8 @@ class RunData:
     summary: dict
     config: dict
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+    # run.json without the scenario text and configuration: source, seed, overrides...
+    meta: dict = field(default_factory=dict)
 
     def frame(self, name: str) -> pl.DataFrame:
         return self.frames.get(name, pl.DataFrame())
@@ -38,16 +59,20 @@ class RunData:
 def load_run(run_dir: Path, label: str | None = None) -> RunData:
     summary = json.loads((run_dir / "summary.json").read_text())
     run_path = run_dir / "run.json"
-    config = json.loads(run_path.read_text())["config"] if run_path.is_file() else {}
-    return RunData(label or summary["scenario"], summary, config, read_tables(run_dir, REPORT_TABLES))
+    reproduce = json.loads(run_path.read_text()) if run_path.is_file() else {}
+    meta = {key: value for key, value in reproduce.items() if key not in ("config", "scenario_text")}
+    return RunData(label or summary["scenario"], summary, reproduce.get("config", {}),
+                   read_tables(run_dir, REPORT_TABLES), meta)
 
 
-def _table(headers: list[str], rows: list[list[str]], numeric_from: int) -> str:
+def _table(headers: list[str], rows: list[list[str | tuple[str, str]]], numeric_from: int) -> str:
+    """Cells are text, or (text, extra CSS class) such as a better/worse verdict."""
+    def cell(i: int, value: str | tuple[str, str]) -> str:
+        text, extra = value if isinstance(value, tuple) else (value, "")
+        classes = " ".join(c for c in ("num" if i >= numeric_from else "", extra) if c)
+        return f'<td class="{classes}">{html.escape(text)}</td>'
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{"num" if i >= numeric_from else ""}">{html.escape(cell)}</td>'
-                         for i, cell in enumerate(row)) + "</tr>"
-        for row in rows)
+    body = "".join("<tr>" + "".join(cell(i, value) for i, value in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -57,21 +82,22 @@ def summary_table_html(runs: list[RunData]) -> str:
     base = per_run[0]
     headers = ["metric", "unit", "better"]
     for index, run in enumerate(runs):
-        headers += [run.label] if index == 0 else [run.label, "ratio"]
+        headers += [run.label] if index == 0 else [run.label, "change"]
     rows = []
     for position, metric in enumerate(base):
         row = [metric.name, metric.unit, metric.better, format_value(metric.value)]
         for metrics in per_run[1:]:
             other = next((m for m in metrics if m.name == metric.name), None)
             value = other.value if other else None
-            factor = ratio(value, metric.value)
-            row += [format_value(value), "–" if factor is None else f"×{factor:.3f}"]
+            row += [format_value(value), change(value, metric.value, metric.better)]
         rows.append(row)
     return _table(headers, rows, numeric_from=3)
 
 
 def _figure_html(fig: go.Figure, first: bool) -> str:
-    fig.update_layout(template="plotly_white", height=380, margin=dict(l=60, r=20, t=50, b=50))
+    fig.update_layout(template="plotly_white", margin=dict(l=60, r=20, t=60, b=50))
+    if fig.layout.height is None:
+        fig.update_layout(height=380)
     return fig.to_html(full_html=False, include_plotlyjs=first, config={"displaylogo": False})
 
 
@@ -79,22 +105,38 @@ def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
     workloads = sorted({name for run in runs if not run.frame("requests").is_empty()
                         for name in run.frame("requests")["workload"].unique().to_list()})
     figures = []
+    all_latency = [run.frame("requests")["latency_ns"] for run in runs if not run.frame("requests").is_empty()]
+    latency_ns = pl.concat(all_latency) if all_latency else pl.Series("latency_ns", [], dtype=pl.Int64)
+    positive = latency_ns.filter(latency_ns > 0)
+    # One latency axis for every workload, so the CDFs compare at a glance.
+    axis_range = None
+    if positive.len():
+        axis_range = [math.log10(positive.min() / 1e3), math.log10(positive.max() / 1e3)]
     for workload in workloads:
         fig = go.Figure()
         for run in runs:
             requests = run.frame("requests")
             if requests.is_empty():
                 continue
-            latency = requests.filter(pl.col("workload") == workload)["latency_ns"].sort()
-            if latency.is_empty():
-                continue
-            step = max(1, len(latency) // CDF_POINTS)
-            picked = latency.gather_every(step).append(latency.tail(1))
-            ranks = [min(1.0, (i * step + 1) / len(latency)) for i in range(len(picked) - 1)] + [1.0]
-            fig.add_trace(go.Scatter(x=(picked / 1e3).to_list(), y=ranks, mode="lines",
-                                     line_shape="hv", name=run.label))
-        fig.update_layout(title=f"Latency CDF: {workload}", xaxis_title="latency (µs)",
-                          yaxis_title="fraction of requests", xaxis_type="log")
+            rows = requests.filter(pl.col("workload") == workload)
+            prefix = f"{run.label} · " if len(runs) > 1 else ""
+            # Total latency, and its parts where the workload has them: waiting in the
+            # queue (arrival to service start) and being served (start to end).
+            for column, label, dash in (("latency_ns", "latency", "solid"), ("queue_ns", "queue wait", "dot"),
+                                        ("service_ns", "service", "dash")):
+                if column not in rows.columns or rows[column].null_count() == rows.height:
+                    continue
+                values = rows[column].drop_nulls().sort()
+                if values.is_empty() or (column != "latency_ns" and values.equals(rows["latency_ns"].sort())):
+                    continue
+                step = max(1, len(values) // CDF_POINTS)
+                picked = values.gather_every(step).append(values.tail(1))
+                ranks = [min(1.0, (i * step + 1) / len(values)) for i in range(len(picked) - 1)] + [1.0]
+                fig.add_trace(go.Scatter(x=(picked / 1e3).to_list(), y=ranks, mode="lines", line_shape="hv",
+                                         line_dash=dash, name=f"{prefix}{label}",
+                                         visible=True if column == "latency_ns" else "legendonly"))
+        fig.update_layout(title=f"Latency CDF: {workload} (queue wait and service in the legend)", xaxis_title="latency (µs)",
+                          yaxis_title="fraction of requests", xaxis_type="log", xaxis_range=axis_range)
         figures.append(fig)
     return figures
 
@@ -108,20 +150,136 @@ def _metric_by_vm(run: RunData, metric: str) -> pl.DataFrame:
             .group_by("time_ns", "vm").agg(pl.col("value").mean()).sort("vm", "time_ns"))
 
 
+def vm_colors(runs: list[RunData]) -> dict[str, str]:
+    """The colour of each VM, the same in every chart (by its order in the first run)."""
+    names = [vm["name"] for run in runs for vm in run.summary["vms"]]
+    ordered = list(dict.fromkeys(names))
+    return {name: VM_PALETTE[i % len(VM_PALETTE)] for i, name in enumerate(ordered)}
+
+
+def _smoothed(values: pl.Series) -> list[float]:
+    return values.rolling_mean(SMOOTHING_SAMPLES, min_samples=1).to_list()
+
+
 def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
                  dashed_metric: str | None = None) -> go.Figure:
-    fig = go.Figure()
-    for run in runs:
+    """One line per VM in its colour, smoothed over a few samples, with the raw series
+    hidden in the legend; the dashed metric (entitlement) in the same colour. Above
+    OVERLAY_MAX_VMS VMs each VM gets its own panel."""
+    colors = vm_colors(runs)
+    vms = list(colors)
+    multiples = len(vms) > OVERLAY_MAX_VMS
+    if multiples:
+        rows = -(-len(vms) // SMALL_MULTIPLE_COLUMNS)
+        fig = make_subplots(rows=rows, cols=SMALL_MULTIPLE_COLUMNS, subplot_titles=vms, shared_xaxes=True,
+                            shared_yaxes=True, vertical_spacing=min(0.08, 0.5 / rows), horizontal_spacing=0.03)
+        fig.update_layout(height=220 * rows + 120, showlegend=False)
+    else:
+        fig = go.Figure()
+
+    def place(vm: str) -> dict:
+        if not multiples:
+            return {}
+        index = vms.index(vm)
+        return {"row": index // SMALL_MULTIPLE_COLUMNS + 1, "col": index % SMALL_MULTIPLE_COLUMNS + 1}
+
+    dashes = ["solid", "dot", "dashdot", "longdash"]
+    for run_index, run in enumerate(runs):
         prefix = f"{run.label} · " if len(runs) > 1 else ""
+        line = dashes[run_index % len(dashes)]
         for (vm,), rows in _metric_by_vm(run, metric).group_by("vm", maintain_order=True):
-            fig.add_trace(go.Scatter(x=(rows["time_ns"] / 1e6).to_list(), y=rows["value"].to_list(),
-                                     mode="lines", name=f"{prefix}{vm}"))
+            x = (rows["time_ns"] / 1e6).to_list()
+            common = dict(mode="lines", legendgroup=f"{prefix}{vm}")
+            fig.add_trace(go.Scatter(x=x, y=_smoothed(rows["value"]), name=f"{prefix}{vm}",
+                                     line=dict(color=colors[vm], dash=line), **common), **place(vm))
+            fig.add_trace(go.Scatter(x=x, y=rows["value"].to_list(), name=f"{prefix}{vm} raw", visible="legendonly",
+                                     line=dict(color=colors[vm], width=1, dash=line), opacity=0.5, **common),
+                          **place(vm))
         if dashed_metric:
             for (vm,), rows in _metric_by_vm(run, dashed_metric).group_by("vm", maintain_order=True):
                 fig.add_trace(go.Scatter(x=(rows["time_ns"] / 1e6).to_list(), y=rows["value"].to_list(),
-                                         mode="lines", line_dash="dash", name=f"{prefix}{vm} entitled"))
-    fig.update_layout(title=title, xaxis_title="simulated time (ms)", yaxis_title=yaxis)
+                                         mode="lines", legendgroup=f"{prefix}{vm}", name=f"{prefix}{vm} entitled",
+                                         line=dict(color=colors[vm], dash="dash", width=1)), **place(vm))
+    subtitle = f" (mean of {SMOOTHING_SAMPLES} samples; raw series in the legend)" if not multiples else ""
+    fig.update_layout(title=title + subtitle)
+    if multiples:
+        fig.update_xaxes(title_text="simulated time (ms)", row=-(-len(vms) // SMALL_MULTIPLE_COLUMNS))
+        fig.update_yaxes(title_text=yaxis, col=1)
+        # One scale for every panel, from zero, with room above the highest line (a
+        # line along the top edge would be half hidden).
+        highest = max((max(trace.y) for trace in fig.data if trace.y), default=0) or 1
+        fig.update_yaxes(range=[0, highest * 1.08])
+    else:
+        fig.update_layout(xaxis_title="simulated time (ms)", yaxis_title=yaxis)
     return fig
+
+
+def pcpu_lanes(run: RunData) -> go.Figure | None:
+    """Which vCPU ran on each pCPU: one lane per pCPU, bars in the VM's colour."""
+    slices = run.frame("pcpu_slices")
+    if slices.is_empty():
+        return None
+    names = [vm["name"] for vm in run.summary["vms"]]
+    if slices["vm"].dtype.is_integer():
+        slices = slices.with_columns(pl.col("vm").map_elements(names.__getitem__, return_dtype=pl.String))
+    slices = first_span(slices, DEFAULT_TIMELINE_NS)
+    colors = vm_colors([run])
+    lanes = sorted(slices["pcpu"].unique().to_list(), reverse=True)  # pCPU 0 on top
+    fig = go.Figure()
+    for vm in names:
+        rows = slices.filter(pl.col("vm") == vm)
+        if rows.is_empty():
+            continue
+        fig.add_trace(go.Bar(y=[f"pCPU {p}" for p in rows["pcpu"].to_list()], base=(rows["start_ns"] / 1e6).to_list(),
+                             x=((rows["end_ns"] - rows["start_ns"]) / 1e6).to_list(), orientation="h", name=vm,
+                             marker_color=colors[vm],
+                             customdata=rows["vcpu"].to_list(),
+                             hovertemplate=f"{vm} vCPU %{{customdata}}<extra></extra>"))
+    window = (slices["start_ns"].min() / 1e6, slices["end_ns"].max() / 1e6)
+    fig.update_layout(title=f"pCPU lanes: which VM's vCPU ran where, {window[0]:.3f}–{window[1]:.3f} ms ({run.label})",
+                      barmode="overlay", xaxis_title="simulated time (ms)", bargap=0.15,
+                      yaxis=dict(categoryorder="array", categoryarray=[f"pCPU {p}" for p in lanes]),
+                      height=max(300, 18 * len(lanes) + 140))
+    return fig
+
+
+def steal_heatmap(run: RunData) -> go.Figure | None:
+    """Steal of every vCPU over time, one row per vCPU: which vCPUs wait, and when."""
+    samples = run.frame("samples")
+    if samples.is_empty():
+        return None
+    steal = samples.filter(pl.col("metric") == "vcpu_steal_frac")
+    if steal.is_empty():
+        return None
+    if steal["vm"].dtype.is_integer():
+        names = [vm["name"] for vm in run.summary["vms"]]
+        steal = steal.with_columns(pl.col("vm").map_elements(names.__getitem__, return_dtype=pl.String))
+    order = {vm["name"]: i for i, vm in enumerate(run.summary["vms"])}
+    steal = steal.with_columns(pl.col("vm").replace_strict(order, return_dtype=pl.Int64).alias("vm_order"))
+    wide = (steal.with_columns(pl.concat_str(pl.col("vm"), pl.lit(" vCPU "), pl.col("vcpu").cast(pl.String)).alias("track"))
+            .sort("vm_order", "vcpu", "time_ns"))
+    tracks = wide["track"].unique(maintain_order=True).to_list()
+    times = sorted(wide["time_ns"].unique().to_list())
+    column = {t: i for i, t in enumerate(times)}
+    grid = [[None] * len(times) for _ in tracks]
+    row_of = {track: i for i, track in enumerate(tracks)}
+    for track, time_ns, value in wide.select("track", "time_ns", "value").iter_rows():
+        grid[row_of[track]][column[time_ns]] = value
+    fig = go.Figure(go.Heatmap(z=grid, x=[t / 1e6 for t in times], y=tracks, zmin=0, zmax=1,
+                               colorscale="Reds", colorbar=dict(title="steal")))
+    fig.update_layout(title=f"Steal per vCPU ({run.label})", xaxis_title="simulated time (ms)",
+                      yaxis_autorange="reversed", height=max(300, min(1200, 12 * len(tracks) + 140)))
+    return fig
+
+
+def run_metadata_html(run_dirs_meta: list[tuple[str, dict]]) -> str:
+    """What reproduces each run: source, seed, duration, overrides, version."""
+    rows = []
+    for label, meta in run_dirs_meta:
+        rows.append([label, meta.get("source", ""), str(meta.get("seed", "")),
+                     f'{meta.get("duration_ns", 0) / 1e6:g} ms', " ".join(meta.get("overrides", [])) or "none",
+                     meta.get("vmsched_version", "")])
+    return _table(["run", "scenario", "seed", "duration", "overrides", "vmsched"], rows, numeric_from=99)
 
 
 def first_span(states: pl.DataFrame, span_ns: int) -> pl.DataFrame:
@@ -163,9 +321,27 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; 
 table { border-collapse: collapse; font-size: 0.9em; margin: 1em 0; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.75em; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.better { color: #1a7f37; font-weight: 600; }
+td.worse { color: #cf222e; font-weight: 600; }
 pre { background: #f6f6f6; padding: 1em; overflow: auto; max-height: 30em; }
 .chart { margin: 1.5em 0; }
 """
+
+
+def config_as_read(config: dict) -> dict:
+    """The normalized configuration with each workload reduced to the fields its kind
+    reads (the schema fills every field with a default; the others mean nothing there)."""
+    from . import _native
+    if not config.get("vm"):
+        return config
+    vms = []
+    for vm in config["vm"]:
+        workloads = []
+        for workload in vm.get("workload", []):
+            read = set(_native.workload_fields_read(workload["kind"]))
+            workloads.append({key: value for key, value in workload.items() if key in read})
+        vms.append({**vm, "workload": workloads})
+    return {**config, "vm": vms}
 
 
 def build_report(runs: list[RunData], title: str) -> str:
@@ -177,11 +353,14 @@ def build_report(runs: list[RunData], title: str) -> str:
                                              "fraction of time"),
                                 _lines_by_vm(runs, "vcpu_runqueue", "Guest runqueue length per VM (mean over vCPUs)",
                                              "tasks")]
+    figures += [fig for run in runs if (fig := steal_heatmap(run)) is not None]
+    figures += [fig for run in runs[:1] if (fig := pcpu_lanes(run)) is not None]
     figures += [fig for run in runs if (fig := vcpu_timeline(run)) is not None]
     charts = "".join(f'<div class="chart">{_figure_html(fig, first=(i == 0))}</div>'
                      for i, fig in enumerate(figures))
     configs = "".join(
-        f"<details><summary>{html.escape(run.label)}</summary><pre>{html.escape(json.dumps(run.config, indent=2))}</pre></details>"
+        f"<details><summary>{html.escape(run.label)}</summary>"
+        f"<pre>{html.escape(json.dumps(config_as_read(run.config), indent=2))}</pre></details>"
         for run in runs)
     first = runs[0].summary
     return f"""<!DOCTYPE html>
@@ -190,6 +369,7 @@ def build_report(runs: list[RunData], title: str) -> str:
 <h1>{html.escape(title)}</h1>
 <p>{html.escape(first.get("description", ""))}</p>
 <p>Seed {first["seed"]}, {first["duration_ns"] / 1e9:g} simulated s.</p>
+<h2>Run</h2>{run_metadata_html([(run.label, run.meta) for run in runs])}
 <h2>Summary</h2>{summary_table_html(runs)}
 <h2>Charts</h2>{charts}
 <h2>Configuration</h2>{configs}
@@ -197,13 +377,14 @@ def build_report(runs: list[RunData], title: str) -> str:
 """
 
 
-def rerun_vcpu_states(run_dir: Path, window: tuple[int, int]) -> pl.DataFrame:
-    """The vCPU states in `window`, from a deterministic re-run of the run in run_dir."""
+def rerun_timelines(run_dir: Path, window: tuple[int, int]) -> dict[str, pl.DataFrame]:
+    """The vCPU states and pCPU slices in `window`, from a deterministic re-run of the
+    run in run_dir."""
     reproduce = json.loads((run_dir / "run.json").read_text())
     result = api.run(api.Scenario(reproduce["scenario_text"], reproduce["source"]),
                      seed=reproduce["seed"], set=reproduce["overrides"],
                      duration=reproduce["duration_ns"], record=False, trace_window=window)
-    return result.table("vcpu_states")
+    return {name: result.table(name) for name in ("vcpu_states", "pcpu_slices")}
 
 
 def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: str | None = None,
@@ -216,7 +397,7 @@ def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: 
         run = load_run(run_dir)
         if window or "vcpu_states" not in run.frames:
             window = window or (0, min(run.summary["duration_ns"], DEFAULT_TIMELINE_NS))
-            run.frames["vcpu_states"] = rerun_vcpu_states(run_dir, window)
+            run.frames.update(rerun_timelines(run_dir, window))
         else:  # a long traced window would make an unreadable (and heavy) timeline
             run.frames["vcpu_states"] = first_span(run.frames["vcpu_states"], DEFAULT_TIMELINE_NS)
         runs = [run]

@@ -162,6 +162,7 @@ class Reproduction:
     experiments: list[Experiment]
     out: Path
     quick: bool
+    failures: list[str]  # "scenario variant seed: error" of each failed run (left out of the rows)
 
 
 def plan_experiments(experiments: Iterable[Experiment], seeds: list[int], duration: str | None) -> dict:
@@ -185,7 +186,12 @@ def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = 
     rows = []
     for experiment in experiments:
         rows += claim_rows(experiment, _summaries(planned[experiment.name], store))
-    result = Reproduction(rows, experiments, out, quick)
+    failures = []
+    for run in (run for runs in planned.values() for run in runs):
+        record = store.load(run.task.key)
+        if record["status"] != "ok":
+            failures.append(f"{run.scenario} {run.variant or '(as written)'} seed {run.seed}: {record['error']}")
+    result = Reproduction(rows, experiments, out, quick, failures)
     write_atomic(out / "reproduce.json", json.dumps(rows, indent=1) + "\n")
     write_atomic(out / "reproduce.html", reproduce_html(result))
     return result
@@ -333,7 +339,7 @@ def matrix(quick: bool = False, out: str | Path | None = None, backend: str = "l
             for guest in guests:
                 overrides = [f"host.policy={host}"] + [f"vm[{i}].guest.policy={guest}" for i in range(vm_count)]
                 variant = ",".join(overrides)
-                spec = SweepSpec([name], seeds, [f"{host}+{guest}={variant}"], duration=duration)
+                spec = SweepSpec([name], seeds, [f"{host}-{guest}={variant}"], duration=duration)
                 planned += [(host, guest, run) for run in plan(spec)]
     store = execute_runs([run for _, _, run in planned], out, backend, workers, address, progress)
     samples: dict = {}

@@ -14,7 +14,7 @@ from .errors import UserError, fail
 console = Console()
 status = Console(stderr=True)
 
-BackendOption = Annotated[str, typer.Option(help="local (a process pool on this machine) or ray.")]
+BackendOption = Annotated[str, typer.Option(help="local (worker processes on this machine) or ray.")]
 WorkersOption = Annotated[Optional[int], typer.Option(
     help="Parallel runs (default: all cores; with ray, the CPUs of a local Ray instance).")]
 AddressOption = Annotated[Optional[str], typer.Option(
@@ -22,7 +22,7 @@ AddressOption = Annotated[Optional[str], typer.Option(
 
 
 def _guarded(action):
-    """Run `action` with a progress bar's cleanup; input problems exit 2."""
+    """Run `action`; an input problem is `error: ...` and exit 2."""
     try:
         return action()
     except UserError as err:
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
 
 
 def sweep(
-    spec: Annotated[Optional[Path], typer.Argument(help="Sweep spec (TOML): scenarios, seeds, variants, [grid].")] = None,
+    spec: Annotated[Optional[Path], typer.Argument(help="Sweep spec (TOML): scenarios, seeds, variants, grid of overrides.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Sweep directory: run records and results/.")] = None,
     backend: BackendOption = "local",
     workers: WorkersOption = None,
@@ -92,7 +92,7 @@ def reproduce(
     workers: WorkersOption = None,
     address: AddressOption = None,
 ) -> None:
-    """Run the registered experiments of a paper (scenarios with a [paper] table) and
+    """Run the registered experiments of a paper (built-in scenarios with a paper table) and
     print the paper's values beside the simulation's, with an HTML page."""
     from . import reproduce as registry
     from .sweeps import ProgressBar
@@ -116,6 +116,8 @@ def reproduce(
     else:
         for table in registry.rich_tables(result.rows):
             console.print(table)
+    for failure in result.failures:
+        status.print(f"failed run (left out of the means): {failure}")
     status.print(f"wrote {result.out / 'reproduce.html'} and {result.out / 'reproduce.json'}")
 
 

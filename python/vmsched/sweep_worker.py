@@ -13,6 +13,7 @@ class RunTask(NamedTuple):
     overrides: tuple[str, ...]
     seed: int
     duration_ns: int | None
+    tables: tuple[str, ...] = ()  # recorded tables to return (names of api.RECORD_TABLES)
 
 
 class RunOutcome(NamedTuple):
@@ -20,6 +21,7 @@ class RunOutcome(NamedTuple):
     status: str  # "ok" or "failed"
     summary_json: str | None
     error: str | None
+    tables: dict | None = None  # name -> {column: values}
 
 
 def execute(task: RunTask) -> RunOutcome:
@@ -28,14 +30,15 @@ def execute(task: RunTask) -> RunOutcome:
     from . import _native
 
     try:
-        summary_json, _ = _native.run_scenario(task.text, task.source, list(task.overrides), task.seed,
-                                               task.duration_ns, False, False, None, None)
+        summary_json, tables = _native.run_scenario(task.text, task.source, list(task.overrides), task.seed,
+                                                    task.duration_ns, False, bool(task.tables), None, None)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as err:  # pyo3's PanicException derives from BaseException
         message = " ".join(str(err).split()) or type(err).__name__
         return RunOutcome(task.key, "failed", None, f"{type(err).__name__}: {message}")
-    return RunOutcome(task.key, "ok", summary_json, None)
+    chosen = {name: tables[name] for name in task.tables} if task.tables else None
+    return RunOutcome(task.key, "ok", summary_json, None, chosen)
 
 
 def serve() -> None:
@@ -50,7 +53,7 @@ def serve() -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     for line in sys.stdin:
         fields = json.loads(line)
-        task = RunTask(**{**fields, "overrides": tuple(fields["overrides"])})
+        task = RunTask(**{**fields, "overrides": tuple(fields["overrides"]), "tables": tuple(fields["tables"])})
         replies.write(json.dumps(execute(task)._asdict()) + "\n")
         replies.flush()
 

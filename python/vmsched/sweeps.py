@@ -9,6 +9,7 @@ Store layout under OUT:
                            with exactly the missing runs
   results/runs.parquet     one row per run of the last spec (labels + flattened summary),
                            rows sorted by key, rewritten atomically at the end of a sweep
+  tables/KEY/NAME.parquet  the recorded tables of each run, when the spec asks for them
   spec.json                the last spec, as resolved
 """
 from __future__ import annotations
@@ -21,7 +22,6 @@ import os
 import queue
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -35,13 +35,14 @@ from . import api
 from .atomic import write_atomic
 from .errors import UserError
 from .overrides import parse_duration_ns, parse_variant, toml_literal
+from .tables import write_tables
 from .sweep_worker import RunOutcome, RunTask, execute
 
 BACKENDS = ("local", "ray")
 # Columns of a results row before the flattened summary; `point` is the grid point as
 # `key=value` overrides separated by spaces, and each grid key also has a `set.KEY` column.
 LABEL_COLUMNS = ("key", "scenario", "variant", "seed", "point", "status", "error")
-SPEC_FIELDS = {"scenarios", "seeds", "variants", "grid", "duration"}
+SPEC_FIELDS = {"scenarios", "seeds", "variants", "grid", "duration", "tables"}
 # Summary fields that repeat the labels, or another part of the summary.
 _SUMMARY_SKIP = {"scenario", "description", "seed"}
 
@@ -53,6 +54,7 @@ class SweepSpec:
     variants: list[str] = field(default_factory=lambda: [""])
     grid: dict[str, list] = field(default_factory=dict)
     duration: str | None = None
+    tables: tuple[str, ...] = ()
     source: str = "<spec>"
     base_dir: Path = Path(".")
 
@@ -104,8 +106,13 @@ def spec_from_mapping(data: Mapping, source: str = "<spec>", base_dir: Path = Pa
             parse_duration_ns(duration)
         except UserError as err:
             raise _field_error(source, "duration", str(err)) from err
+    tables = data.get("tables", [])
+    if tables is True:
+        tables = list(api.RECORD_TABLES)
+    if not (isinstance(tables, list) and all(name in api.RECORD_TABLES for name in tables)):
+        raise _field_error(source, "tables", f"expected true or a list of {', '.join(api.RECORD_TABLES)}")
     return SweepSpec(list(dict.fromkeys(scenarios)), list(dict.fromkeys(seeds)), list(dict.fromkeys(variants)),
-                     dict(grid), duration, source, base_dir)
+                     dict(grid), duration, tuple(dict.fromkeys(tables)), source, base_dir)
 
 
 def load_spec(path: str | Path) -> SweepSpec:
@@ -126,14 +133,16 @@ def engine_digest() -> str:
     return hashlib.sha256(Path(_native.__file__).read_bytes()).hexdigest()
 
 
-def run_key(config: dict, seed: int, duration_ns: int) -> str:
-    """Content hash of what determines a run: the normalized scenario (defaults filled,
-    overrides applied), the seed, the simulated time and the engine. The scenario's
-    [variants] and [paper] tables do not change a run and are left out."""
+def run_key(config: dict, seed: int, duration_ns: int, tables: tuple[str, ...] = ()) -> str:
+    """Content hash of what determines a run's stored output: the normalized scenario
+    (defaults filled, overrides applied), the seed, the simulated time, the engine, and
+    the tables kept (recording adds the sampling events to the summary's event count).
+    The scenario's [variants] and [paper] tables do not change a run and are left out."""
     material = {key: value for key, value in config.items()
                 if key not in ("variants", "paper", "seed", "duration_ms")}
     canonical = json.dumps({"scenario": material, "seed": seed, "duration_ns": duration_ns,
-                            "engine": engine_digest()}, sort_keys=True, separators=(",", ":"))
+                            "tables": sorted(tables), "engine": engine_digest()},
+                           sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
@@ -178,8 +187,8 @@ def plan(spec: SweepSpec) -> list[PlannedRun]:
                 config = api.normalize(scenario, overrides)
                 effective_ns = duration_ns or round(config["duration_ms"] * 1e6)
                 for seed in spec.seeds:
-                    task = RunTask(run_key(config, seed, effective_ns), scenario.text, scenario.source,
-                                   overrides, seed, duration_ns)
+                    task = RunTask(run_key(config, seed, effective_ns, spec.tables), scenario.text, scenario.source,
+                                   overrides, seed, duration_ns, spec.tables)
                     runs.append(PlannedRun(name, label, seed, point, task))
     unique = {run.labels: run for run in runs}
     return list(unique.values())
@@ -196,14 +205,23 @@ class Store:
     def record_path(self, key: str) -> Path:
         return self.runs_dir / f"{key}.json"
 
+    def tables_dir(self, key: str) -> Path:
+        return self.out / "tables" / key
+
+    def remove_leftovers(self) -> None:
+        """Temp files of writes that a kill interrupted."""
+        for pattern in ("runs/.*", "tables/*/.*"):
+            for leftover in self.out.glob(pattern):
+                leftover.unlink(missing_ok=True)
+
     def finished_keys(self) -> set[str]:
-        if not self.runs_dir.is_dir():
-            return set()
-        for leftover in self.runs_dir.glob(".*"):  # a temp file of a write that was killed
-            leftover.unlink(missing_ok=True)
-        return {path.stem for path in self.runs_dir.glob("*.json")}
+        return {path.stem for path in self.runs_dir.glob("*.json")} if self.runs_dir.is_dir() else set()
 
     def save(self, outcome: RunOutcome) -> None:
+        """The tables first, then the record: a record means its run is complete."""
+        if outcome.tables:
+            write_tables({name: pl.DataFrame(columns) for name, columns in outcome.tables.items()},
+                         self.tables_dir(outcome.key))
         record = {"key": outcome.key, "status": outcome.status, "error": outcome.error,
                   "summary": json.loads(outcome.summary_json) if outcome.summary_json else None}
         write_atomic(self.record_path(outcome.key), json.dumps(record, indent=1, sort_keys=True) + "\n")
@@ -359,6 +377,7 @@ def execute_runs(runs: list[PlannedRun], out: str | Path, backend: str = "local"
     if workers is not None and workers < 1:
         raise UserError(f"--workers: {workers} must be at least 1")
     store = Store(out)
+    store.remove_leftovers()
     finished = store.finished_keys()
     tasks = list({run.task.key: run.task for run in runs if run.task.key not in finished}.values())
     total = len({run.task.key for run in runs})
@@ -396,7 +415,7 @@ def sweep(spec: str | Path | Mapping | SweepSpec, out: str | Path, backend: str 
     frame = results_frame(runs, store)
     write_results(frame, store)
     spec_record = {"scenarios": resolved.scenarios, "seeds": resolved.seeds, "variants": resolved.variants,
-                   "grid": resolved.grid, "duration": resolved.duration}
+                   "grid": resolved.grid, "duration": resolved.duration, "tables": list(resolved.tables)}
     write_atomic(store.out / "spec.json", json.dumps(spec_record, indent=1) + "\n")
     return frame
 
@@ -474,7 +493,6 @@ class ProgressBar:
         self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
                             TextColumn("{task.fields[failed]} failed"), TimeRemainingColumn(), console=console)
         self.task = None
-        self.started = time.monotonic()
 
     def __call__(self, done: int, failed: int, total: int) -> None:
         if self.task is None:

@@ -15,7 +15,12 @@ from collections.abc import Iterator
 
 import polars as pl
 
-HOST_PID = 0
+# Perfetto's JSON importer treats pid 0 as the idle "swapper" and names threads by tid
+# alone, so every process has a positive pid and every thread a tid unique in the whole
+# trace: pid 1 is the host, VM i is pid 2 + i, and threads are numbered after the last
+# pid (pCPUs first, then every VM's vCPUs in order). A process's counters sit on its
+# main thread, whose tid is its pid (as on Linux).
+HOST_PID = 1
 # Serialized size of one event, rounded up from the default scenario's trace (about 90
 # bytes); the estimate only has to tell a few MB from a few GB.
 BYTES_PER_EVENT = 100
@@ -34,10 +39,23 @@ class TraceBuilder:
         self.frames = frames
         self.window = window
         self.vm_names = [vm["name"] for vm in summary["vms"]]
+        first_thread = HOST_PID + 1 + len(self.vm_names)
+        self._first_vcpu_tid = {}
+        next_tid = first_thread + summary["host"]["pcpus"]
+        for vm in summary["vms"]:
+            self._first_vcpu_tid[vm["name"]] = next_tid
+            next_tid += len(vm.get("vcpus", []))
+        self._first_pcpu_tid = first_thread
 
     def vm_pid(self, vm: int | str) -> int:
         index = vm if isinstance(vm, int) else self.vm_names.index(vm)
-        return index + 1
+        return HOST_PID + 1 + index
+
+    def pcpu_tid(self, pcpu: int) -> int:
+        return self._first_pcpu_tid + pcpu
+
+    def vcpu_tid(self, vm: int | str, vcpu: int) -> int:
+        return self._first_vcpu_tid[self.vm_label(vm)] + vcpu
 
     def vm_label(self, vm: int | str) -> str:
         return self.vm_names[vm] if isinstance(vm, int) else vm
@@ -64,25 +82,28 @@ class TraceBuilder:
         return self.event_count() * BYTES_PER_EVENT
 
     def metadata(self) -> Iterator[dict]:
-        yield {"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": 0, "args": {"name": "host"}}
-        yield {"ph": "M", "name": "process_sort_index", "pid": HOST_PID, "tid": 0, "args": {"sort_index": 0}}
+        yield {"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": HOST_PID, "args": {"name": "host"}}
+        yield {"ph": "M", "name": "process_sort_index", "pid": HOST_PID, "tid": HOST_PID, "args": {"sort_index": 0}}
         for pcpu in range(self.summary["host"]["pcpus"]):
-            yield {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": pcpu, "args": {"name": f"pCPU {pcpu}"}}
-            yield {"ph": "M", "name": "thread_sort_index", "pid": HOST_PID, "tid": pcpu, "args": {"sort_index": pcpu}}
+            tid = self.pcpu_tid(pcpu)
+            yield {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": tid, "args": {"name": f"pCPU {pcpu}"}}
+            yield {"ph": "M", "name": "thread_sort_index", "pid": HOST_PID, "tid": tid, "args": {"sort_index": pcpu}}
         for index, vm in enumerate(self.summary["vms"]):
-            pid = index + 1
-            yield {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"VM {vm['name']}"}}
-            yield {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
+            pid = self.vm_pid(index)
+            yield {"ph": "M", "name": "process_name", "pid": pid, "tid": pid, "args": {"name": f"VM {vm['name']}"}}
+            yield {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": pid, "args": {"sort_index": pid}}
             for vcpu in vm.get("vcpus", []):
-                tid = vcpu["index"]
-                yield {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": f"vCPU {tid}"}}
-                yield {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}}
+                tid = self.vcpu_tid(index, vcpu["index"])
+                yield {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                       "args": {"name": f"vCPU {vcpu['index']}"}}
+                yield {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                       "args": {"sort_index": vcpu["index"]}}
 
     def pcpu_slices(self) -> Iterator[dict]:
         for row in self._frame("pcpu_slices").iter_rows(named=True):
             vm = self.vm_label(row["vm"])
             yield {"ph": "X", "name": f"{vm}/vCPU {row['vcpu']}", "cat": "pcpu", "pid": HOST_PID,
-                   "tid": row["pcpu"], "ts": _us(row["start_ns"]), "dur": _us(row["end_ns"] - row["start_ns"]),
+                   "tid": self.pcpu_tid(row["pcpu"]), "ts": _us(row["start_ns"]), "dur": _us(row["end_ns"] - row["start_ns"]),
                    "args": {"vm": vm, "vcpu": row["vcpu"]}}
 
     def _tasks_within_states(self) -> pl.DataFrame:
@@ -108,42 +129,43 @@ class TraceBuilder:
     def vcpu_slices(self) -> Iterator[dict]:
         for row in self._frame("vcpu_states").iter_rows(named=True):
             yield {"ph": "X", "name": row["state"], "cat": "vcpu_state", "pid": self.vm_pid(row["vm"]),
-                   "tid": row["vcpu"], "ts": _us(row["start_ns"]), "dur": _us(row["end_ns"] - row["start_ns"]),
+                   "tid": self.vcpu_tid(row["vm"], row["vcpu"]), "ts": _us(row["start_ns"]), "dur": _us(row["end_ns"] - row["start_ns"]),
                    "args": {"state": row["state"]}}
         for row in self._tasks_within_states().iter_rows(named=True):
             yield {"ph": "X", "name": str(row["task"]), "cat": "task", "pid": self.vm_pid(row["vm"]),
-                   "tid": row["vcpu"], "ts": _us(row["start_ns"]), "dur": _us(row["end_ns"] - row["start_ns"]),
+                   "tid": self.vcpu_tid(row["vm"], row["vcpu"]), "ts": _us(row["start_ns"]), "dur": _us(row["end_ns"] - row["start_ns"]),
                    "args": {"task": row["task"]}}
 
     def interrupts(self) -> Iterator[dict]:
         for flow_id, row in enumerate(self._frame("irqs").iter_rows(named=True)):
             pid = self.vm_pid(row["vm"])
             sender = "device" if row["src_vcpu"] < 0 else f"vCPU {row['src_vcpu']}"
-            yield {"ph": "i", "s": "t", "name": row["kind"], "cat": "irq", "pid": pid, "tid": row["dst_vcpu"],
+            yield {"ph": "i", "s": "t", "name": row["kind"], "cat": "irq", "pid": pid,
+                   "tid": self.vcpu_tid(row["vm"], row["dst_vcpu"]),
                    "ts": _us(row["delivered_ns"]),
                    "args": {"from": sender, "pending_ns": row["delivered_ns"] - row["sent_ns"]}}
             if row["src_vcpu"] < 0:
                 continue
             yield {"ph": "i", "s": "t", "name": f"send {row['kind']}", "cat": "irq", "pid": pid,
-                   "tid": row["src_vcpu"], "ts": _us(row["sent_ns"]), "args": {"to": f"vCPU {row['dst_vcpu']}"}}
+                   "tid": self.vcpu_tid(row["vm"], row["src_vcpu"]), "ts": _us(row["sent_ns"]), "args": {"to": f"vCPU {row['dst_vcpu']}"}}
             yield {"ph": "s", "id": flow_id, "name": row["kind"], "cat": "ipi", "pid": pid,
-                   "tid": row["src_vcpu"], "ts": _us(row["sent_ns"])}
+                   "tid": self.vcpu_tid(row["vm"], row["src_vcpu"]), "ts": _us(row["sent_ns"])}
             yield {"ph": "f", "bp": "e", "id": flow_id, "name": row["kind"], "cat": "ipi", "pid": pid,
-                   "tid": row["dst_vcpu"], "ts": _us(row["delivered_ns"])}
+                   "tid": self.vcpu_tid(row["vm"], row["dst_vcpu"]), "ts": _us(row["delivered_ns"])}
 
     def counters(self) -> Iterator[dict]:
         for row in self._samples_in_window().iter_rows(named=True):
             metric, ts = row["metric"], _us(row["time_ns"])
             if metric == "pcpu_runqueue":
-                yield {"ph": "C", "name": f"runqueue pCPU {row['pcpu']}", "pid": HOST_PID, "tid": 0,
+                yield {"ph": "C", "name": f"runqueue pCPU {row['pcpu']}", "pid": HOST_PID, "tid": HOST_PID,
                        "ts": ts, "args": {"tasks": row["value"]}}
             elif metric in ("vm_cpu_share", "vm_entitlement"):
-                yield {"ph": "C", "name": metric, "pid": self.vm_pid(row["vm"]), "tid": 0, "ts": ts,
+                yield {"ph": "C", "name": metric, "pid": self.vm_pid(row["vm"]), "tid": self.vm_pid(row["vm"]), "ts": ts,
                        "args": {"pCPUs": row["value"]}}
             elif metric in ("vcpu_steal_frac", "vcpu_runqueue"):
                 label = "steal" if metric == "vcpu_steal_frac" else "runqueue"
                 yield {"ph": "C", "name": f"{label} vCPU {row['vcpu']}", "pid": self.vm_pid(row["vm"]),
-                       "tid": 0, "ts": ts, "args": {label: row["value"]}}
+                       "tid": self.vm_pid(row["vm"]), "ts": ts, "args": {label: row["value"]}}
 
     def events(self) -> list[dict]:
         body = [*self.pcpu_slices(), *self.vcpu_slices(), *self.interrupts(), *self.counters()]

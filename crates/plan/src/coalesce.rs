@@ -21,6 +21,9 @@ pub struct CoalesceStats {
     pub grown: usize,
     /// Short allocations handed to a neighbour.
     pub absorbed: usize,
+    /// Short allocations that traded places with a neighbour to join another
+    /// allocation of their own vCPU.
+    pub traded: usize,
     /// Short allocations left because every option broke a guarantee.
     pub kept_short: usize,
 }
@@ -54,6 +57,8 @@ pub fn coalesce(per_core: &mut [Vec<Slot>], goals: &[Goal], threshold_ns: u64) -
                 i += 1;
             } else if hand_to_neighbour(&mut per_core[c], i, c, goals, &mut service) {
                 stats.absorbed += 1;
+            } else if trade_with_neighbour(&mut per_core[c], i, c, goals, &mut service) {
+                stats.traded += 1;
             } else {
                 stats.kept_short += 1;
                 i += 1;
@@ -121,6 +126,55 @@ fn hand_to_neighbour(slots: &mut Vec<Slot>, i: usize, core: usize, goals: &[Goal
     true
 }
 
+/// Swaps short slot `i` with the allocation touching it when that joins it to
+/// another allocation of its own vCPU (an EDF preemption a few ns before a job
+/// ends leaves such a sliver): `A B A` becomes `B AA`, or `AA B` from the other
+/// side. The neighbour shifts by the sliver's length; both vCPUs must be free
+/// where they move to and keep their service and blackout goals.
+fn trade_with_neighbour(slots: &mut Vec<Slot>, i: usize, core: usize, goals: &[Goal], service: &mut [Vec<(u64, u64, usize)>]) -> bool {
+    let sliver = slots[i];
+    let length = sliver.end - sliver.start;
+    let touching_own = |a: usize, b: usize, c: usize| slots[a].end == slots[b].start && slots[b].end == slots[c].start && slots[a].vcpu == slots[c].vcpu && slots[b].vcpu != slots[a].vcpu;
+    // (neighbour, own allocation joined, neighbour's new interval, joined interval)
+    let mut options = Vec::new();
+    if i + 2 < slots.len() && touching_own(i, i + 1, i + 2) {
+        let (next, own) = (slots[i + 1], slots[i + 2]);
+        options.push((i + 1, i + 2, (sliver.start, next.end - length), (next.end - length, own.end)));
+    }
+    if i >= 2 && touching_own(i - 2, i - 1, i) {
+        let (previous, own) = (slots[i - 1], slots[i - 2]);
+        options.push((i - 1, i - 2, (previous.start + length, sliver.end), (own.start, previous.start + length)));
+    }
+    for (j, k, other_to, own_to) in options {
+        let (other, own) = (slots[j], slots[k]);
+        if busy_elsewhere(&service[sliver.vcpu], core, own_to.0, own_to.1) || busy_elsewhere(&service[other.vcpu], core, other_to.0, other_to.1) {
+            continue;
+        }
+        let is = |e: &(u64, u64, usize), s: Slot| e.0 == s.start && e.2 == core;
+        let own_after: Vec<(u64, u64)> = service[sliver.vcpu]
+            .iter()
+            .filter(|e| !is(e, sliver))
+            .map(|e| if is(e, own) { own_to } else { (e.0, e.1) })
+            .collect();
+        let other_after: Vec<(u64, u64)> =
+            service[other.vcpu].iter().map(|e| if is(e, other) { other_to } else { (e.0, e.1) }).collect();
+        if !meets_goal(own_after, goals[sliver.vcpu]) || !meets_goal(other_after, goals[other.vcpu]) {
+            continue;
+        }
+        service[sliver.vcpu].retain(|e| !is(e, sliver));
+        for (vcpu, from, to) in [(sliver.vcpu, own, own_to), (other.vcpu, other, other_to)] {
+            let entry = service[vcpu].iter_mut().find(|e| is(e, from)).unwrap();
+            *entry = (to.0, to.1, core);
+        }
+        slots[j] = Slot { start: other_to.0, end: other_to.1, vcpu: other.vcpu };
+        slots[k] = Slot { start: own_to.0, end: own_to.1, vcpu: sliver.vcpu };
+        slots.remove(i);
+        slots.sort_by_key(|s| s.start);
+        return true;
+    }
+    false
+}
+
 fn meets_goal(mut intervals: Vec<(u64, u64)>, goal: Goal) -> bool {
     let total: u64 = intervals.iter().map(|(s, e)| e - s).sum();
     if total < goal.service_ns || intervals.is_empty() {
@@ -147,7 +201,7 @@ mod tests {
         let mut cores = vec![vec![Slot { start: 0, end: 10, vcpu: 0 }, Slot { start: 100, end: h, vcpu: 1 }]];
         let goals = [Goal { service_ns: 10, latency_ns: h }, Goal { service_ns: h - 100, latency_ns: h }];
         let stats = coalesce(&mut cores, &goals, 50);
-        assert_eq!(stats, CoalesceStats { grown: 1, absorbed: 0, kept_short: 0 });
+        assert_eq!(stats, CoalesceStats { grown: 1, ..Default::default() });
         assert_eq!(cores[0][0], Slot { start: 0, end: 50, vcpu: 0 });
     }
 
@@ -170,5 +224,30 @@ mod tests {
         let mut cores = vec![slots.clone()];
         assert_eq!(coalesce(&mut cores, &strict, 50).kept_short, 1);
         assert_eq!(cores[0], slots);
+    }
+
+    #[test]
+    fn sliver_trades_places_to_join_its_own_allocation() {
+        let h = HYPERPERIOD_NS;
+        let slots = vec![
+            Slot { start: 0, end: 10, vcpu: 0 },
+            Slot { start: 10, end: 1000, vcpu: 1 },
+            Slot { start: 1000, end: 5000, vcpu: 0 },
+            Slot { start: 5000, end: h, vcpu: 1 },
+        ];
+        // vCPU 0 needs all 4010 ns, so it cannot give the sliver away; after the
+        // trade vCPU 1 runs 10 ns earlier and vCPU 0 10 ns later, in one piece.
+        let goals = [Goal { service_ns: 4010, latency_ns: h }, Goal { service_ns: h - 4010, latency_ns: h }];
+        let mut cores = vec![slots.clone()];
+        let stats = coalesce(&mut cores, &goals, 50);
+        assert_eq!(stats, CoalesceStats { traded: 1, ..Default::default() });
+        assert_eq!(
+            cores[0],
+            vec![Slot { start: 0, end: 990, vcpu: 1 }, Slot { start: 990, end: 5000, vcpu: 0 }, Slot { start: 5000, end: h, vcpu: 1 }]
+        );
+        // Not when vCPU 1's blackout goal forbids moving its allocation.
+        let strict = [goals[0], Goal { service_ns: h - 4010, latency_ns: 4000 - 10 }];
+        let mut cores = vec![slots.clone()];
+        assert_eq!(coalesce(&mut cores, &strict, 50).traded, 0);
     }
 }

@@ -18,11 +18,15 @@ pub struct Bin {
     pub load: u64,
     /// Sum of the pieces' densities, in the units of `load` (see [`density`]).
     density: u64,
+    /// Shortest piece a C=D split may cut, head or remainder: the coalescing
+    /// threshold, below which an allocation cannot be enforced (Tableau, Sec. 5,
+    /// "Post-processing"). A split that needs a shorter piece is not made.
+    min_piece_ns: u64,
 }
 
 impl Bin {
-    pub fn new(cores: Vec<usize>) -> Self {
-        Bin { cores, pieces: Vec::new(), load: 0, density: 0 }
+    pub fn new(cores: Vec<usize>, min_piece_ns: u64) -> Self {
+        Bin { cores, pieces: Vec::new(), load: 0, density: 0, min_piece_ns }
     }
 
     fn capacity(&self) -> u64 {
@@ -84,13 +88,15 @@ impl Bin {
         if self.is_cluster() {
             return None;
         }
+        let above = above.max(self.min_piece_ns.saturating_sub(1));
         largest_accepted(above, self.zero_laxity_bound(piece), |cost| self.accepts(&piece.zero_laxity_head(cost)))
     }
 
     /// An upper bound on [`Bin::largest_zero_laxity_piece`]: the piece must leave
-    /// a remainder, and all its jobs must fit in the core's spare time.
+    /// a remainder no shorter than the shortest piece, and all its jobs must fit
+    /// in the core's spare time.
     fn zero_laxity_bound(&self, piece: &Piece) -> u64 {
-        (piece.cost - 1).min(self.spare() / (HYPERPERIOD_NS / piece.period))
+        (piece.cost.saturating_sub(self.min_piece_ns.max(1))).min(self.spare() / (HYPERPERIOD_NS / piece.period))
     }
 }
 
@@ -157,8 +163,8 @@ const HEURISTICS: [(Packing, &[Splitting]); 4] = [
 /// (SchedCAT's `meta_preassign_failures`): when every heuristic fails, the tasks
 /// some heuristic could not place are packed first, ahead of all others, and
 /// the heuristics run again, until they succeed or no new task fails.
-pub fn place(tasks: &[Task], bin_cores: &[Vec<usize>]) -> Option<Placement> {
-    let empty: Vec<Bin> = bin_cores.iter().cloned().map(Bin::new).collect();
+pub fn place(tasks: &[Task], bin_cores: &[Vec<usize>], min_piece_ns: u64) -> Option<Placement> {
+    let empty: Vec<Bin> = bin_cores.iter().map(|cores| Bin::new(cores.clone(), min_piece_ns)).collect();
     let mut pre_assigned: Vec<bool> = vec![false; tasks.iter().map(|t| t.vcpu + 1).max().unwrap_or(0)];
     loop {
         let mut order: Vec<Piece> = tasks.iter().map(Task::whole).collect();
@@ -353,7 +359,7 @@ mod tests {
     fn worst_fit_decreasing_spreads_load() {
         let h = HYPERPERIOD_NS;
         let tasks: Vec<Task> = (0..4).map(|v| Task { vcpu: v, period: h, budget: h / 4 * (v as u64 + 1) / 2 }).collect();
-        let p = place(&tasks, &[vec![0], vec![1]]).unwrap();
+        let p = place(&tasks, &[vec![0], vec![1]], 0).unwrap();
         // Demands 1/2, 3/8, 1/4, 1/8 of a core: 1/2 -> core 0, 3/8 -> core 1, 1/4 -> core 1, 1/8 -> core 0.
         let on = |b: usize| p.bins[b].pieces.iter().map(|x| x.vcpu).collect::<Vec<_>>();
         assert_eq!(on(0), vec![3, 0]);
@@ -364,7 +370,7 @@ mod tests {
     #[test]
     fn a_core_hosting_a_zero_laxity_piece_sorts_as_full() {
         let h = HYPERPERIOD_NS;
-        let mut bin = Bin::new(vec![0]);
+        let mut bin = Bin::new(vec![0], 0);
         bin.add(Task { vcpu: 0, period: h, budget: h / 10 }.whole().zero_laxity_head(h / 10));
         assert_eq!(bin.spare(), h - h / 10);
         assert_eq!(bin.slack(), 0);
@@ -374,7 +380,7 @@ mod tests {
     fn three_tasks_of_two_thirds_on_two_cores_need_one_split() {
         let h = HYPERPERIOD_NS;
         let tasks: Vec<Task> = (0..3).map(|v| Task { vcpu: v, period: h, budget: h / 3 * 2 }).collect();
-        let p = place(&tasks, &[vec![0], vec![1]]).unwrap();
+        let p = place(&tasks, &[vec![0], vec![1]], 0).unwrap();
         assert_eq!(p.splits, vec![(2, 2)]);
         let piece0 = p.bins[0].pieces[1];
         let piece1 = p.bins[1].pieces[1];

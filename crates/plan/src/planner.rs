@@ -82,6 +82,7 @@ pub struct CoalesceReport {
     pub threshold_ns: u64,
     pub grown: usize,
     pub absorbed: usize,
+    pub traded: usize,
     pub kept_short: usize,
 }
 
@@ -140,7 +141,7 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, PlanError> {
     let mut attempts = 1;
     let (placement, per_core_slots) = loop {
         let bins: Vec<Vec<usize>> = domains.iter().flatten().cloned().collect();
-        if let Some(p) = place(&tasks, &bins) {
+        if let Some(p) = place(&tasks, &bins, request.min_allocation_ns) {
             if let Some(slots) = schedule_bins(&p, request.cores.len()) {
                 break (p, slots);
             }
@@ -197,6 +198,7 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, PlanError> {
             threshold_ns: request.min_allocation_ns,
             grown: stats.grown,
             absorbed: stats.absorbed,
+            traded: stats.traded,
             kept_short: stats.kept_short,
         },
         allocations: table.allocation_count(),

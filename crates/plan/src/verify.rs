@@ -133,7 +133,10 @@ fn longest_cyclic_gap(sorted: &[(u64, u64)], length: u64) -> u64 {
 fn check_slices(core: &crate::table::CoreTable, length: u64, violations: &mut Vec<Violation>) {
     let allocations = &core.allocations;
     let in_order = allocations.windows(2).all(|p| p[0].end_ns <= p[1].start_ns);
-    if !in_order || core.slice_ns == 0 || core.slices.len() as u64 != length.div_ceil(core.slice_ns) {
+    let shortest = allocations.iter().map(|a| a.end_ns - a.start_ns).min().unwrap_or(length);
+    let floor = length / (crate::table::MAX_SLICES_PER_ALLOCATION * allocations.len().max(1) as u64);
+    let expected_slice = shortest.max(floor).max(1);
+    if !in_order || core.slice_ns != expected_slice || core.slices.len() as u64 != length.div_ceil(core.slice_ns) {
         violations.push(Violation::BadSliceTable { core: core.core, slice: 0 });
         return;
     }
@@ -147,8 +150,11 @@ fn check_slices(core: &crate::table::CoreTable, length: u64, violations: &mut Ve
         let ok = if first_after == allocations.len() {
             entry == NO_ALLOCATION
         } else {
-            let third_overlaps = allocations.get(first_after + 2).is_some_and(|a| a.start_ns < hi);
-            entry as usize == first_after && !third_overlaps
+            // More than two allocations in a slice only where a sliver shorter
+            // than the slice is among them (the slice-count floor, table.rs).
+            let overlapping = allocations[first_after..].iter().take_while(|a| a.start_ns < hi);
+            let crowded = overlapping.clone().count() > 2 && overlapping.clone().all(|a| a.end_ns - a.start_ns >= core.slice_ns);
+            entry as usize == first_after && !crowded
         };
         if !ok {
             violations.push(Violation::BadSliceTable { core: core.core, slice: k });

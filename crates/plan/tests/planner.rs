@@ -270,6 +270,15 @@ proptest! {
         let plan = plan_text(&input_text(cores, &vcpus), InputKind::Toml);
         let plan = match plan { Ok(p) => p, Err(e) => return Err(TestCaseError::fail(e.to_string())) };
         prop_assert!(verify(&plan.table).is_empty());
+        // Allocations too short to enforce are exactly those the report says
+        // coalescing had to keep; a core without any has a small slice table
+        // (one entry per shortest allocation).
+        let threshold = plan.report.coalesce.threshold_ns;
+        let short: usize = plan.table.cores.iter().map(|c| c.allocations.iter().filter(|a| a.end_ns - a.start_ns < threshold).count()).sum();
+        prop_assert!(short <= plan.report.coalesce.kept_short);
+        for core in plan.table.cores.iter().filter(|c| c.allocations.iter().all(|a| a.end_ns - a.start_ns >= threshold)) {
+            prop_assert!(core.slices.len() as u64 <= H / threshold + 1);
+        }
         // Lookup through the slice table agrees with a linear scan.
         for core in &plan.table.cores {
             for probe in 0..200u64 {
@@ -329,4 +338,46 @@ fn cluster_fallback_plans_and_verifies_when_splitting_fails() {
     assert!(plan.report.attempts > 1);
     assert!(plan.table.vcpus.iter().any(|v| v.placement == Placement::Clustered));
     assert_eq!(verify(&plan.table), vec![]);
+}
+
+/// Found by a user: a C=D split cut a 1 ns piece, which coalescing could not
+/// absorb without breaking a guarantee, and the slice table (one entry per
+/// shortest allocation) grew to 410 MB. Every piece is now at least the
+/// coalescing threshold, so no allocation is shorter than a dispatcher can
+/// honour and the table stays proportional to the allocations.
+#[test]
+fn split_on_two_cores_leaves_no_unenforceable_piece() {
+    let input = r#"{"host": {"cores": 2}, "vm": [{"name": "vm0", "vcpus": 4, "utilization": 0.4724499078475226, "latency_ms": 76}, {"name": "vm1", "utilization": 0.096655, "latency_ms": 27}]}"#;
+    let plan = plan_text(input, InputKind::Json).unwrap();
+    let threshold = plan.report.coalesce.threshold_ns;
+    assert!(threshold > 0);
+    for core in &plan.table.cores {
+        for a in &core.allocations {
+            assert!(a.end_ns - a.start_ns >= threshold, "core {}: {a:?} shorter than {threshold} ns", core.core);
+        }
+        assert!(core.slices.len() as u64 <= H / threshold + 1, "core {}: {} slices", core.core, core.slices.len());
+    }
+    assert!(to_binary(&plan.table).len() < 1 << 20, "{} bytes", to_binary(&plan.table).len());
+    assert!(verify(&plan.table).is_empty());
+}
+
+/// A sliver kept by coalescing does not set the slice length: the slice table
+/// stays within MAX_SLICES_PER_ALLOCATION entries per allocation, lookups still
+/// find every allocation, and the verifier accepts the table.
+#[test]
+fn a_kept_sliver_does_not_blow_up_the_slice_table() {
+    use vmsched_plan::table::MAX_SLICES_PER_ALLOCATION;
+    let mut t = table(vec![vec![(0, 0, H / 2), (1, H / 2, H / 2 + 1), (0, H / 2 + 1, H)]], vec![entry("a", 0.5, 100.0), entry("b", 0.5, 100.0)]);
+    let core = &t.cores[0];
+    assert!(core.slices.len() as u64 <= MAX_SLICES_PER_ALLOCATION * 3, "{} slices", core.slices.len());
+    for a in &core.allocations {
+        assert_eq!(core.lookup(a.start_ns), Some(a));
+        assert_eq!(core.lookup(a.end_ns - 1), Some(a));
+    }
+    assert!(!verify(&t).contains(&Violation::BadSliceTable { core: 0, slice: 0 }));
+    // A slice length other than the rule's is a corrupt table.
+    let halved = t.cores[0].slices.len().div_ceil(2);
+    t.cores[0].slice_ns *= 2;
+    t.cores[0].slices.truncate(halved);
+    assert!(verify(&t).contains(&Violation::BadSliceTable { core: 0, slice: 0 }));
 }

@@ -4,6 +4,8 @@
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 
 use vmsched_sim::{scenarios, RunOptions};
 
@@ -58,9 +60,16 @@ fn validate_scenario(text: &str, source: &str, overrides: Vec<String>) -> PyResu
     serde_json::to_string(&s).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
-/// Runs a scenario; returns (summary JSON, tables or None).
+/// How often the waiting thread looks for a signal (Ctrl-C): a run stops
+/// within this time plus the engine's poll interval of a few ms.
+const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Runs a scenario; returns (summary JSON, tables or None). Refuses a run whose
+/// estimated size is beyond the limits unless `allow_large`. The engine runs on
+/// its own thread while this one forwards progress and checks for signals, so
+/// Ctrl-C raises KeyboardInterrupt here within a fraction of a second.
 #[pyfunction]
-#[pyo3(signature = (text, source, overrides=Vec::new(), seed=None, duration_ns=None, validate=false, record=false, trace_window=None, progress=None))]
+#[pyo3(signature = (text, source, overrides=Vec::new(), seed=None, duration_ns=None, validate=false, record=false, trace_window=None, progress=None, allow_large=false))]
 #[allow(clippy::too_many_arguments)]
 fn run_scenario<'py>(
     py: Python<'py>,
@@ -73,28 +82,40 @@ fn run_scenario<'py>(
     record: bool,
     trace_window: Option<(u64, u64)>,
     progress: Option<Py<PyAny>>,
+    allow_large: bool,
 ) -> PyResult<(String, Option<Bound<'py, PyAny>>)> {
-    if duration_ns == Some(0) {
-        return Err(PyValueError::new_err(format!("{source}: duration: must be positive")));
+    let mut overrides = overrides;
+    if let Some(ns) = duration_ns {
+        // Checked like the file's own duration, and against the workloads' start
+        // times: the run's length is part of the scenario being validated.
+        overrides.push(format!("duration_ms={:?}", ns as f64 / 1e6));
     }
     let scenario = parse(text, source, &overrides)?;
-    let opts = RunOptions { seed, duration_ns, validate, record, trace_window };
-    let mut callback_error: Option<PyErr> = None;
-    let out = {
-        let mut report = |now: u64, end: u64| {
-            if let (Some(cb), None) = (&progress, &callback_error) {
-                Python::attach(|py| {
-                    if let Err(e) = cb.call1(py, (now, end)) {
-                        callback_error = Some(e);
-                    }
-                });
-            }
-        };
-        py.detach(|| vmsched_sim::run(scenario, &opts, &mut report))
-    };
-    if let Some(e) = callback_error {
-        return Err(e);
+    let end_ns = duration_ns.unwrap_or_else(|| (scenario.duration_ms * 1e6).round() as u64);
+    if !allow_large {
+        if let Some(why) = vmsched_sim::size::estimate(&scenario, end_ns, record).refusal() {
+            return Err(PyValueError::new_err(format!("{source}: {why}")));
+        }
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = RunOptions { seed, duration_ns, validate, record, trace_window, stop: Some(stop.clone()) };
+    let (progress_tx, progress_rx) = mpsc::channel::<(u64, u64)>();
+    let out = std::thread::scope(|scope| -> PyResult<_> {
+        let engine = std::thread::Builder::new()
+            .name("vmsched-sim".into())
+            .spawn_scoped(scope, move || {
+                vmsched_sim::run(scenario, &opts, &mut |now, end| {
+                    let _ = progress_tx.send((now, end));
+                })
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the engine thread: {e}")))?;
+        let waited = wait_for_engine(py, progress_rx, progress.as_ref());
+        if waited.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let out = engine.join().map_err(|_| PyRuntimeError::new_err(format!("{source}: the engine panicked")))?;
+        waited.map(|()| out)
+    })?;
     let out = out.map_err(|e| PyRuntimeError::new_err(format!("{source}: {e}")))?;
     let summary = serde_json::to_string_pretty(&out.summary).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     let tables = match out.tables {
@@ -116,7 +137,44 @@ fn run_scenario<'py>(
     Ok((summary, tables))
 }
 
+/// Forwards the engine's progress to `progress` and checks for signals until the
+/// engine thread hangs up; an error (a signal handler's exception, or one from
+/// the callback) ends the wait.
+fn wait_for_engine(py: Python<'_>, mut updates: mpsc::Receiver<(u64, u64)>, progress: Option<&Py<PyAny>>) -> PyResult<()> {
+    loop {
+        // The receiver travels into the GIL-free wait and back (it is Send, not Sync).
+        let update;
+        (update, updates) = py.detach(move || (updates.recv_timeout(SIGNAL_POLL), updates));
+        py.check_signals()?;
+        match update {
+            Ok((now, end)) => {
+                if let Some(callback) = progress {
+                    callback.call1(py, (now, end))?;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+    }
+}
+
+/// Why `name` cannot name a variant (it becomes a directory), or None.
+#[pyfunction]
+fn variant_name_problem(name: &str) -> Option<String> {
+    vmsched_sim::scenario::check_variant_name(name).err()
+}
+
+/// The scenario fields a workload of `kind` reads, those every kind reads first.
+#[pyfunction]
+fn workload_fields_read(kind: &str) -> PyResult<Vec<&'static str>> {
+    let kind: vmsched_sim::scenario::WorkloadKind = serde_json::from_value(serde_json::Value::String(kind.to_string()))
+        .map_err(|e| PyValueError::new_err(format!("workload kind `{kind}`: {e}")))?;
+    Ok(vmsched_sim::scenario::READ_BY_EVERY_KIND.iter().chain(vmsched_sim::scenario::fields_read(kind)).copied().collect())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(workload_fields_read, m)?)?;
+    m.add_function(wrap_pyfunction!(variant_name_problem, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(kernels, m)?)?;

@@ -116,6 +116,12 @@ pub const PROFILES: &[KernelProfile] = &[
         host: HOST_5_10,
         guest: GUEST_5_10,
     },
+    KernelProfile {
+        name: "xen-4.9",
+        description: "Xen 4.9 hypervisor, the host of the Tableau paper (EuroSys'18, section 7.2): none of KVM's host features (a halting vCPU blocks at once, hvm_hlt(); no halt polling), for host.policy = credit | credit2 | rtds | tableau",
+        host: &[],
+        guest: &[],
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static KernelProfile> {

@@ -18,6 +18,7 @@ pub mod registry;
 pub mod rng;
 pub mod scenario;
 pub mod scenarios;
+pub mod size;
 pub mod summary;
 pub mod sync;
 pub mod tableau;

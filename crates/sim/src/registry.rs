@@ -13,10 +13,14 @@ use crate::host::balance::Balance;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
 use crate::guest::irs::IrsGuest;
 use crate::host::irs::{IrsBase, IrsParams, IrsSender};
+use crate::host::credit::Credit;
+use crate::host::credit2::Credit2;
+use crate::host::rtds::Rtds;
+use crate::host::tableau::Tableau;
 use crate::host::uvf::Uvf;
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
-use crate::scenario::{BalanceMode, CfsTunables, Guest, GuestPolicyKind, Host, HostPolicyKind, UvfParams};
+use crate::scenario::{BalanceMode, CfsTunables, Credit2Params, CreditParams, Guest, GuestPolicyKind, Host, HostPolicyKind, RtdsParams, Scenario, TableauParams, UvfParams};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -45,6 +49,26 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "cfs",
             "Linux CFS scheduling vCPU threads as KVM hosts run it (kernel/sched/fair.c, Linux 6.5): per-pCPU runqueues, wakeup/tick preemption, balancing, cpu.max bandwidth",
             params_of::<CfsTunables>(),
+        ),
+        HostPolicyKind::Credit => (
+            "credit",
+            "Xen Credit (xen/common/sched_credit.c, Xen 4.9): per-pCPU runqueues by priority (BOOST, UNDER, OVER), credits by weight every slice, BOOST on wakeup, idle pCPUs steal, caps park vCPUs",
+            params_of::<CreditParams>(),
+        ),
+        HostPolicyKind::Credit2 => (
+            "credit2",
+            "Xen Credit2 (xen/common/sched_credit2.c, Xen 4.9): per-socket runqueues ordered by credit, burned at a rate inverse to the weight, reset when the best is out of credit",
+            params_of::<Credit2Params>(),
+        ),
+        HostPolicyKind::Rtds => (
+            "rtds",
+            "Xen RTDS (xen/common/sched_rt.c): global EDF over every vCPU's budget per period (vm.rtds_budget_ms / vm.rtds_period_ms), optional extra time",
+            params_of::<RtdsParams>(),
+        ),
+        HostPolicyKind::Tableau => (
+            "tableau",
+            "Tableau dispatcher (EuroSys'18): per-core cyclic tables planned from the VMs' utilization and latency_ms, second-level round robin in idle slots unless capped",
+            params_of::<TableauParams>(),
         ),
         HostPolicyKind::Irs => (
             "irs",
@@ -78,14 +102,19 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Irs, HostPolicyKind::Uvf].into_iter().map(host_info);
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Irs, HostPolicyKind::Uvf, HostPolicyKind::Credit, HostPolicyKind::Credit2, HostPolicyKind::Rtds, HostPolicyKind::Tableau]
+        .into_iter()
+        .map(host_info);
     let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Irs].into_iter().map(guest_info);
     hosts.chain(guests).collect()
 }
 
 /// What the engine knows when it builds the host policy.
 pub struct HostBuild<'a> {
+    pub scenario: &'a Scenario,
     pub host: &'a Host,
+    /// VM (index into `scenario.vms`) of each vCPU.
+    pub vm_of: &'a [u32],
     pub pcpus: u32,
     /// Host scheduling weight of each vCPU thread.
     pub weights: &'a [u64],
@@ -105,6 +134,10 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
             IrsBase::Cfs => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, IrsSender::new(&b.host.irs))),
         },
         HostPolicyKind::Uvf => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, Uvf::new(&b.host.uvf, b.pcpus, b.weights.len()))),
+        HostPolicyKind::Credit => Box::new(Credit::new(&b)),
+        HostPolicyKind::Credit2 => Box::new(Credit2::new(&b)),
+        HostPolicyKind::Rtds => Box::new(Rtds::new(&b)),
+        HostPolicyKind::Tableau => Box::new(Tableau::new(&b)),
     }
 }
 

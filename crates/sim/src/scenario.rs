@@ -84,6 +84,14 @@ pub struct Host {
     #[serde(default)]
     pub irs: crate::host::irs::IrsParams,
     #[serde(default)]
+    pub credit: CreditParams,
+    #[serde(default)]
+    pub credit2: Credit2Params,
+    #[serde(default)]
+    pub rtds: RtdsParams,
+    #[serde(default)]
+    pub tableau: TableauParams,
+    #[serde(default)]
     pub uvf: UvfParams,
 }
 
@@ -117,6 +125,16 @@ pub enum HostPolicyKind {
     Cfs,
     /// IRS's activation sender on its base scheduler (Middleware'17).
     Irs,
+    /// Xen's Credit scheduler (xen/common/sched_credit.c, Xen 4.9).
+    Credit,
+    /// Xen's Credit2 scheduler (xen/common/sched_credit2.c, Xen 4.9).
+    Credit2,
+    /// Xen's RTDS scheduler: global EDF over budgets and periods
+    /// (xen/common/sched_rt.c, Xen 4.9).
+    Rtds,
+    /// The Tableau dispatcher: cyclic per-core tables from the planner
+    /// (Vanga et al., EuroSys 2018, sections 5 and 6).
+    Tableau,
     /// CFS with urgent-vCPU-first coordination and balance scheduling.
     Uvf,
 }
@@ -176,7 +194,8 @@ pub struct CfsTunables {
     pub latency_ns: Option<u64>,
     pub min_granularity_ns: Option<u64>,
     pub wakeup_granularity_ns: Option<u64>,
-    /// Host only: balance scheduling of sibling vCPUs (see [`BalanceMode`]).
+    /// Host only: balance scheduling of sibling vCPUs (see [`BalanceMode`]);
+    /// policy `uvf` reads `host.uvf.balance` instead.
     #[serde(default)]
     pub balance: BalanceMode,
 }
@@ -276,6 +295,13 @@ pub struct Vm {
     /// weight-based fair share.
     pub utilization: Option<f64>,
     pub latency_ms: Option<f64>,
+    /// RTDS budget and period of each vCPU (`host.policy = "rtds"`); Xen's
+    /// defaults are 4 ms every 10 ms (RTDS_DEFAULT_BUDGET and
+    /// RTDS_DEFAULT_PERIOD, xen/common/sched_rt.c).
+    #[serde(default = "rtds_budget")]
+    pub rtds_budget_ms: f64,
+    #[serde(default = "rtds_period")]
+    pub rtds_period_ms: f64,
     #[serde(default)]
     pub guest: Guest,
     #[serde(rename = "workload", default)]
@@ -783,9 +809,6 @@ fn check_uvf(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(f, "must be a non-negative number"));
         }
     }
-    if s.host.policy == HostPolicyKind::Uvf && s.host.cfs.balance != BalanceMode::Off {
-        return Err(err("host.cfs.balance", "the uvf policy places vCPUs by host.uvf.balance"));
-    }
     if let Some(bad) = u.vms.iter().find(|n| !s.vms.iter().any(|vm| &vm.name == *n)) {
         return Err(err("host.uvf.vms", format!("no VM named `{bad}`")));
     }
@@ -846,11 +869,15 @@ fn line_of(text: &str, offset: usize) -> String {
 
 /// Parses a scenario already in table form (JSON input goes through here too).
 pub fn from_table(mut doc: toml::Table) -> Result<Scenario, ScenarioError> {
+    check_fields_read(&doc)?;
+    // Variants apply to the document as written: one may name another kernel.
+    let doc_before_variants = doc.clone();
     crate::kernels::apply_profiles(&mut doc)?;
     crate::workloads::profiles::apply(&mut doc)?;
     let scenario: Scenario = serde_path_to_error::deserialize(toml::Value::Table(doc))
         .map_err(|e| err(clean_path(&e.path().to_string()), e.inner().to_string()))?;
     check(&scenario)?;
+    check_variants(&doc_before_variants, &scenario)?;
     Ok(scenario)
 }
 
@@ -933,6 +960,7 @@ pub fn apply_override(doc: &mut toml::Table, ov: &str) -> Result<(), ScenarioErr
 
 /// Semantic checks serde cannot express.
 fn check(s: &Scenario) -> Result<(), ScenarioError> {
+    check_limits(s)?;
     if !(s.duration_ms > 0.0 && s.duration_ms.is_finite()) {
         return Err(err("duration_ms", "must be a positive number of milliseconds"));
     }
@@ -1056,11 +1084,220 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(format!("variants.{name}"), "a variant needs at least one override"));
         }
     }
+    check_xen(s)?;
     if let Some(paper) = &s.paper {
         check_paper(paper, s)?;
     }
     Ok(())
 }
+
+// ---- Xen host schedulers and the Tableau dispatcher: parameter tables ----
+//
+// Per-decision costs (`schedule_us`, `wakeup_us`, `migrate_us`) default to
+// the Tableau paper's Table 1 (Vanga et al., EuroSys 2018, section 7.2: mean
+// cost of a scheduling decision, of processing a wakeup, and of the work
+// after descheduling a vCPU, on a 16-core two-socket Xen 4.9 host). They are
+// charged as lost time on the pCPU where the operation runs.
+
+/// `[host.credit]`: Xen Credit (xen/common/sched_credit.c, Xen 4.9).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreditParams {
+    /// Time slice: CSCHED_DEFAULT_TSLICE_MS = 30 (boot option
+    /// sched_credit_tslice_ms). Ticks come 3 per slice
+    /// (CSCHED_TICKS_PER_TSLICE) and credits are reassigned once per slice
+    /// (csched_acct() re-arms the master ticker every tslice_ms).
+    #[serde(default = "credit_tslice")]
+    pub tslice_ms: f64,
+    /// Context-switch rate limit: SCHED_DEFAULT_RATELIMIT_US = 1000
+    /// (xen/include/xen/sched-if.h, boot option sched_ratelimit_us); 0 turns
+    /// it off.
+    #[serde(default = "xen_ratelimit")]
+    pub ratelimit_us: f64,
+    /// Cap every domain at its reserved `utilization` (`xl sched-credit -c`,
+    /// in percent of one pCPU per vCPU), the Tableau paper's capped setup
+    /// (section 7.2). VMs without `utilization` stay uncapped.
+    #[serde(default)]
+    pub capped: bool,
+    #[serde(default = "credit_schedule_us")]
+    pub schedule_us: f64,
+    #[serde(default = "credit_wakeup_us")]
+    pub wakeup_us: f64,
+    #[serde(default = "credit_migrate_us")]
+    pub migrate_us: f64,
+}
+fn credit_tslice() -> f64 {
+    30.0
+}
+fn xen_ratelimit() -> f64 {
+    1000.0
+}
+fn credit_schedule_us() -> f64 {
+    8.08
+}
+fn credit_wakeup_us() -> f64 {
+    2.12
+}
+fn credit_migrate_us() -> f64 {
+    0.32
+}
+impl Default for CreditParams {
+    fn default() -> Self {
+        toml::from_str("").expect("credit defaults")
+    }
+}
+
+/// `[host.credit2]`: Xen Credit2 (xen/common/sched_credit2.c, Xen 4.9).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credit2Params {
+    /// Pcpus sharing a runqueue: Xen 4.9's default is one per socket
+    /// (opt_runqueue = OPT_RUNQUEUE_SOCKET, boot option credit2_runqueue).
+    #[serde(default)]
+    pub runqueue: Credit2Runqueue,
+    /// SCHED_DEFAULT_RATELIMIT_US = 1000, as for Credit.
+    #[serde(default = "xen_ratelimit")]
+    pub ratelimit_us: f64,
+    /// A vCPU queued for another pCPU is taken only when its credit beats
+    /// the local choice by this much: CSCHED2_MIGRATE_RESIST = 500 us
+    /// (boot option sched_credit2_migrate_resist).
+    #[serde(default = "credit2_migrate_resist")]
+    pub migrate_resist_us: f64,
+    #[serde(default = "credit2_schedule_us")]
+    pub schedule_us: f64,
+    #[serde(default = "credit2_wakeup_us")]
+    pub wakeup_us: f64,
+    #[serde(default = "credit2_migrate_us")]
+    pub migrate_us: f64,
+}
+fn credit2_migrate_resist() -> f64 {
+    500.0
+}
+fn credit2_schedule_us() -> f64 {
+    3.51
+}
+fn credit2_wakeup_us() -> f64 {
+    5.19
+}
+fn credit2_migrate_us() -> f64 {
+    5.55
+}
+impl Default for Credit2Params {
+    fn default() -> Self {
+        toml::from_str("").expect("credit2 defaults")
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Credit2Runqueue {
+    Core,
+    #[default]
+    Socket,
+    All,
+}
+
+/// `[host.rtds]`: Xen RTDS (xen/common/sched_rt.c). Budgets and periods are
+/// per VM (`rtds_budget_ms`, `rtds_period_ms`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RtdsParams {
+    /// Work-conserving mode: a vCPU that spent its budget keeps running at a
+    /// lower priority level when nothing with budget wants the pCPU
+    /// (RTDS_extratime, Xen 4.10). Off is Xen 4.9's capped RTDS, the one the
+    /// Tableau paper measures.
+    #[serde(default)]
+    pub extratime: bool,
+    #[serde(default = "rtds_schedule_us")]
+    pub schedule_us: f64,
+    #[serde(default = "rtds_wakeup_us")]
+    pub wakeup_us: f64,
+    #[serde(default = "rtds_migrate_us")]
+    pub migrate_us: f64,
+}
+fn rtds_schedule_us() -> f64 {
+    2.86
+}
+fn rtds_wakeup_us() -> f64 {
+    3.90
+}
+fn rtds_migrate_us() -> f64 {
+    9.42
+}
+fn rtds_budget() -> f64 {
+    4.0
+}
+fn rtds_period() -> f64 {
+    10.0
+}
+impl Default for RtdsParams {
+    fn default() -> Self {
+        toml::from_str("").expect("rtds defaults")
+    }
+}
+
+/// `[host.tableau]`: the Tableau dispatcher. The table is planned from the
+/// VMs' `utilization` and `latency_ms`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableauParams {
+    /// Capped: a vCPU runs only in its own table slots. Uncapped: idle slots
+    /// go to the second-level scheduler (section 3, "Second-level
+    /// scheduler"), round-robin among the core's runnable vCPUs.
+    #[serde(default)]
+    pub capped: bool,
+    #[serde(default = "tableau_schedule_us")]
+    pub schedule_us: f64,
+    #[serde(default = "tableau_wakeup_us")]
+    pub wakeup_us: f64,
+    #[serde(default = "tableau_migrate_us")]
+    pub migrate_us: f64,
+}
+fn tableau_schedule_us() -> f64 {
+    1.43
+}
+fn tableau_wakeup_us() -> f64 {
+    1.06
+}
+fn tableau_migrate_us() -> f64 {
+    0.43
+}
+impl Default for TableauParams {
+    fn default() -> Self {
+        toml::from_str("").expect("tableau defaults")
+    }
+}
+
+/// Checks of the Xen policies' inputs: RTDS budgets fit their periods, and
+/// under Tableau the reservations can be planned (the planner's own error
+/// names the VM field to change).
+fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let p = format!("vm[{vi}]");
+        if !(vm.rtds_period_ms > 0.0 && vm.rtds_period_ms.is_finite()) {
+            return Err(err(format!("{p}.rtds_period_ms"), "must be a positive number of milliseconds"));
+        }
+        if !(vm.rtds_budget_ms > 0.0 && vm.rtds_budget_ms <= vm.rtds_period_ms) {
+            return Err(err(format!("{p}.rtds_budget_ms"), "must be positive and at most rtds_period_ms"));
+        }
+    }
+    // XEN_SYSCTL_CSCHED_TSLICE_MIN = 1, XEN_SYSCTL_CSCHED_TSLICE_MAX = 1000
+    // (xen/include/public/sysctl.h).
+    if !(1.0..=1000.0).contains(&s.host.credit.tslice_ms) {
+        return Err(err("host.credit.tslice_ms", "must be between 1 and 1000 ms"));
+    }
+    for (f, v) in [("host.credit.ratelimit_us", s.host.credit.ratelimit_us), ("host.credit2.ratelimit_us", s.host.credit2.ratelimit_us)] {
+        // XEN_SYSCTL_SCHED_RATELIMIT_MAX = 500000 (xen/include/public/sysctl.h).
+        if !(0.0..=500_000.0).contains(&v) {
+            return Err(err(f, "must be between 0 and 500000 us"));
+        }
+    }
+    if s.host.policy == HostPolicyKind::Tableau {
+        crate::tableau::plan_scenario(s).map_err(|e| err(e.path, e.reason))?;
+    }
+    Ok(())
+}
+// ---- end of the Xen host schedulers block ----
 
 /// The `[paper]` table: which paper and figure the scenario reproduces, and each value
 /// the paper reports, as a metric of the runs (a path into `summary.json`) beside the
@@ -1146,10 +1383,10 @@ fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
     }
     for (ci, claim) in paper.claims.iter().enumerate() {
         let p = format!("paper.claim[{ci}]");
-        check_variant_name(&claim.variant, s, &format!("{p}.variant"))?;
+        check_claim_variant(&claim.variant, s, &format!("{p}.variant"))?;
         check_metric_path(&claim.metric, s).map_err(|reason| err(format!("{p}.metric"), reason))?;
         if let Some(reference) = &claim.versus {
-            check_variant_name(&reference.variant, s, &format!("{p}.versus.variant"))?;
+            check_claim_variant(&reference.variant, s, &format!("{p}.versus.variant"))?;
             if let Some(metric) = &reference.metric {
                 check_metric_path(metric, s).map_err(|reason| err(format!("{p}.versus.metric"), reason))?;
             }
@@ -1166,7 +1403,7 @@ fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-fn check_variant_name(name: &str, s: &Scenario, path: &str) -> Result<(), ScenarioError> {
+fn check_claim_variant(name: &str, s: &Scenario, path: &str) -> Result<(), ScenarioError> {
     if name.is_empty() || s.variants.contains_key(name) {
         return Ok(());
     }
@@ -1272,6 +1509,275 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
         return Err(err(format!("{p}.stages"), "a pipeline needs at least 2 stages"));
     }
     Ok(())
+}
+
+/// The fields each workload kind reads (besides `kind`, `enabled`, `name` and
+/// `start_ms`, which every kind reads). Any other field given for that kind is an
+/// error: the run would silently ignore it.
+pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
+    const THREADS: [&str; 5] = ["threads", "policy", "rt_priority", "affinity", "pin_threads"];
+    macro_rules! threaded {
+        ($($f:literal),*) => {{
+            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], $($f),*];
+            FIELDS
+        }};
+    }
+    match kind {
+        WorkloadKind::Hog => threaded!("work_us"),
+        // Filler threads are SCHED_IDLE whatever `policy` says.
+        WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us"],
+        WorkloadKind::Bursty => threaded!("work_us", "work_dist", "sleep_us"),
+        WorkloadKind::Parallel => threaded!(
+            "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",
+            "tlb_shootdowns_per_s", "work_stealing", "departure_barrier"
+        ),
+        WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "tlb_shootdowns_per_s"),
+        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu"),
+        // Answered in the guest kernel's interrupt handler: no threads.
+        WorkloadKind::Ping => &["rate_per_s", "irq_vcpu"],
+        WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),
+        WorkloadKind::LatencyProbe => threaded!("gap_threshold_us"),
+    }
+}
+
+pub const READ_BY_EVERY_KIND: [&str; 5] = ["kind", "enabled", "name", "start_ms", "profile"];
+
+/// Rejects workload fields their kind does not read, on the raw document (after
+/// serde the defaults are indistinguishable from what the file gave).
+fn check_fields_read(doc: &toml::Table) -> Result<(), ScenarioError> {
+    let Some(vms) = doc.get("vm").and_then(|v| v.as_array()) else { return Ok(()) };
+    for (vi, vm) in vms.iter().enumerate() {
+        let Some(workloads) = vm.get("workload").and_then(|w| w.as_array()) else { continue };
+        for (wi, w) in workloads.iter().enumerate() {
+            let Some(table) = w.as_table() else { continue };
+            let Some(kind) = table.get("kind").and_then(|k| WorkloadKind::deserialize(k.clone()).ok()) else {
+                continue; // serde reports a missing or unknown kind with its path
+            };
+            let read = fields_read(kind);
+            if let Some(field) = table.keys().find(|k| !READ_BY_EVERY_KIND.contains(&k.as_str()) && !read.contains(&k.as_str())) {
+                return Err(err(
+                    format!("vm[{vi}].workload[{wi}].{field}"),
+                    format!("a `{}` workload does not read `{field}`; it reads {}", kind.name(), read.join(", ")),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every `[variants.NAME]` must give a valid scenario when applied, and its name
+/// must be usable as a directory name (compare writes one directory per variant).
+fn check_variants(doc: &toml::Table, s: &Scenario) -> Result<(), ScenarioError> {
+    for (name, overrides) in &s.variants {
+        let path = format!("variants.{name}");
+        check_variant_name(name).map_err(|reason| err(&path, reason))?;
+        let mut applied = doc.clone();
+        // The variant alone: the base scenario's variants and [paper] table
+        // (which names them) are checked once, on the base.
+        applied.remove("variants");
+        applied.remove("paper");
+        for (key, value) in overrides {
+            apply_override(&mut applied, &format!("{key}={value}")).map_err(|e| err(format!("{path}.{}", e.path), e.reason))?;
+        }
+        from_table(applied).map_err(|e| {
+            let inner = if e.path.is_empty() { e.reason.clone() } else { format!("{}: {}", e.path, e.reason) };
+            err(path.clone(), inner)
+        })?;
+    }
+    Ok(())
+}
+
+/// A variant name becomes a directory beside the others: letters, digits, `-`,
+/// `_` and `.`, not starting with a dot (so never `..` or a hidden file).
+pub fn check_variant_name(name: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.is_empty() || name.starts_with('.') || !name.chars().all(allowed) || name.len() > 100 {
+        return Err(format!("variant name `{name}` must be 1-100 letters, digits, `-`, `_` or `.`, not starting with `.`"));
+    }
+    Ok(())
+}
+
+/// Largest time any field may give, in ns: 1e6 s (11.6 days). Simulated time is
+/// integer nanoseconds in a u64 (584 years); keeping every input 2^14 times
+/// below that leaves room for the sums the engine forms (vruntime, deadlines).
+pub const MAX_TIME_NS: u64 = 1_000_000_000_000_000;
+/// Linux's CPU limit (CONFIG_NR_CPUS range 2..8192 on x86-64, arch/x86/Kconfig).
+pub const MAX_PCPUS: u64 = 8192;
+/// KVM's vCPU limit per VM (KVM_MAX_VCPUS, arch/x86/include/asm/kvm_host.h).
+pub const MAX_VCPUS: u32 = 1024;
+/// Most tasks one kernel can have (PID_MAX_LIMIT on 64-bit, include/linux/threads.h).
+pub const MAX_TASKS: u64 = 4 * 1024 * 1024;
+/// Task-group share range (MIN_SHARES, MAX_SHARES in kernel/sched/sched.h).
+pub const MIN_WEIGHT: u32 = 2;
+pub const MAX_WEIGHT: u32 = 1 << 18;
+/// The largest CPU capacity is SCHED_CAPACITY_SCALE (include/linux/sched.h).
+pub const MAX_CAPACITY: u32 = 1024;
+/// Arrival and event rates: one every 100 ns. A vCPU spends about 2 us in each
+/// interrupt (Overheads::irq_handler_ns), so faster arrivals only grow queues.
+pub const MAX_RATE_PER_S: f64 = 1e7;
+/// Scheduler tunables accept 0.1 ms..1 s (min/max_sched_granularity_ns of the
+/// sysctl table, kernel/sysctl.c before 5.13); wakeup granularity 0..1 s.
+const CFS_GRANULARITY_NS: (u64, u64) = (100_000, 1_000_000_000);
+/// An overhead of a millisecond or more is a tick's worth of time, not an overhead.
+const MAX_OVERHEAD_NS: u64 = 1_000_000;
+
+/// A time in `unit_ns` units converted to whole nanoseconds, or why it cannot be:
+/// not finite, negative, beyond [`MAX_TIME_NS`], or (when `positive`) below the
+/// engine's 1 ns resolution.
+pub fn checked_ns(path: &str, value: f64, unit_ns: f64, positive: bool) -> Result<u64, ScenarioError> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(err(path, format!("must be a finite number >= 0 (got {value:?})")));
+    }
+    let ns = (value * unit_ns).round();
+    if ns > MAX_TIME_NS as f64 {
+        return Err(err(path, format!("{value:?} is beyond the longest time a scenario may give, 1e6 s")));
+    }
+    if positive && ns < 1.0 {
+        return Err(err(path, format!("must be at least 1 ns, the engine's time resolution (got {value:?})")));
+    }
+    Ok(ns as u64)
+}
+
+fn in_range<T: PartialOrd + std::fmt::Display>(path: &str, value: T, low: T, high: T, why: &str) -> Result<(), ScenarioError> {
+    if value < low || value > high {
+        return Err(err(path, format!("{value} is outside {low}..={high} ({why})")));
+    }
+    Ok(())
+}
+
+fn check_name(path: &str, name: &str, required: bool) -> Result<(), ScenarioError> {
+    if required && name.trim().is_empty() {
+        return Err(err(path, "must not be empty"));
+    }
+    if name.chars().any(char::is_control) || name.len() > 200 {
+        return Err(err(path, "must be at most 200 characters, none of them control characters"));
+    }
+    Ok(())
+}
+
+fn check_cfs_tunables(path: &str, t: &CfsTunables) -> Result<(), ScenarioError> {
+    let (low, high) = CFS_GRANULARITY_NS;
+    let why = "the kernel's sysctl range";
+    if let Some(v) = t.latency_ns {
+        in_range(&format!("{path}.latency_ns"), v, low, high, why)?;
+    }
+    if let Some(v) = t.min_granularity_ns {
+        in_range(&format!("{path}.min_granularity_ns"), v, low, high, why)?;
+    }
+    if let Some(v) = t.wakeup_granularity_ns {
+        in_range(&format!("{path}.wakeup_granularity_ns"), v, 0, high, why)?;
+    }
+    Ok(())
+}
+
+/// Ranges of every number, so that what validates also runs: sizes a real
+/// machine or kernel allows, times the integer-nanosecond clock represents.
+fn check_limits(s: &Scenario) -> Result<(), ScenarioError> {
+    check_name("name", &s.name, true)?;
+    let duration_ns = checked_ns("duration_ms", s.duration_ms, 1e6, true)?;
+    let h = &s.host;
+    let pcpus = h.sockets as u64 * h.cores_per_socket as u64 * h.threads_per_core as u64;
+    if pcpus > MAX_PCPUS {
+        return Err(err("host", format!("{} sockets x {} cores x {} threads = {pcpus} pCPUs; Linux supports at most {MAX_PCPUS} (CONFIG_NR_CPUS)", h.sockets, h.cores_per_socket, h.threads_per_core)));
+    }
+    in_range("host.threads_per_core", h.threads_per_core, 1, 2, "smt_factor models two SMT siblings per core, as on x86")?;
+    in_range("host.capacity", h.capacity, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+    for (i, &c) in h.core_capacity.iter().enumerate() {
+        in_range(&format!("host.core_capacity[{i}]"), c, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+    }
+    for (i, c) in h.capacity_changes.iter().enumerate() {
+        let at = checked_ns(&format!("host.capacity_changes[{i}].at_ms"), c.at_ms, 1e6, false)?;
+        if at >= duration_ns {
+            return Err(err(format!("host.capacity_changes[{i}].at_ms"), format!("{} ms is not before the run's end ({} ms)", c.at_ms, s.duration_ms)));
+        }
+        in_range(&format!("host.capacity_changes[{i}].capacity"), c.capacity, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+    }
+    for (f, v) in [("smt_ns", h.distances.smt_ns), ("socket_ns", h.distances.socket_ns), ("cross_socket_ns", h.distances.cross_socket_ns)] {
+        in_range(&format!("host.distances.{f}"), v, 0, MAX_OVERHEAD_NS, "a cache-line transfer takes tens to hundreds of ns")?;
+    }
+    check_cfs_tunables("host.cfs", &h.cfs)?;
+    let o = &s.overheads;
+    for (f, v) in [("vcpu_switch_ns", o.vcpu_switch_ns), ("task_switch_ns", o.task_switch_ns), ("vm_exit_ns", o.vm_exit_ns), ("ipi_delivery_ns", o.ipi_delivery_ns), ("irq_handler_ns", o.irq_handler_ns)] {
+        in_range(&format!("overheads.{f}"), v, 0, MAX_OVERHEAD_NS, "an overhead of a millisecond or more is a tick's worth of time")?;
+    }
+    checked_ns("metrics.sample_interval_ms", s.metrics.sample_interval_ms, 1e6, true)?;
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let p = format!("vm[{vi}]");
+        check_name(&format!("{p}.name"), &vm.name, true)?;
+        in_range(&format!("{p}.vcpus"), vm.vcpus, 1, MAX_VCPUS, "KVM_MAX_VCPUS")?;
+        in_range(&format!("{p}.weight"), vm.weight, MIN_WEIGHT, MAX_WEIGHT, "the kernel's MIN_SHARES..MAX_SHARES")?;
+        if let Some(bw) = &vm.bandwidth {
+            let bp = format!("{p}.bandwidth");
+            let period = checked_ns(&format!("{bp}.period_ms"), bw.period_ms, 1e6, true)?;
+            let quota = checked_ns(&format!("{bp}.quota_ms"), bw.quota_ms, 1e6, true)?;
+            let threads = if bw.per == BandwidthScope::Vm { vm.vcpus as u64 } else { 1 };
+            // cpu.max refuses a quota under 1 ms (min_cfs_quota_period,
+            // tg_set_cfs_bandwidth in kernel/sched/core.c); one above what the
+            // group's threads can use in a period never throttles.
+            if quota < 1_000_000 || quota > period * threads {
+                return Err(err(format!("{bp}.quota_ms"), format!("{} ms is outside 1 ms..={} ms (at least the kernel's minimum, at most {threads} thread(s) x period_ms)", bw.quota_ms, period * threads / 1_000_000)));
+            }
+            let phase = checked_ns(&format!("{bp}.phase_ms"), bw.phase_ms, 1e6, false)?;
+            if phase >= period {
+                return Err(err(format!("{bp}.phase_ms"), format!("{} ms must be less than period_ms ({} ms): the offset is within one period", bw.phase_ms, bw.period_ms)));
+            }
+        }
+        if let Some(l) = vm.latency_ms {
+            checked_ns(&format!("{p}.latency_ms"), l, 1e6, true)?;
+        }
+        checked_ns(&format!("{p}.guest.rr_timeslice_ms"), vm.guest.rr_timeslice_ms, 1e6, true)?;
+        for (i, &c) in vm.guest.capacity.iter().enumerate() {
+            in_range(&format!("{p}.guest.capacity[{i}]"), c, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
+        }
+        check_cfs_tunables(&format!("{p}.guest.cfs"), &vm.guest.cfs)?;
+        let mut tasks = 0u64;
+        for (wi, w) in vm.workloads.iter().enumerate() {
+            let wp = format!("{p}.workload[{wi}]");
+            tasks += check_workload_limits(w, &wp, duration_ns)?;
+            if tasks > MAX_TASKS {
+                return Err(err(format!("{wp}.threads"), format!("the VM's workloads add up to {tasks} threads; a kernel has at most {MAX_TASKS} (PID_MAX_LIMIT)")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ranges of one workload's numbers; returns how many threads it creates.
+fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> Result<u64, ScenarioError> {
+    check_name(&format!("{p}.name"), &w.name, false)?;
+    let f = |field: &str| format!("{p}.{field}");
+    for (field, v) in [("work_us", w.work_us), ("cs_us", w.cs_us), ("device_us", w.device_us)] {
+        checked_ns(&f(field), v, 1e3, true)?;
+    }
+    for (field, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("gap_threshold_us", w.gap_threshold_us)] {
+        checked_ns(&f(field), v, 1e3, false)?;
+    }
+    let start = checked_ns(&f("start_ms"), w.start_ms, 1e6, false)?;
+    if start >= duration_ns {
+        return Err(err(f("start_ms"), format!("{} ms is not before the run's end: the workload would never start", w.start_ms)));
+    }
+    if !(w.rate_per_s > 0.0 && w.rate_per_s <= MAX_RATE_PER_S) {
+        return Err(err(f("rate_per_s"), format!("{} is outside (0, 1e7]: one arrival per 100 ns is beyond what a vCPU's interrupt handling can take", w.rate_per_s)));
+    }
+    if !(w.tlb_shootdowns_per_s >= 0.0 && w.tlb_shootdowns_per_s <= MAX_RATE_PER_S) {
+        return Err(err(f("tlb_shootdowns_per_s"), format!("{} is outside [0, 1e7]: each shootdown interrupts every vCPU for about 2 us", w.tlb_shootdowns_per_s)));
+    }
+    // Thread 0's grain is (1 + imbalance) times the others': beyond 1 the
+    // phase is one thread's serial work rather than an imbalance.
+    if !(w.imbalance >= 0.0 && w.imbalance <= 1.0) {
+        return Err(err(f("imbalance"), format!("{} is outside [0, 1] (the slowest thread's extra work relative to the others')", w.imbalance)));
+    }
+    in_range(&f("threads"), w.threads as u64, 1, MAX_TASKS, "PID_MAX_LIMIT")?;
+    in_range(&f("locks"), w.locks as u64, 1, MAX_TASKS, "no more locks than a kernel has threads (PID_MAX_LIMIT)")?;
+    let threads = match w.kind {
+        WorkloadKind::Ping => 0,
+        WorkloadKind::Pipeline => {
+            in_range(&f("stages"), w.stages as u64, 2, MAX_TASKS, "each stage has its own threads, at most PID_MAX_LIMIT in all")?;
+            w.threads as u64 * w.stages as u64
+        }
+        _ => w.threads as u64,
+    };
+    Ok(threads)
 }
 
 #[cfg(test)]

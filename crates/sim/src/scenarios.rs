@@ -6,9 +6,10 @@ pub struct Builtin {
     pub toml: &'static str,
 }
 
+/// `"name"` is `scenarios/name.toml`; `"name" in "dir"` is `scenarios/dir/name.toml`.
 macro_rules! builtin {
-    ($($name:literal),* $(,)?) => {
-        &[$(Builtin { name: $name, toml: include_str!(concat!("../../../scenarios/", $name, ".toml")) }),*]
+    ($($name:literal $(in $dir:literal)?),* $(,)?) => {
+        &[$(Builtin { name: $name, toml: include_str!(concat!("../../../scenarios/", $($dir, "/",)? $name, ".toml")) }),*]
     };
 }
 
@@ -32,6 +33,13 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "uvf-fig9",
     "uvf-fig10",
     "uvf-table2",
+    "tableau-fig5-bg-none" in "tableau",
+    "tableau-fig5-bg-io" in "tableau",
+    "tableau-fig5-bg-cpu" in "tableau",
+    "tableau-fig6-bg-none" in "tableau",
+    "tableau-fig6-bg-io" in "tableau",
+    "tableau-fig6-bg-cpu" in "tableau",
+    "tableau-fig7" in "tableau",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

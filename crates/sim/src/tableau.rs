@@ -4,7 +4,18 @@
 use vmsched_plan::input::{GroupInput, HostInput, InputFile, PlannerInput, VmInput};
 
 use crate::machine::Machine;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, ScenarioError};
+
+/// Plans the scenario's reservations; a request the planner rejects is a
+/// scenario error at the field the planner names (`vm[2].latency_ms`).
+pub fn plan_scenario(s: &Scenario) -> Result<vmsched_plan::Plan, ScenarioError> {
+    let at = |path: String, reason: String| ScenarioError { path, reason: format!("cannot plan a Tableau table: {reason}") };
+    let request = vmsched_plan::input::validate(&plan_input(s)).map_err(|e| at(e.path, e.message))?;
+    vmsched_plan::plan(&request).map_err(|e| match e {
+        vmsched_plan::PlanError::Input(e) => at(e.path, e.message),
+        other => at(String::new(), other.to_string()),
+    })
+}
 
 /// The planner input of a scenario: every pCPU is a guest core, each socket
 /// is a group of cores sharing a cache, and each VM brings its vCPU count,

@@ -3,6 +3,7 @@
 //! every event, and conserves time per vCPU.
 
 use proptest::prelude::*;
+use vmsched_sim::scenario::{fields_read, WorkloadKind};
 use vmsched_sim::{run, RunOptions};
 
 const KINDS: &[&str] = &["hog", "filler", "bursty", "parallel", "pipeline", "server", "ping", "disk_read", "latency_probe"];
@@ -47,10 +48,23 @@ fn scenario_with(cores: u32, smt: u32, vms: &[(u32, bool, Option<u32>, Vec<Wl>)]
             s += &format!("llc_groups=[{:?},{:?}]\n", a, b);
         }
         for w in wls {
-            s += &format!(
-                "[[vm.workload]]\nkind='{}'\nsync='{}'\npolicy='{}'\nthreads={}\nwork_us={}\nsleep_us=300\nrate_per_s=2000\ndevice_us=80\ntlb_shootdowns_per_s={}\nirq_vcpu={}\n",
-                KINDS[w.kind], SYNCS[w.sync], POLICIES[w.policy], w.threads, w.work_us, if w.tlb { 500 } else { 0 }, vcpus - 1
-            );
+            let kind: WorkloadKind = toml::Value::String(KINDS[w.kind].into()).try_into().unwrap();
+            let fields = [
+                ("sync", format!("'{}'", SYNCS[w.sync])),
+                ("policy", format!("'{}'", POLICIES[w.policy])),
+                ("threads", w.threads.to_string()),
+                ("work_us", w.work_us.to_string()),
+                ("sleep_us", "300".into()),
+                ("rate_per_s", "2000".into()),
+                ("device_us", "80".into()),
+                ("tlb_shootdowns_per_s", if w.tlb { "500" } else { "0" }.into()),
+                ("irq_vcpu", (vcpus - 1).to_string()),
+            ];
+            s += &format!("[[vm.workload]]\nkind='{}'\n", KINDS[w.kind]);
+            // Only what the kind reads: any other field is a validation error.
+            for (field, value) in fields.iter().filter(|(f, _)| fields_read(kind).contains(f)) {
+                s += &format!("{field}={value}\n");
+            }
         }
     }
     s

@@ -11,6 +11,10 @@
 pub mod balance;
 pub mod cfs;
 pub mod irs;
+pub mod credit;
+pub mod credit2;
+pub mod rtds;
+pub mod tableau;
 pub mod uvf;
 
 use std::ops::Range;
@@ -167,6 +171,9 @@ pub struct HostOut {
     pub resched: Vec<PcpuId>,
     /// (time, token): call `timer(token)` at that time.
     pub timers: Vec<(u64, u64)>,
+    /// (pCPU, ns): scheduler work done on that pCPU (a decision, a wakeup),
+    /// time the vCPU running there after the decision loses.
+    pub charge: Vec<(PcpuId, u64)>,
     /// Two-phase preemption: (vCPU, bound in ns). The running vCPU receives
     /// an activation upcall and keeps running until its guest answers with
     /// `Hcall::ActivationDone` or the bound passes; then its pCPU is
@@ -283,5 +290,36 @@ pub trait HostPolicy {
     /// policy's name (none by default).
     fn vm_metrics(&self, _vm: VmId) -> Option<serde_json::Value> {
         None
+    }
+}
+
+/// Per-operation costs of a scheduler, in ns of pCPU time: a scheduling
+/// decision, processing a wakeup, and the work after descheduling a vCPU.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DecisionCosts {
+    pub schedule_ns: u64,
+    pub wakeup_ns: u64,
+    pub migrate_ns: u64,
+}
+
+impl DecisionCosts {
+    pub fn from_us(schedule_us: f64, wakeup_us: f64, migrate_us: f64) -> Self {
+        let ns = |us: f64| (us * 1e3).round() as u64;
+        DecisionCosts { schedule_ns: ns(schedule_us), wakeup_ns: ns(wakeup_us), migrate_ns: ns(migrate_us) }
+    }
+
+    /// Charges a decision on `p`, plus the descheduling work when it
+    /// switched a vCPU out.
+    pub fn charge_decision(&self, out: &mut HostOut, p: PcpuId, switched_out: bool) {
+        let ns = self.schedule_ns + if switched_out { self.migrate_ns } else { 0 };
+        if ns > 0 {
+            out.charge.push((p, ns));
+        }
+    }
+
+    pub fn charge_wakeup(&self, out: &mut HostOut, p: PcpuId) {
+        if self.wakeup_ns > 0 {
+            out.charge.push((p, self.wakeup_ns));
+        }
     }
 }

@@ -130,7 +130,8 @@ impl World {
                 irq_boosted: 0,
             });
         }
-        let build = registry::HostBuild { host: &scenario.host, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups };
+        let vm_of: Vec<u32> = vcpus.iter().map(|v| v.vm).collect();
+        let build = registry::HostBuild { scenario: &scenario, host: &scenario.host, vm_of: &vm_of, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups };
         let host = match custom.host {
             Some(f) => f(build),
             None => registry::host_policy(build),
@@ -220,6 +221,7 @@ impl World {
             ple: Ple::new(&scenario.host.kvm),
             polling: Vec::new(),
             sample_ns,
+            stop: opts.stop.clone(),
             machine,
             scenario,
         }

@@ -29,8 +29,22 @@ impl World {
         let view = host_view!(self);
         let mut out = HostOut::default();
         let r = f(self.host.as_mut(), &view, &mut out);
+        let charge = std::mem::take(&mut out.charge);
         self.apply_host_out(out);
+        self.apply_charges(charge);
         r
+    }
+
+    /// Scheduler work on a pCPU delays the vCPU running there; on an idle
+    /// pCPU it only uses idle time.
+    fn apply_charges(&mut self, charge: Vec<(PcpuId, u64)>) {
+        for (p, ns) in charge {
+            if let Some(v) = self.pcpu_curr[p as usize] {
+                self.account(v);
+                self.vcpus[v as usize].overhead += ns;
+                self.plan(v);
+            }
+        }
     }
 
     fn apply_host_out(&mut self, out: HostOut) {
@@ -130,8 +144,14 @@ impl World {
         if let Some(v) = prev {
             self.account(v);
         }
-        let next = self.host_call(|h, view, out| h.pick_next(view, out, p, prev));
+        let view = host_view!(self);
+        let mut out = HostOut::default();
+        let next = self.host.pick_next(&view, &mut out, p, prev);
+        // The decision's own cost falls on whatever runs after it.
+        let charge = std::mem::take(&mut out.charge);
+        self.apply_host_out(out);
         if next == prev {
+            self.apply_charges(charge);
             return;
         }
         self.account_siblings(p);
@@ -147,6 +167,7 @@ impl World {
             Some((v, None)) => self.start_running(v, p),
             None => {}
         }
+        self.apply_charges(charge);
         self.replan_siblings(p);
     }
 

@@ -18,6 +18,8 @@ pub mod record;
 mod validate;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::event::{Event, EventQueue};
 use crate::guest::{GuestPolicy, HostState};
@@ -34,8 +36,13 @@ use crate::workloads::{Cx, Op, Program, WorkloadMetrics};
 pub use build::{run, run_custom, CustomPolicies};
 pub use irq::Kind as IrqKind;
 
-/// Events at one instant beyond which a run is stuck rather than busy.
+/// Events at one instant beyond which a run is stuck rather than busy, plus
+/// [`LIVELOCK_EVENTS_PER_ENTITY`] for each task, vCPU and pCPU: a million
+/// threads starting together legitimately take several events each at t=0.
 const LIVELOCK_EVENTS: u64 = 1_000_000;
+const LIVELOCK_EVENTS_PER_ENTITY: u64 = 64;
+/// Events between two looks at [`RunOptions::stop`]: a few ms of wall time.
+const STOP_POLL_EVENTS: u64 = 1 << 14;
 use irq::Irq;
 use record::Recorder;
 
@@ -49,6 +56,8 @@ pub struct RunOptions {
     pub record: bool,
     /// Keep timeline slices clipped to this window.
     pub trace_window: Option<(u64, u64)>,
+    /// Set from another thread to end the run early with an error (Ctrl-C).
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 pub struct RunOutput {
@@ -254,6 +263,7 @@ pub struct World {
     /// vCPUs in a halt-poll window now.
     polling: Vec<VcpuId>,
     sample_ns: u64,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl World {
@@ -445,6 +455,8 @@ impl World {
     pub fn run_loop(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), String> {
         let step = (self.end / 100).max(1);
         let mut same_instant = 0u64;
+        let entities = (self.tasks.len() + self.vcpus.len() + self.pcpu_curr.len()) as u64;
+        let livelock_events = LIVELOCK_EVENTS + LIVELOCK_EVENTS_PER_ENTITY * entities;
         let mut next_report = step;
         while let Some((t, ev)) = self.queue.pop() {
             if t > self.end {
@@ -455,14 +467,17 @@ impl World {
             }
             if t == self.now {
                 same_instant += 1;
-                if same_instant > LIVELOCK_EVENTS {
-                    return Err(format!("no progress: {LIVELOCK_EVENTS} events at t={t} ns without time advancing (last {ev:?})"));
+                if same_instant > livelock_events {
+                    return Err(format!("no progress: {livelock_events} events at t={t} ns without time advancing (last {ev:?})"));
                 }
             } else {
                 same_instant = 0;
             }
             self.now = t;
             self.events += 1;
+            if self.events.is_multiple_of(STOP_POLL_EVENTS) && self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Err(format!("stopped at t={t} ns"));
+            }
             self.dispatch(ev);
             self.drain_rescheds();
             if self.validate {

@@ -142,7 +142,9 @@ impl Recorder {
     }
     pub fn irq(&mut self, irq: &Irq, vm: u32, now: u64) {
         if let Some((a, b)) = self.window {
-            if now >= a && irq.sent_ns <= b {
+            // Whole inside the window, as a trace shows it (an arrow from
+            // send to delivery cannot be clipped).
+            if irq.sent_ns >= a && now <= b {
                 self.timeline.irqs.push((irq.kind as usize, vm, irq.from, irq.to, irq.sent_ns, now));
             }
         }

@@ -1,0 +1,510 @@
+//! Xen's Credit scheduler, as in Xen 4.9 (xen/common/sched_credit.c; the
+//! file moved to xen/common/sched/credit.c in later releases). Every pCPU
+//! has a runqueue ordered by priority (BOOST, UNDER, OVER); a master timer
+//! hands out credits in proportion to the domains' weights once per time
+//! slice (csched_acct()), running vCPUs burn 10 credits per ms, a waking
+//! UNDER vCPU is BOOSTed, an idle or OVER-only pCPU steals work from its
+//! peers (csched_load_balance()), and capped domains that overspend are
+//! parked until they earn credit again.
+//!
+//! Simplifications: no soft affinity; a running vCPU is not moved to an idle
+//! SMT core at the tick (the `_csched_cpu_pick()` check in
+//! csched_vcpu_acct()); no yield hint (the engine has no yield hypercall).
+
+use super::{DecisionCosts, HostOut, HostPolicy, HostView};
+use crate::ids::{PcpuId, VcpuId};
+use crate::registry::HostBuild;
+
+/// Priorities (CSCHED_PRI_TS_BOOST, CSCHED_PRI_TS_UNDER, CSCHED_PRI_TS_OVER,
+/// CSCHED_PRI_IDLE in sched_credit.c).
+const PRI_BOOST: i8 = 0;
+const PRI_UNDER: i8 = -1;
+const PRI_OVER: i8 = -2;
+const PRI_IDLE: i8 = -64;
+
+/// CSCHED_CREDITS_PER_MSEC = 10: a running vCPU burns one credit per
+/// 100 us (burn_credits()).
+const CREDITS_PER_MSEC: i64 = 10;
+const NS_PER_CREDIT: u64 = 1_000_000 / CREDITS_PER_MSEC as u64;
+/// CSCHED_TICKS_PER_TSLICE = 3 (__csched_set_tslice()).
+const TICKS_PER_TSLICE: u64 = 3;
+/// CSCHED_MIN_TIMER = XEN_SYSCTL_SCHED_RATELIMIT_MIN = 100 us
+/// (xen/include/public/sysctl.h).
+const MIN_TIMER_NS: u64 = 100_000;
+
+/// Timer tokens: kind in the top byte, generation and pCPU below.
+const T_ACCT: u64 = 1 << 56;
+const T_TICK: u64 = 2 << 56;
+const T_SLICE: u64 = 3 << 56;
+const KIND: u64 = 0xff << 56;
+
+#[derive(Debug, Clone)]
+struct Vc {
+    dom: usize,
+    credit: i64,
+    /// Runtime not yet burnt as a whole credit (svc->residual).
+    carry_ns: u64,
+    /// Start of the runtime not yet burnt.
+    burn_from: u64,
+    pri: i8,
+    /// The pCPU whose runqueue holds it (vc->processor).
+    cpu: PcpuId,
+    /// Not halted (the engine's view).
+    awake: bool,
+    /// Paused for exceeding its domain's cap (CSCHED_FLAG_VCPU_PARKED).
+    parked: bool,
+    on_runq: bool,
+    active: bool,
+    /// When it last started running (runstate.state_entry_time).
+    running_since: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Dom {
+    weight: i64,
+    /// Percent of one pCPU for the whole domain; 0 is no cap.
+    cap: i64,
+    /// Active vCPUs, most recently activated first (list_add()).
+    active: Vec<VcpuId>,
+}
+
+pub struct Credit {
+    tslice_ns: u64,
+    tick_ns: u64,
+    ratelimit_ns: u64,
+    credits_per_tslice: i64,
+    /// prv->credit: credits_per_tslice per pCPU.
+    credit_total: i64,
+    credit_balance: i64,
+    /// prv->weight: the weights of all active vCPUs.
+    weight_total: i64,
+    vcs: Vec<Vc>,
+    doms: Vec<Dom>,
+    /// Domains with active vCPUs, in prv->active_sdom order.
+    active_doms: Vec<usize>,
+    runq: Vec<Vec<VcpuId>>,
+    curr: Vec<Option<VcpuId>>,
+    /// prv->idlers.
+    idle: Vec<bool>,
+    slice_gen: Vec<u64>,
+    /// A vCPU left the pCPU outside a decision (it halted).
+    switched_out: Vec<bool>,
+    runq_sort: u64,
+    runq_sort_last: Vec<u64>,
+    last_tickle: PcpuId,
+    costs: DecisionCosts,
+}
+
+impl Credit {
+    pub fn new(b: &HostBuild) -> Self {
+        let prm = &b.host.credit;
+        let s = b.scenario;
+        let tslice_ms = prm.tslice_ms;
+        let tslice_ns = (tslice_ms * 1e6).round() as u64;
+        // __csched_set_tslice(): fewer ticks than ms per slice means one tick.
+        let ticks = if (tslice_ms as u64) < TICKS_PER_TSLICE { 1 } else { TICKS_PER_TSLICE };
+        let credits_per_tslice = (CREDITS_PER_MSEC as f64 * tslice_ms).round() as i64;
+        let doms = s
+            .vms
+            .iter()
+            .map(|vm| {
+                let cap = match (prm.capped, vm.utilization) {
+                    (true, Some(u)) => (u * 100.0 * vm.vcpus as f64).round() as i64,
+                    _ => 0,
+                };
+                Dom { weight: vm.weight as i64, cap, active: Vec::new() }
+            })
+            .collect();
+        let vcs = b
+            .vm_of
+            .iter()
+            .zip(b.initial_cpu)
+            .map(|(&vm, &cpu)| Vc {
+                dom: vm as usize,
+                credit: 0,
+                carry_ns: 0,
+                burn_from: 0,
+                // csched_alloc_vdata(): a new vCPU starts UNDER.
+                pri: PRI_UNDER,
+                cpu,
+                awake: false,
+                parked: false,
+                on_runq: false,
+                active: false,
+                running_since: 0,
+            })
+            .collect();
+        let n = b.pcpus as usize;
+        Credit {
+            tslice_ns,
+            tick_ns: tslice_ns / ticks,
+            ratelimit_ns: (prm.ratelimit_us * 1e3).round() as u64,
+            credits_per_tslice,
+            credit_total: credits_per_tslice * n as i64,
+            credit_balance: 0,
+            weight_total: 0,
+            vcs,
+            doms,
+            active_doms: Vec::new(),
+            runq: vec![Vec::new(); n],
+            curr: vec![None; n],
+            idle: vec![true; n],
+            slice_gen: vec![0; n],
+            switched_out: vec![false; n],
+            runq_sort: 0,
+            runq_sort_last: vec![0; n],
+            last_tickle: 0,
+            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+        }
+    }
+
+    fn pri_of(&self, cur: Option<VcpuId>) -> i8 {
+        cur.map_or(PRI_IDLE, |v| self.vcs[v as usize].pri)
+    }
+
+    /// burn_credits(): whole credits for the runtime since the last burn.
+    fn burn(&mut self, v: VcpuId, now: u64) {
+        let vc = &mut self.vcs[v as usize];
+        let ran = now.saturating_sub(vc.burn_from) + vc.carry_ns;
+        vc.credit -= (ran / NS_PER_CREDIT) as i64;
+        vc.carry_ns = ran % NS_PER_CREDIT;
+        vc.burn_from = now;
+    }
+
+    /// __runq_insert(): behind every vCPU of equal or higher priority.
+    fn runq_insert(&mut self, v: VcpuId) {
+        let vc = &self.vcs[v as usize];
+        let q = &self.runq[vc.cpu as usize];
+        let at = q.iter().position(|&o| vc.pri > self.vcs[o as usize].pri).unwrap_or(q.len());
+        self.runq[vc.cpu as usize].insert(at, v);
+        self.vcs[v as usize].on_runq = true;
+    }
+
+    fn runq_remove(&mut self, v: VcpuId) {
+        let vc = &mut self.vcs[v as usize];
+        if vc.on_runq {
+            vc.on_runq = false;
+            let q = &mut self.runq[vc.cpu as usize];
+            q.remove(q.iter().position(|&o| o == v).expect("queued vCPU is on its runqueue"));
+        }
+    }
+
+    /// __runq_tickle(): run the new vCPU on its pCPU if that is idle, or if
+    /// no pCPU idles and it outranks the current one; otherwise wake one
+    /// idle pCPU it may run on (tickle_one_idle_cpu), which will steal it.
+    fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        let cpu = self.vcs[v as usize].cpu;
+        let new_pri = self.vcs[v as usize].pri;
+        let cur_pri = self.pri_of(self.curr[cpu as usize]);
+        let n = self.idle.len() as u32;
+        let any_idle = self.idle.iter().any(|&i| i);
+        if cur_pri == PRI_IDLE || (!any_idle && new_pri > cur_pri) {
+            out.resched.push(cpu);
+            return;
+        }
+        if !any_idle {
+            return;
+        }
+        // cpumask_cycle() from the last tickled pCPU over the idlers new may use.
+        let start = self.last_tickle;
+        let idler = (1..=n).map(|i| (start + i) % n).find(|&q| self.idle[q as usize] && view.may_run(v, q));
+        match idler {
+            Some(q) => {
+                self.last_tickle = q;
+                out.resched.push(q);
+            }
+            None if new_pri > cur_pri => out.resched.push(cpu),
+            None => {}
+        }
+    }
+
+    /// csched_load_balance() / csched_runq_steal(): the first queued vCPU
+    /// of strictly higher priority than `pri` on a busy peer, peers of the
+    /// same socket (NUMA node) first, each in pCPU order.
+    fn steal(&mut self, view: &HostView, p: PcpuId, pri: i8) -> Option<VcpuId> {
+        let m = view.machine;
+        let socket = m.socket_of[p as usize];
+        let n = m.pcpus;
+        let peers = (0..n)
+            .filter(|&q| m.socket_of[q as usize] == socket)
+            .chain((0..n).filter(|&q| m.socket_of[q as usize] != socket));
+        for q in peers {
+            // Don't steal from an idle pCPU: it is about to run its own work.
+            if q == p || self.idle[q as usize] {
+                continue;
+            }
+            for &v in &self.runq[q as usize] {
+                if self.vcs[v as usize].pri <= pri {
+                    break;
+                }
+                if view.may_run(v, p) {
+                    self.runq_remove(v);
+                    self.vcs[v as usize].cpu = p;
+                    return Some(v);
+                }
+            }
+        }
+        None
+    }
+
+    fn acct_start(&mut self, v: VcpuId) {
+        let d = self.vcs[v as usize].dom;
+        self.vcs[v as usize].active = true;
+        self.doms[d].active.insert(0, v);
+        self.weight_total += self.doms[d].weight;
+        if !self.active_doms.contains(&d) {
+            self.active_doms.insert(0, d);
+        }
+    }
+
+    fn acct_stop(&mut self, v: VcpuId) {
+        let d = self.vcs[v as usize].dom;
+        self.vcs[v as usize].active = false;
+        self.doms[d].active.retain(|&o| o != v);
+        self.weight_total -= self.doms[d].weight;
+        if self.doms[d].active.is_empty() {
+            self.active_doms.retain(|&o| o != d);
+        }
+    }
+
+    /// csched_acct(): shares out one slice's worth of credits on every pCPU
+    /// among the active domains by weight, bounded by caps; sets each
+    /// vCPU's priority from the sign of its credit; parks and unparks
+    /// capped vCPUs; retires vCPUs that hoard credit from the active list.
+    fn acct(&mut self, view: &HostView, out: &mut HostOut) {
+        let weight_total = self.weight_total;
+        let mut credit_total = self.credit_total;
+        if self.credit_balance < 0 {
+            credit_total -= self.credit_balance;
+        }
+        if weight_total == 0 {
+            self.credit_balance = 0;
+            return;
+        }
+        let mut weight_left = weight_total;
+        let mut credit_balance = 0;
+        let mut credit_xtra = false;
+        let mut i = 0;
+        while i < self.active_doms.len() {
+            let d = self.active_doms[i];
+            let (weight, cap, nact) = (self.doms[d].weight, self.doms[d].cap, self.doms[d].active.len() as i64);
+            weight_left -= weight * nact;
+            // A domain may earn at most one slice per active vCPU, more only
+            // while the system-wide balance is negative.
+            let mut credit_peak = nact * self.credits_per_tslice;
+            if self.credit_balance < 0 {
+                credit_peak += (-self.credit_balance * weight * nact + weight_total - 1) / weight_total;
+            }
+            let mut credit_cap = 0;
+            if cap != 0 {
+                credit_cap = (cap * self.credits_per_tslice + 99) / 100;
+                credit_peak = credit_peak.min(credit_cap);
+                credit_cap = (credit_cap + nact - 1) / nact;
+            }
+            let mut credit_fair = (credit_total * weight * nact + weight_total - 1) / weight_total;
+            if credit_fair < credit_peak {
+                credit_xtra = true;
+            } else {
+                if weight_left != 0 {
+                    // Give other domains a chance at the unused credits.
+                    credit_total += ((credit_fair - credit_peak) * weight_total + weight_left - 1) / weight_left;
+                }
+                if credit_xtra {
+                    // Keep domains with extra credit at the head of the list.
+                    self.active_doms.remove(i);
+                    self.active_doms.insert(0, d);
+                }
+                credit_fair = credit_peak;
+            }
+            let per_vcpu = (credit_fair + nact - 1) / nact;
+            for v in self.doms[d].active.clone() {
+                let vc = &mut self.vcs[v as usize];
+                vc.credit += per_vcpu;
+                if vc.credit < 0 {
+                    vc.pri = PRI_OVER;
+                    if cap != 0 && vc.credit < -credit_cap && !vc.parked {
+                        self.park(out, v);
+                    }
+                    let vc = &mut self.vcs[v as usize];
+                    vc.credit = vc.credit.max(-self.credits_per_tslice);
+                } else {
+                    vc.pri = PRI_UNDER;
+                    if vc.parked {
+                        self.unpark(view, out, v);
+                    }
+                    if self.vcs[v as usize].credit > self.credits_per_tslice {
+                        // Upper bound: it stops earning, and keeps half to
+                        // start "a little bit ahead" when active again.
+                        self.acct_stop(v);
+                        self.vcs[v as usize].credit /= 2;
+                    }
+                }
+                credit_balance += self.vcs[v as usize].credit;
+            }
+            i += 1;
+        }
+        self.credit_balance = credit_balance;
+        self.runq_sort += 1;
+    }
+
+    /// vcpu_pause_nosync() of an over-cap vCPU.
+    fn park(&mut self, out: &mut HostOut, v: VcpuId) {
+        self.vcs[v as usize].parked = true;
+        let cpu = self.vcs[v as usize].cpu;
+        if self.curr[cpu as usize] == Some(v) {
+            out.resched.push(cpu);
+        } else {
+            self.runq_remove(v);
+        }
+    }
+
+    /// vcpu_unpause(): an awake vCPU is queued again, without a BOOST (the
+    /// exception csched_vcpu_wake() makes for capped vCPUs unpausing).
+    fn unpark(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        self.vcs[v as usize].parked = false;
+        let vc = &self.vcs[v as usize];
+        if vc.awake && !vc.on_runq && self.curr[vc.cpu as usize] != Some(v) {
+            self.runq_insert(v);
+            self.tickle(view, out, v);
+        }
+    }
+
+    /// csched_tick() on every pCPU: the running vCPU burns credit, loses
+    /// its BOOST and becomes active; runqueues are re-sorted once after
+    /// each accounting.
+    fn tick_all(&mut self, now: u64) {
+        for p in 0..self.curr.len() {
+            if let Some(v) = self.curr[p] {
+                if self.vcs[v as usize].pri == PRI_BOOST {
+                    self.vcs[v as usize].pri = PRI_UNDER;
+                }
+                self.burn(v, now);
+                if !self.vcs[v as usize].active {
+                    self.acct_start(v);
+                }
+            }
+            if self.runq_sort_last[p] != self.runq_sort {
+                self.runq_sort_last[p] = self.runq_sort;
+                // csched_runq_sort(): UNDERs (and BOOSTs) move ahead of OVERs.
+                let vcs = &self.vcs;
+                self.runq[p].sort_by_key(|&v| vcs[v as usize].pri < PRI_UNDER);
+            }
+        }
+    }
+}
+
+impl HostPolicy for Credit {
+    fn name(&self) -> &'static str {
+        "credit"
+    }
+
+    fn start(&mut self, _view: &HostView, out: &mut HostOut) {
+        out.timers.push((self.tslice_ns, T_ACCT));
+        out.timers.push((self.tick_ns, T_TICK));
+    }
+
+    /// csched_vcpu_wake(): an UNDER vCPU waking from a halt is BOOSTed.
+    fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        let vc = &mut self.vcs[v as usize];
+        vc.awake = true;
+        self.costs.charge_wakeup(out, vc.cpu);
+        if vc.parked {
+            return;
+        }
+        if vc.pri == PRI_UNDER {
+            vc.pri = PRI_BOOST;
+        }
+        self.runq_insert(v);
+        self.tickle(view, out, v);
+    }
+
+    fn block(&mut self, view: &HostView, _out: &mut HostOut, v: VcpuId, p: PcpuId) {
+        self.burn(v, view.now);
+        self.vcs[v as usize].awake = false;
+        self.curr[p as usize] = None;
+        self.switched_out[p as usize] = true;
+    }
+
+    /// csched_schedule().
+    fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
+        let now = view.now;
+        let pi = p as usize;
+        if let Some(c) = prev {
+            self.burn(c, now);
+        }
+        let runnable_prev = prev.filter(|&c| !self.vcs[c as usize].parked);
+        let switched_out = std::mem::take(&mut self.switched_out[pi]);
+        self.slice_gen[pi] += 1;
+        let gen = self.slice_gen[pi];
+        // Rate limiting: a vCPU that ran less than ratelimit_us keeps the
+        // pCPU (never for a timer shorter than CSCHED_MIN_TIMER).
+        if let Some(c) = runnable_prev {
+            let runtime = now - self.vcs[c as usize].running_since;
+            if self.ratelimit_ns > 0 && runtime < self.ratelimit_ns {
+                let slice = if runtime < MIN_TIMER_NS { MIN_TIMER_NS } else { self.ratelimit_ns - runtime };
+                out.timers.push((now + slice, T_SLICE | gen << 16 | p as u64));
+                self.costs.charge_decision(out, p, switched_out);
+                return Some(c);
+            }
+            self.runq_insert(c);
+        }
+        let head = self.runq[pi].first().copied();
+        let mut next = head;
+        if self.pri_of(head) > PRI_OVER {
+            self.runq_remove(head.expect("a non-idle priority is a vCPU"));
+        } else {
+            // The best local work is OVER or nothing: look for more urgent
+            // work on the peers.
+            match self.steal(view, p, self.pri_of(head)) {
+                Some(s) => next = Some(s),
+                None => {
+                    if let Some(h) = head {
+                        self.runq_remove(h);
+                    }
+                }
+            }
+        }
+        self.idle[pi] = next.is_none();
+        if let Some(n) = next {
+            let vc = &mut self.vcs[n as usize];
+            vc.cpu = p;
+            vc.burn_from = now;
+            if prev != Some(n) {
+                vc.running_since = now;
+            }
+            out.timers.push((now + self.tslice_ns, T_SLICE | gen << 16 | p as u64));
+        }
+        self.curr[pi] = next;
+        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
+        out.resched.retain(|&q| q != p);
+        next
+    }
+
+    fn tick(&mut self, _view: &HostView, _out: &mut HostOut, _p: PcpuId) {
+        // Credit runs its own ticker (csched_tick(), every tslice / 3).
+    }
+
+    fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
+        match token & KIND {
+            T_ACCT => {
+                self.acct(view, out);
+                out.timers.push((view.now + self.tslice_ns, T_ACCT));
+            }
+            T_TICK => {
+                self.tick_all(view.now);
+                out.timers.push((view.now + self.tick_ns, T_TICK));
+            }
+            T_SLICE => {
+                let p = (token & 0xffff) as usize;
+                if (token & !KIND) >> 16 == self.slice_gen[p] {
+                    out.resched.push(p as PcpuId);
+                }
+            }
+            _ => unreachable!("unknown credit timer token {token:#x}"),
+        }
+    }
+
+    fn nr_running(&self, p: PcpuId) -> u32 {
+        self.runq[p as usize].len() as u32 + self.curr[p as usize].is_some() as u32
+    }
+}

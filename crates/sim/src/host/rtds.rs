@@ -1,0 +1,265 @@
+//! Xen's RTDS scheduler (xen/common/sched_rt.c, Xen 4.9, with the
+//! RTDS_extratime flag of Xen 4.10 as an option): every vCPU has a budget
+//! per period; vCPUs are scheduled by global EDF over all pCPUs of the pool
+//! (one run queue ordered by current deadline), a vCPU that spent its budget
+//! waits on the depleted queue until its next period begins (the event-driven
+//! replenishment timer), and wakeups tickle an idle pCPU or the one running
+//! the latest deadline (runq_tickle()).
+
+use super::{DecisionCosts, HostOut, HostPolicy, HostView};
+use crate::ids::{PcpuId, VcpuId};
+use crate::registry::HostBuild;
+
+const T_REPL: u64 = 1 << 56;
+const T_BUDGET: u64 = 2 << 56;
+const KIND: u64 = 0xff << 56;
+
+#[derive(Debug, Clone)]
+struct Vc {
+    period: u64,
+    budget: u64,
+    cur_deadline: u64,
+    cur_budget: u64,
+    /// Extra-time level: 0 while in budget, +1 for every budget spent as
+    /// extra time (svc->priority_level).
+    level: u32,
+    last_start: u64,
+    awake: bool,
+    on_runq: bool,
+    repl_gen: u64,
+    /// The pCPU it last ran on (vc->processor).
+    cpu: PcpuId,
+}
+
+pub struct Rtds {
+    vcs: Vec<Vc>,
+    /// Runnable vCPUs with budget (or extra time), by (level, deadline, id).
+    runq: Vec<VcpuId>,
+    curr: Vec<Option<VcpuId>>,
+    tickled: Vec<bool>,
+    switched_out: Vec<bool>,
+    budget_gen: Vec<u64>,
+    extratime: bool,
+    costs: DecisionCosts,
+}
+
+impl Rtds {
+    pub fn new(b: &HostBuild) -> Self {
+        let prm = &b.host.rtds;
+        let ms = |x: f64| (x * 1e6).round() as u64;
+        let vcs = b
+            .vm_of
+            .iter()
+            .zip(b.initial_cpu)
+            .map(|(&vm, &cpu)| {
+                let vm = &b.scenario.vms[vm as usize];
+                let (period, budget) = (ms(vm.rtds_period_ms), ms(vm.rtds_budget_ms));
+                Vc { period, budget, cur_deadline: 0, cur_budget: 0, level: 0, last_start: 0, awake: false, on_runq: false, repl_gen: 0, cpu }
+            })
+            .collect();
+        let n = b.pcpus as usize;
+        Rtds {
+            vcs,
+            runq: Vec::new(),
+            curr: vec![None; n],
+            tickled: vec![false; n],
+            switched_out: vec![false; n],
+            budget_gen: vec![0; n],
+            extratime: prm.extratime,
+            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+        }
+    }
+
+    fn key(&self, v: VcpuId) -> (u32, u64, VcpuId) {
+        let vc = &self.vcs[v as usize];
+        (vc.level, vc.cur_deadline, v)
+    }
+
+    fn has_budget(&self, v: VcpuId) -> bool {
+        self.vcs[v as usize].cur_budget > 0
+    }
+
+    fn runq_insert(&mut self, v: VcpuId) {
+        let k = self.key(v);
+        let at = self.runq.iter().position(|&o| self.key(o) > k).unwrap_or(self.runq.len());
+        self.runq.insert(at, v);
+        self.vcs[v as usize].on_runq = true;
+    }
+
+    fn runq_remove(&mut self, v: VcpuId) {
+        if self.vcs[v as usize].on_runq {
+            self.vcs[v as usize].on_runq = false;
+            self.runq.retain(|&o| o != v);
+        }
+    }
+
+    /// rt_update_deadline(): the period containing `now` begins, with a
+    /// full budget.
+    fn update_deadline(&mut self, v: VcpuId, now: u64) {
+        let vc = &mut self.vcs[v as usize];
+        if now >= vc.cur_deadline {
+            let missed = (now - vc.cur_deadline) / vc.period + 1;
+            vc.cur_deadline += missed * vc.period;
+            vc.cur_budget = vc.budget;
+            vc.level = 0;
+        }
+    }
+
+    fn arm_replenishment(&mut self, out: &mut HostOut, v: VcpuId) {
+        let vc = &mut self.vcs[v as usize];
+        vc.repl_gen += 1;
+        out.timers.push((vc.cur_deadline, T_REPL | vc.repl_gen << 24 | v as u64));
+    }
+
+    /// burn_budget(): the running vCPU pays for its runtime; with extra time
+    /// an exhausted budget is refilled at the next priority level.
+    fn burn(&mut self, v: VcpuId, now: u64) {
+        let extratime = self.extratime;
+        let vc = &mut self.vcs[v as usize];
+        let ran = now.saturating_sub(vc.last_start);
+        vc.last_start = now;
+        vc.cur_budget = vc.cur_budget.saturating_sub(ran);
+        if vc.cur_budget == 0 && extratime {
+            vc.level += 1;
+            vc.cur_budget = vc.budget;
+        }
+    }
+
+    /// runq_tickle(): an idle pCPU the vCPU may use (its last one first),
+    /// else the pCPU running the lowest-priority vCPU if the new one
+    /// outranks it.
+    fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, last: Option<PcpuId>) {
+        let n = self.curr.len() as PcpuId;
+        let usable = |p: PcpuId| view.may_run(v, p) && !self.tickled[p as usize];
+        let idle = last
+            .filter(|&p| usable(p) && self.curr[p as usize].is_none())
+            .or_else(|| (0..n).find(|&p| usable(p) && self.curr[p as usize].is_none()));
+        let target = idle.or_else(|| {
+            let latest = (0..n).filter(|&p| usable(p)).max_by_key(|&p| self.key(self.curr[p as usize].expect("no idle pCPU left")))?;
+            (self.key(v) < self.key(self.curr[latest as usize].unwrap())).then_some(latest)
+        });
+        if let Some(p) = target {
+            self.tickled[p as usize] = true;
+            out.resched.push(p);
+        }
+    }
+
+    /// The first queued vCPU that may run on `p` (runq_pick()).
+    fn pick(&self, view: &HostView, p: PcpuId) -> Option<VcpuId> {
+        self.runq.iter().copied().find(|&v| view.may_run(v, p))
+    }
+}
+
+impl HostPolicy for Rtds {
+    fn name(&self) -> &'static str {
+        "rtds"
+    }
+
+    fn start(&mut self, _view: &HostView, _out: &mut HostOut) {}
+
+    /// rt_vcpu_wake(): a vCPU past its deadline starts a new period; it
+    /// queues if it has budget (else it waits for its replenishment).
+    fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        self.vcs[v as usize].awake = true;
+        self.update_deadline(v, view.now);
+        self.arm_replenishment(out, v);
+        let last = self.vcs[v as usize].cpu;
+        self.costs.charge_wakeup(out, last);
+        if self.has_budget(v) {
+            self.runq_insert(v);
+            self.tickle(view, out, v, Some(last));
+        }
+    }
+
+    fn block(&mut self, view: &HostView, _out: &mut HostOut, v: VcpuId, p: PcpuId) {
+        self.burn(v, view.now);
+        self.vcs[v as usize].awake = false;
+        // A sleeping vCPU leaves the replenishment queue.
+        self.vcs[v as usize].repl_gen += 1;
+        self.curr[p as usize] = None;
+        self.switched_out[p as usize] = true;
+    }
+
+    /// rt_schedule(): the current vCPU keeps the pCPU while it has budget
+    /// and no queued vCPU has an earlier deadline; the slice ends when the
+    /// budget does.
+    fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
+        let now = view.now;
+        let pi = p as usize;
+        self.tickled[pi] = false;
+        if let Some(c) = prev {
+            self.burn(c, now);
+        }
+        let switched_out = std::mem::take(&mut self.switched_out[pi]);
+        let head = self.pick(view, p);
+        let keep = prev.filter(|&c| self.has_budget(c) && head.is_none_or(|h| self.key(c) < self.key(h)));
+        let next = keep.or(head);
+        if let Some(n) = next.filter(|&n| Some(n) != prev) {
+            self.runq_remove(n);
+        }
+        // rt_context_saved(): a descheduled vCPU with budget goes back on the
+        // run queue and may preempt elsewhere.
+        if let Some(c) = prev.filter(|&c| Some(c) != next) {
+            if self.has_budget(c) {
+                self.runq_insert(c);
+                self.tickle(view, out, c, Some(p));
+            }
+        }
+        self.curr[pi] = next;
+        self.budget_gen[pi] += 1;
+        if let Some(n) = next {
+            self.vcs[n as usize].last_start = now;
+            self.vcs[n as usize].cpu = p;
+            out.timers.push((now + self.vcs[n as usize].cur_budget, T_BUDGET | self.budget_gen[pi] << 16 | p as u64));
+        }
+        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
+        out.resched.retain(|&q| q != p);
+        next
+    }
+
+    fn tick(&mut self, _view: &HostView, _out: &mut HostOut, _p: PcpuId) {}
+
+    fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
+        match token & KIND {
+            T_BUDGET => {
+                let p = (token & 0xffff) as usize;
+                if (token & !KIND) >> 16 == self.budget_gen[p] {
+                    out.resched.push(p as PcpuId);
+                }
+            }
+            T_REPL => {
+                let v = (token & 0xff_ffff) as VcpuId;
+                if (token & !KIND) >> 24 != self.vcs[v as usize].repl_gen || !self.vcs[v as usize].awake {
+                    return;
+                }
+                // repl_timer_handler(): the new period begins.
+                let running_on = self.curr.iter().position(|&c| c == Some(v));
+                if let Some(p) = running_on {
+                    self.burn(v, view.now);
+                    self.update_deadline(v, view.now);
+                    self.arm_replenishment(out, v);
+                    // Its deadline moved later: a queued vCPU may now lead.
+                    if self.runq.first().is_some_and(|&h| self.key(h) < self.key(v)) {
+                        out.resched.push(p as PcpuId);
+                    }
+                    return;
+                }
+                let queued = self.vcs[v as usize].on_runq;
+                self.runq_remove(v);
+                self.update_deadline(v, view.now);
+                self.arm_replenishment(out, v);
+                self.runq_insert(v);
+                if !queued {
+                    let last = self.vcs[v as usize].cpu;
+                    self.tickle(view, out, v, Some(last));
+                }
+            }
+            _ => unreachable!("unknown rtds timer token {token:#x}"),
+        }
+    }
+
+    fn nr_running(&self, p: PcpuId) -> u32 {
+        // One global queue: report it on pCPU 0 only, so the sum is right.
+        (if p == 0 { self.runq.len() as u32 } else { 0 }) + self.curr[p as usize].is_some() as u32
+    }
+}

@@ -1,0 +1,273 @@
+//! The Tableau dispatcher (Vanga et al., EuroSys 2018, sections 3, 5 and 6).
+//! The planner (`vmsched_plan::plan`) turns every vCPU's reservation (U, L)
+//! into a cyclic table of per-core allocations; each pCPU runs the vCPU its
+//! table names for the current time (the O(1) slice lookup of
+//! `CoreTable::lookup`) and reschedules exactly at its allocation
+//! boundaries. A slot that is free, or whose vCPU is halted, goes to the
+//! second-level scheduler unless the host is capped: round robin among the
+//! core's runnable vCPUs (its home vCPUs and the split vCPUs whose trailing
+//! core it is, `Table::second_level_candidates`), each turn lasting at most
+//! the core's slice length.
+//!
+//! Cross-core hand-off follows section 6: a vCPU is owned by at most one
+//! pCPU. When a split vCPU's allocation on one core ends as its next one
+//! begins on another, the new core takes it over still running (the engine
+//! moves it and reschedules the old core). If the old core's slot has not
+//! ended yet, the new core runs second-level work (or idles) and asks to be
+//! notified, and the owner reschedules it when it lets the vCPU go. Wakeups notify the pCPU whose
+//! slot the vCPU owns now, or, uncapped, its second-level core if that idles.
+//! The reservation set is fixed for a run, so the table never switches.
+
+use vmsched_plan::Table;
+
+use super::{DecisionCosts, HostOut, HostPolicy, HostView};
+use crate::ids::{PcpuId, VcpuId};
+use crate::registry::HostBuild;
+
+const T_BOUNDARY: u64 = 1 << 56;
+const KIND: u64 = 0xff << 56;
+
+pub struct Tableau {
+    table: Table,
+    /// Table core index of each pCPU (None: the planner gave it nothing).
+    core_of_pcpu: Vec<Option<usize>>,
+    /// Engine vCPU of each table vCPU entry, and back.
+    vcpu_of_entry: Vec<VcpuId>,
+    entry_of_vcpu: Vec<u32>,
+    awake: Vec<bool>,
+    /// The pCPU running each vCPU (its owner).
+    owner: Vec<Option<PcpuId>>,
+    /// A pCPU waiting for the vCPU to be released by its owner.
+    wanted_by: Vec<Option<PcpuId>>,
+    curr: Vec<Option<VcpuId>>,
+    /// Second-level round-robin position per pCPU: the last table vCPU it ran.
+    rr_last: Vec<Option<u32>>,
+    /// The second-level turn running on each pCPU: (vCPU, end of its turn).
+    turn: Vec<Option<(VcpuId, u64)>>,
+    /// A turn cut short by a table slot: (vCPU, time left); it resumes first.
+    cut_turn: Vec<Option<(VcpuId, u64)>>,
+    gen: Vec<u64>,
+    switched_out: Vec<bool>,
+    capped: bool,
+    costs: DecisionCosts,
+}
+
+impl Tableau {
+    pub fn new(b: &HostBuild) -> Self {
+        let plan = crate::tableau::plan_scenario(b.scenario).unwrap_or_else(|e| panic!("scenario was validated: {e}"));
+        Self::from_table(plan.table, b)
+    }
+
+    pub fn from_table(table: Table, b: &HostBuild) -> Self {
+        let prm = &b.host.tableau;
+        let first_vcpu = |vm: &str| {
+            let vi = b.scenario.vms.iter().position(|v| v.name == vm).expect("planned VM exists") as u32;
+            b.vm_of.iter().position(|&x| x == vi).expect("VM has vCPUs") as VcpuId
+        };
+        let vcpu_of_entry: Vec<VcpuId> = table.vcpus.iter().map(|e| first_vcpu(&e.vm) + e.vcpu).collect();
+        let mut entry_of_vcpu = vec![u32::MAX; b.vm_of.len()];
+        for (e, &v) in vcpu_of_entry.iter().enumerate() {
+            entry_of_vcpu[v as usize] = e as u32;
+        }
+        let n = b.pcpus as usize;
+        let mut core_of_pcpu = vec![None; n];
+        for (i, c) in table.cores.iter().enumerate() {
+            core_of_pcpu[c.core as usize] = Some(i);
+        }
+        let nv = b.vm_of.len();
+        Tableau {
+            table,
+            core_of_pcpu,
+            vcpu_of_entry,
+            entry_of_vcpu,
+            awake: vec![false; nv],
+            owner: vec![None; nv],
+            wanted_by: vec![None; nv],
+            curr: vec![None; n],
+            rr_last: vec![None; n],
+            turn: vec![None; n],
+            cut_turn: vec![None; n],
+            gen: vec![0; n],
+            switched_out: vec![false; n],
+            capped: prm.capped,
+            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+        }
+    }
+
+    /// The vCPU whose allocation covers `now` on table core `core`, if any.
+    fn slot_owner(&self, core: usize, now: u64) -> Option<(VcpuId, u64)> {
+        let len = self.table.table_length_ns;
+        let a = self.table.lookup(core, now)?;
+        Some((self.vcpu_of_entry[a.vcpu as usize], now - now % len + a.end_ns))
+    }
+
+    /// The next allocation start or end on the core after `now`.
+    fn next_boundary(&self, core: usize, now: u64) -> u64 {
+        let len = self.table.table_length_ns;
+        let off = now % len;
+        let allocs = &self.table.cores[core].allocations;
+        let i = allocs.partition_point(|a| a.end_ns <= off);
+        let edge = match allocs.get(i) {
+            Some(a) if a.start_ns > off => a.start_ns,
+            Some(a) => a.end_ns,
+            None => len + allocs.first().map_or(0, |a| a.start_ns),
+        };
+        now - off + edge
+    }
+
+    fn free_for(&self, v: VcpuId, p: PcpuId) -> bool {
+        self.awake[v as usize] && self.owner[v as usize].is_none_or(|o| o == p)
+    }
+
+    /// Second level: round robin over the core's runnable candidates, each
+    /// turn one slice long; a turn a table slot cut short resumes first for
+    /// what was left of it, so that the free time is shared evenly.
+    /// Returns the vCPU and the length of its turn.
+    fn second_level(&mut self, core: usize, p: PcpuId, now: u64) -> Option<(VcpuId, u64)> {
+        let cands = self.table.second_level_candidates(core, now);
+        if let Some((v, left)) = self.cut_turn[p as usize].take() {
+            if self.free_for(v, p) && cands.contains(&self.entry_of_vcpu[v as usize]) {
+                return Some((v, left));
+            }
+        }
+        let start = self.rr_last[p as usize].map_or(0, |last| cands.partition_point(|&c| c <= last));
+        let v = (0..cands.len())
+            .map(|i| cands[(start + i) % cands.len()])
+            .map(|e| self.vcpu_of_entry[e as usize])
+            .find(|&v| self.free_for(v, p))?;
+        self.rr_last[p as usize] = Some(self.entry_of_vcpu[v as usize]);
+        Some((v, self.table.cores[core].slice_ns))
+    }
+
+    fn holds_slot(&self, p: PcpuId, v: VcpuId, now: u64) -> bool {
+        self.core_of_pcpu[p as usize].and_then(|c| self.slot_owner(c, now)).is_some_and(|(o, _)| o == v)
+    }
+
+    /// The pCPU whose slot `v` holds now, if any (it may hop between cores).
+    fn slot_pcpu(&self, v: VcpuId, now: u64) -> Option<PcpuId> {
+        let entry = &self.table.vcpus[self.entry_of_vcpu[v as usize] as usize];
+        entry.cores.iter().copied().find(|&c| {
+            let core = self.core_of_pcpu[c as usize].expect("planned core");
+            self.slot_owner(core, now).is_some_and(|(o, _)| o == v)
+        })
+    }
+}
+
+impl HostPolicy for Tableau {
+    fn name(&self) -> &'static str {
+        "tableau"
+    }
+
+    fn start(&mut self, _view: &HostView, _out: &mut HostOut) {}
+
+    fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        self.awake[v as usize] = true;
+        let target = self.slot_pcpu(v, view.now).or_else(|| {
+            if self.capped {
+                // Capped and outside its slots: its next slot will find it.
+                return None;
+            }
+            let entry = self.entry_of_vcpu[v as usize];
+            let core = self.table.trailing_core(entry, view.now)?;
+            let p = self.table.cores[core].core;
+            self.curr[p as usize].is_none().then_some(p)
+        });
+        if let Some(p) = target {
+            self.costs.charge_wakeup(out, p);
+            out.resched.push(p);
+        }
+    }
+
+    fn block(&mut self, _view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
+        self.awake[v as usize] = false;
+        self.owner[v as usize] = None;
+        self.curr[p as usize] = None;
+        self.switched_out[p as usize] = true;
+        if let Some(q) = self.wanted_by[v as usize].take() {
+            out.resched.push(q);
+        }
+    }
+
+    fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
+        let now = view.now;
+        let pi = p as usize;
+        let switched_out = std::mem::take(&mut self.switched_out[pi]);
+        if let Some(c) = prev {
+            self.owner[c as usize] = None;
+        }
+        if let Some((v, end)) = self.turn[pi].take() {
+            if prev == Some(v) && now < end {
+                self.cut_turn[pi] = Some((v, end - now));
+            }
+        }
+        let Some(core) = self.core_of_pcpu[pi] else {
+            self.curr[pi] = None;
+            return None;
+        };
+        let boundary = self.next_boundary(core, now);
+        let mut until = boundary;
+        let mut next = None;
+        if let Some((v, _)) = self.slot_owner(core, now) {
+            match self.owner[v as usize] {
+                _ if !self.awake[v as usize] => {}
+                None => next = Some(v),
+                Some(q) if q == p => next = Some(v),
+                Some(q) if !self.holds_slot(q, v, now) => {
+                    // A split vCPU hops: its allocation on q is over and
+                    // ours begins, so it moves here still running (q then
+                    // reschedules).
+                    self.curr[q as usize] = None;
+                    next = Some(v);
+                }
+                Some(_) => {
+                    // Its owner's slot has not ended yet (allocations that
+                    // touch): ask the owner to tell us when it lets go.
+                    self.wanted_by[v as usize] = Some(p);
+                }
+            }
+        }
+        if next.is_none() && !self.capped {
+            if let Some((v, turn)) = self.second_level(core, p, now) {
+                next = Some(v);
+                self.turn[pi] = Some((v, now + turn));
+                until = until.min(now + turn);
+            }
+        }
+        if let Some(c) = prev.filter(|&c| Some(c) != next) {
+            if let Some(q) = self.wanted_by[c as usize].take() {
+                out.resched.push(q);
+            }
+        }
+        if let Some(n) = next {
+            self.owner[n as usize] = Some(p);
+            if self.wanted_by[n as usize] == Some(p) {
+                self.wanted_by[n as usize] = None;
+            }
+        }
+        self.curr[pi] = next;
+        self.gen[pi] += 1;
+        out.timers.push((until, T_BOUNDARY | self.gen[pi] << 16 | p as u64));
+        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
+        out.resched.retain(|&q| q != p);
+        next
+    }
+
+    fn tick(&mut self, _view: &HostView, _out: &mut HostOut, _p: PcpuId) {}
+
+    fn timer(&mut self, _view: &HostView, out: &mut HostOut, token: u64) {
+        match token & KIND {
+            T_BOUNDARY => {
+                let p = (token & 0xffff) as usize;
+                if (token & !KIND) >> 16 == self.gen[p] {
+                    out.resched.push(p as PcpuId);
+                }
+            }
+            _ => unreachable!("unknown tableau timer token {token:#x}"),
+        }
+    }
+
+    fn nr_running(&self, p: PcpuId) -> u32 {
+        let Some(core) = self.core_of_pcpu[p as usize] else { return 0 };
+        self.table.cores[core].home_vcpus.iter().filter(|&&e| self.awake[self.vcpu_of_entry[e as usize] as usize]).count() as u32
+    }
+}

@@ -1,0 +1,122 @@
+//! A run's size estimated before it starts: the events it will process and the
+//! memory it will hold, so that a scenario which would take hours or exhaust
+//! memory is refused with the estimate instead of hanging or aborting.
+//!
+//! The estimate is an order of magnitude, not a prediction: each workload is
+//! charged the events of its own kind at full speed (its threads running on
+//! as many vCPUs as it has), which bounds what contention can produce.
+
+use crate::scenario::{Scenario, SyncKind, WorkloadKind};
+use crate::world::{Task, Vcpu};
+
+/// Refused without an explicit override: at the engine's few million events per
+/// second of wall time (see `vmsched bench`) this is over ten minutes.
+pub const MAX_EVENTS: f64 = 5e9;
+/// Refused without an explicit override: more than a workstation's memory.
+pub const MAX_BYTES: f64 = 8.0 * (1u64 << 30) as f64;
+
+/// Memory beyond the engine's own structs that each task carries: its guest
+/// runqueue entry, program state, name and per-task summary row.
+const TASK_EXTRA_BYTES: f64 = 512.0;
+/// A recorded row (request, sample) in the engine plus its copy handed to Python.
+const ROW_BYTES: f64 = 400.0;
+/// Events one request of a server costs: arrival, interrupt, wake-up, service
+/// start and completion (a ping is answered in the handler: arrival, interrupt).
+const SERVER_EVENTS_PER_REQUEST: f64 = 5.0;
+const PING_EVENTS_PER_REQUEST: f64 = 2.0;
+/// Events per unit of work that ends in a synchronization (a barrier, lock,
+/// semaphore or device wait): the compute end, the wake-up and the switch.
+const SYNC_EVENTS_PER_UNIT: f64 = 3.0;
+/// Events a tick can cause on one vCPU (see `estimate`).
+const TICK_EVENTS_PER_VCPU: f64 = 3.0;
+/// The latency probe's loop body (workloads::latency_probe::LOOP_NS).
+const PROBE_LOOP_S: f64 = 100e-6;
+/// Share of a busy-waiting workload's running vCPUs assumed to spin at once,
+/// for pause-loop exits with a fixed window (see `estimate`).
+const PLE_SPINNING_SHARE: f64 = 0.25;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SizeEstimate {
+    pub events: f64,
+    pub bytes: f64,
+}
+
+impl SizeEstimate {
+    /// Why the run is refused, or None when it is within the limits.
+    pub fn refusal(&self) -> Option<String> {
+        if self.events <= MAX_EVENTS && self.bytes <= MAX_BYTES {
+            return None;
+        }
+        Some(format!(
+            "the run would take about {:.1e} events and {:.1} GB (limits {:.0e} events, {:.0} GB): \
+             shorten duration_ms, shrink the model, or allow it explicitly",
+            self.events,
+            self.bytes / (1u64 << 30) as f64,
+            MAX_EVENTS,
+            MAX_BYTES / (1u64 << 30) as f64
+        ))
+    }
+}
+
+/// Events and memory of running `s` for `duration_ns`, recording tables or not.
+pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
+    let seconds = duration_ns as f64 / 1e9;
+    let h = &s.host;
+    let pcpus = h.sockets as f64 * h.cores_per_socket as f64 * h.threads_per_core as f64;
+    let mut per_second = h.hz as f64;
+    let mut tasks = 0.0;
+    let mut vcpus = 0.0;
+    let mut requests_per_second = 0.0;
+    for vm in &s.vms {
+        let nv = vm.vcpus as f64;
+        vcpus += nv;
+        // Each tick, host or guest, may preempt on every vCPU: a switch, its
+        // overhead's end and the next slice's timer.
+        per_second += vm.guest.hz as f64 + nv * TICK_EVENTS_PER_VCPU * (h.hz + vm.guest.hz) as f64;
+        for w in vm.workloads.iter().filter(|w| w.enabled) {
+            let threads = match w.kind {
+                WorkloadKind::Ping => 0.0,
+                WorkloadKind::Pipeline => w.threads as f64 * w.stages as f64,
+                _ => w.threads as f64,
+            };
+            tasks += threads;
+            let running = threads.min(nv);
+            let units_per_s = |work_us: f64| running * 1e6 / work_us;
+            per_second += match w.kind {
+                WorkloadKind::Hog | WorkloadKind::Filler => units_per_s(w.work_us),
+                WorkloadKind::Bursty => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
+                WorkloadKind::Parallel => {
+                    units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT + w.tlb_shootdowns_per_s * nv
+                }
+                WorkloadKind::Pipeline => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
+                WorkloadKind::DiskRead => units_per_s(w.work_us + w.device_us) * SYNC_EVENTS_PER_UNIT,
+                WorkloadKind::Server => w.rate_per_s * SERVER_EVENTS_PER_REQUEST,
+                WorkloadKind::Ping => w.rate_per_s * PING_EVENTS_PER_REQUEST,
+                WorkloadKind::LatencyProbe => running / PROBE_LOOP_S,
+            };
+            // With a fixed pause-loop window (ple_window_grow 1, before Linux
+            // 3.18) a spinning vCPU exits once per window, about every 1.6 us.
+            let busy_waits = w.tlb_shootdowns_per_s > 0.0 || matches!(w.sync, SyncKind::Spinlock | SyncKind::Mutex | SyncKind::SpinBarrier | SyncKind::SpinBlockBarrier);
+            if h.kvm.ple_gap > 0 && h.kvm.ple_window_grow <= 1 && busy_waits {
+                per_second += running * PLE_SPINNING_SHARE * h.kvm.tsc_mhz as f64 * 1e6 / h.kvm.ple_window.max(1) as f64;
+            }
+            if matches!(w.kind, WorkloadKind::Server | WorkloadKind::Ping) {
+                requests_per_second += w.rate_per_s;
+            } else if !matches!(w.kind, WorkloadKind::Hog | WorkloadKind::Filler) {
+                requests_per_second += units_per_s(w.work_us);
+            }
+        }
+    }
+    let mut rows = 0.0;
+    if record {
+        let samples = seconds * 1e3 / s.metrics.sample_interval_ms;
+        per_second += 1e3 / s.metrics.sample_interval_ms;
+        // One sample row per pCPU, per vCPU and per VM and metric (a handful each).
+        rows = samples * (pcpus + 4.0 * vcpus + 4.0 * s.vms.len() as f64) + requests_per_second * seconds + tasks;
+    }
+    let events = per_second * seconds + tasks;
+    let bytes = tasks * (std::mem::size_of::<Task>() as f64 + TASK_EXTRA_BYTES)
+        + vcpus * std::mem::size_of::<Vcpu>() as f64
+        + rows * ROW_BYTES;
+    SizeEstimate { events, bytes }
+}

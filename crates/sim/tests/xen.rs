@@ -1,0 +1,308 @@
+//! The Xen host schedulers and the Tableau dispatcher: exact schedules worked
+//! out by hand from each scheduler's rules on one or two pCPUs, shares and
+//! guarantees measured from the simulated timeline, and properties over
+//! random reservation sets.
+
+use proptest::prelude::*;
+use vmsched_sim::world::record::PcpuSlices;
+use vmsched_sim::{run, RunOptions};
+
+const MS: u64 = 1_000_000;
+
+/// No virtualization or scheduler costs, so slices fall on exact times.
+const FREE: &str = "[overheads]\nvcpu_switch_ns=0\ntask_switch_ns=0\nvm_exit_ns=0\nipi_delivery_ns=0\nirq_handler_ns=0\n";
+
+/// The policy's table with its per-decision costs at zero, plus `params`.
+fn costless(policy: &str, params: &str) -> String {
+    format!("[host.{policy}]\nschedule_us=0\nwakeup_us=0\nmigrate_us=0\n{params}")
+}
+
+fn slices(text: &str, until_ms: u64) -> PcpuSlices {
+    let s = vmsched_sim::parse(text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let opts = RunOptions { validate: true, duration_ns: Some(until_ms * MS), trace_window: Some((0, until_ms * MS)), ..Default::default() };
+    run(s, &opts, &mut |_, _| {}).unwrap().tables.unwrap().pcpu_slices.unwrap()
+}
+
+/// (vm, start, end) rows of pCPU `p`, times in `unit` ns.
+fn rows(t: &PcpuSlices, p: u32, unit: u64) -> Vec<(String, u64, u64)> {
+    (0..t.vm.len()).filter(|&i| t.pcpu[i] == p).map(|i| (t.vm[i].clone(), t.start_ns[i] / unit, t.end_ns[i] / unit)).collect()
+}
+
+fn want(list: &[(&str, u64, u64)]) -> Vec<(String, u64, u64)> {
+    list.iter().map(|&(v, s, e)| (v.to_string(), s, e)).collect()
+}
+
+/// Host section of a one-policy scenario, with `params` in the policy's table.
+fn host_with(policy: &str, pcpus: u32, params: &str) -> String {
+    format!("name='t'\nduration_ms=1000\n[host]\npolicy='{policy}'\ncores_per_socket={pcpus}\n{}{FREE}", costless(policy, params))
+}
+
+fn host(policy: &str, pcpus: u32) -> String {
+    host_with(policy, pcpus, "")
+}
+
+fn hog_vm(name: &str, extra: &str) -> String {
+    format!("[[vm]]\nname='{name}'\n{extra}\n[[vm.workload]]\nkind='hog'\n")
+}
+
+/// Credit, two hogs on one pCPU: the first woken runs a whole 30 ms slice
+/// (CSCHED_DEFAULT_TSLICE_MS), then they alternate slice by slice.
+#[test]
+fn credit_alternates_hogs_every_30ms_slice() {
+    let text = format!("{}{}{}", host("credit", 1), hog_vm("a", ""), hog_vm("b", ""));
+    let t = slices(&text, 120);
+    assert_eq!(rows(&t, 0, MS), want(&[("a", 0, 30), ("b", 30, 60), ("a", 60, 90), ("b", 90, 120)]));
+}
+
+/// Credit BOOST: a hog has been demoted to UNDER by the tick at 10 ms; a
+/// vCPU waking at 15 ms is BOOSTed and preempts it at once (the hog ran
+/// more than the 1 ms rate limit), runs its 2 ms burst and halts, and the
+/// hog resumes its slice.
+#[test]
+fn credit_boost_preempts_an_under_vcpu_at_wakeup() {
+    let text = format!(
+        "{}{}[[vm]]\nname='io'\n[[vm.workload]]\nkind='bursty'\nstart_ms=15\nwork_dist='constant'\nwork_us=2000\nsleep_us=1e9\n",
+        host("credit", 1),
+        hog_vm("hog", "")
+    );
+    let t = slices(&text, 40);
+    assert_eq!(rows(&t, 0, 1000), want(&[("hog", 0, 15_000), ("io", 15_000, 17_000), ("hog", 17_000, 40_000)]));
+}
+
+/// Credit2, two equal hogs on one pCPU. Both start with CSCHED2_CREDIT_INIT
+/// (10 ms). `a` runs until it has no lead left: the slice is clamped to
+/// CSCHED2_MAX_TIMER, 10 ms, after which a has 0 and b 10 ms. b runs 10 ms
+/// to 0 too; at 20 ms the best candidate (b, kept on ties) has no credit, so
+/// both gain 10 ms (reset_credit()) and b, with no lead, runs the minimum
+/// timer (500 us). From then on every decision switches to the vCPU with
+/// more credit for the 1 ms rate limit.
+#[test]
+fn credit2_resets_credit_when_the_best_candidate_is_out() {
+    let text = format!("{}{}{}", host("credit2", 1), hog_vm("a", ""), hog_vm("b", ""));
+    let t = slices(&text, 24);
+    let w = want(&[("a", 0, 10_000), ("b", 10_000, 20_500), ("a", 20_500, 21_500), ("b", 21_500, 22_500), ("a", 22_500, 23_500), ("b", 23_500, 24_000)]);
+    assert_eq!(rows(&t, 0, 1000), w);
+}
+
+/// RTDS on one pCPU, EDF by current deadline: c (1 ms every 5 ms), a (2 ms
+/// every 10 ms), b (3 ms every 15 ms). c, a, b run in deadline order; at
+/// 5 ms c's new period (deadline 10) preempts b (deadline 15), which ends
+/// its budget at 7 ms; the pCPU then idles until the next replenishment.
+#[test]
+fn rtds_runs_earliest_deadline_first_and_stops_at_budget_exhaustion() {
+    let text = format!(
+        "{}{}{}{}",
+        host("rtds", 1),
+        hog_vm("a", "rtds_budget_ms=2\nrtds_period_ms=10"),
+        hog_vm("b", "rtds_budget_ms=3\nrtds_period_ms=15"),
+        hog_vm("c", "rtds_budget_ms=1\nrtds_period_ms=5")
+    );
+    let t = slices(&text, 24);
+    let w = want(&[
+        ("c", 0, 1),
+        ("a", 1, 3),
+        ("b", 3, 5),
+        ("c", 5, 6),
+        ("b", 6, 7),
+        ("c", 10, 11),
+        ("a", 11, 13),
+        ("c", 15, 16),
+        ("b", 16, 19),
+        ("c", 20, 21),
+        ("a", 21, 23),
+    ]);
+    assert_eq!(rows(&t, 0, MS), w);
+}
+
+fn share_of(text: &str, until_ms: u64) -> Vec<f64> {
+    let s = vmsched_sim::parse(text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let opts = RunOptions { duration_ns: Some(until_ms * MS), ..Default::default() };
+    let out = run(s, &opts, &mut |_, _| {}).unwrap().summary;
+    out["vms"].as_array().unwrap().iter().map(|v| v["share"].as_f64().unwrap()).collect()
+}
+
+/// Credit weights 1:3 on a saturated pCPU give 25% and 75% (csched_acct()
+/// shares credit by weight), and a 30% cap holds a hog to 30% next to an
+/// uncapped one (parking).
+#[test]
+fn credit_weights_and_caps_give_their_shares() {
+    let text = format!("{}{}{}", host("credit", 1), hog_vm("a", "weight=256"), hog_vm("b", "weight=768"));
+    let s = share_of(&text, 3000);
+    assert!((s[0] - 0.25).abs() < 0.02 && (s[1] - 0.75).abs() < 0.02, "{s:?}");
+    let text = format!("{}{}{}", host_with("credit", 1, "capped=true\n"), hog_vm("a", "utilization=0.3"), hog_vm("b", ""));
+    let s = share_of(&text, 3000);
+    assert!((s[0] - 0.30).abs() < 0.02 && (s[1] - 0.70).abs() < 0.02, "{s:?}");
+    // Without the cap they split evenly.
+    let s = share_of(&text.replace("capped=true", "capped=false"), 3000);
+    assert!((s[0] - 0.5).abs() < 0.02, "{s:?}");
+}
+
+/// Credit2 burns credit at max_weight / weight, so weights 1:3 give 25% and
+/// 75% of a saturated pCPU.
+#[test]
+fn credit2_weights_give_their_shares() {
+    let text = format!("{}{}{}", host("credit2", 1), hog_vm("a", "weight=256"), hog_vm("b", "weight=768"));
+    let s = share_of(&text, 3000);
+    assert!((s[0] - 0.25).abs() < 0.02 && (s[1] - 0.75).abs() < 0.02, "{s:?}");
+}
+
+/// Merges intervals that touch, keeping order.
+fn merge(mut iv: Vec<(String, u64, u64)>) -> Vec<(String, u64, u64)> {
+    iv.sort_by_key(|r| r.1);
+    let mut out: Vec<(String, u64, u64)> = Vec::new();
+    for r in iv {
+        match out.last_mut() {
+            Some(l) if l.0 == r.0 && l.2 == r.1 => l.2 = r.2,
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Tableau, capped, three hogs of U = 0.6 on two pCPUs (the planner must
+/// split one with C=D, so it hops between the cores while running): each
+/// pCPU's timeline is its table, allocation by allocation, over two rounds.
+#[test]
+fn tableau_timeline_is_the_table_slot_by_slot() {
+    let mut text = host_with("tableau", 2, "capped=true\n");
+    for v in ["a", "b", "c"] {
+        text += &hog_vm(v, "utilization=0.6\nlatency_ms=20");
+    }
+    let s = vmsched_sim::parse(&text, &[]).unwrap();
+    let table = vmsched_sim::tableau::plan_scenario(&s).unwrap().table;
+    assert!(table.vcpus.iter().any(|e| e.cores.len() > 1), "the set needs a split vCPU");
+    let len = table.table_length_ns;
+    let t = slices(&text, 2 * len / MS + 1);
+    for (ci, core) in table.cores.iter().enumerate() {
+        let mut expected = Vec::new();
+        for round in 0..2 {
+            for a in &core.allocations {
+                expected.push((table.vcpus[a.vcpu as usize].vm.clone(), round * len + a.start_ns, round * len + a.end_ns));
+            }
+        }
+        let got: Vec<_> = merge(rows(&t, core.core, 1)).into_iter().filter(|r| r.1 < 2 * len).map(|(v, s, e)| (v, s, e.min(2 * len))).collect();
+        assert_eq!(got, merge(expected), "core {ci}");
+    }
+}
+
+/// Tableau on one pCPU, two hogs reserving 30% each: capped, the 40% of
+/// free slots idle; uncapped, the second-level scheduler hands them out
+/// round-robin, evenly.
+#[test]
+fn tableau_idle_slots_go_to_the_second_level_only_uncapped() {
+    let body = format!("{}{}", hog_vm("a", "utilization=0.3\nlatency_ms=20"), hog_vm("b", "utilization=0.3\nlatency_ms=20"));
+    let capped = share_of(&format!("{}{body}", host_with("tableau", 1, "capped=true\n")), 1027);
+    assert!(capped.iter().all(|s| (s - 0.3).abs() < 0.005), "{capped:?}");
+    let uncapped = share_of(&format!("{}{body}", host_with("tableau", 1, "capped=false\n")), 1027);
+    assert!(uncapped.iter().all(|s| (s - 0.5).abs() < 0.01), "{uncapped:?}");
+}
+
+/// Service intervals of each VM (merged across pCPUs), from the timeline.
+fn service(t: &PcpuSlices, vm: &str) -> Vec<(u64, u64)> {
+    let mut iv: Vec<(u64, u64)> = (0..t.vm.len()).filter(|&i| t.vm[i] == vm).map(|i| (t.start_ns[i], t.end_ns[i])).collect();
+    iv.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (s, e) in iv {
+        match out.last_mut() {
+            Some(l) if l.1 >= s => l.1 = l.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+fn served_in(iv: &[(u64, u64)], from: u64, to: u64) -> u64 {
+    iv.iter().map(|&(s, e)| e.min(to).saturating_sub(s.max(from))).sum()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Under the Tableau dispatcher, on two pCPUs with sum(U) <= 2, every
+    /// always-runnable vCPU receives at least U of each table round and
+    /// never waits longer than its L between services, capped or not,
+    /// measured on the simulated timeline.
+    #[test]
+    fn tableau_meets_every_reservation(
+        res in prop::collection::vec((0.05f64..0.7, 4.0f64..60.0), 2..7),
+        capped in any::<bool>(),
+    ) {
+        let total: f64 = res.iter().map(|r| r.0).sum();
+        let scale = if total > 1.95 { 1.95 / total } else { 1.0 };
+        let mut text = host_with("tableau", 2, &format!("capped={capped}\n"));
+        for (i, (u, l)) in res.iter().enumerate() {
+            text += &hog_vm(&format!("v{i}"), &format!("utilization={:.3}\nlatency_ms={l:.1}", u * scale));
+        }
+        let s = vmsched_sim::parse(&text, &[]).unwrap();
+        let len = vmsched_sim::tableau::plan_scenario(&s).unwrap().table.table_length_ns;
+        let end = 2 * len;
+        let t = slices(&text, end.div_ceil(MS));
+        for vm in &s.vms {
+            let (u, l) = (vm.utilization.unwrap(), (vm.latency_ms.unwrap() * 1e6) as u64);
+            let iv = service(&t, &vm.name);
+            for round in 0..2 {
+                let got = served_in(&iv, round * len, (round + 1) * len);
+                prop_assert!(got as f64 >= u * len as f64 - 1.0, "{}: {} < U {} of a round", vm.name, got, u);
+            }
+            let mut last_end = 0;
+            for &(s, e) in iv.iter().filter(|r| r.0 < end) {
+                prop_assert!(s - last_end <= l, "{}: gap {} > L {}", vm.name, s - last_end, l);
+                last_end = e;
+            }
+        }
+    }
+
+    /// RTDS on one pCPU with an EDF-feasible set (sum of budget / period
+    /// <= 1): every always-runnable vCPU gets exactly its budget in every
+    /// period.
+    #[test]
+    fn rtds_meets_every_budget_of_a_feasible_set(
+        set in prop::collection::vec((prop::sample::select(vec![4u64, 5, 8, 10, 20]), 0.05f64..0.5), 2..5),
+    ) {
+        let total: f64 = set.iter().map(|r| r.1).sum();
+        let scale = if total > 1.0 { 1.0 / total } else { 1.0 };
+        let mut text = host("rtds", 1);
+        let mut tasks = Vec::new();
+        for (i, (period, u)) in set.iter().enumerate() {
+            // Whole microseconds, rounded down so the set stays feasible.
+            let budget_us = ((u * scale) * (*period as f64) * 1000.0).floor().max(1.0);
+            text += &hog_vm(&format!("v{i}"), &format!("rtds_budget_ms={}\nrtds_period_ms={period}", budget_us / 1000.0));
+            tasks.push((period * MS, budget_us as u64 * 1000));
+        }
+        let end = 80 * MS;
+        let t = slices(&text, end / MS);
+        for (i, &(period, budget)) in tasks.iter().enumerate() {
+            let iv = service(&t, &format!("v{i}"));
+            for k in 0..end / period {
+                let got = served_in(&iv, k * period, (k + 1) * period);
+                prop_assert_eq!(got, budget, "v{} period {}", i, k);
+            }
+        }
+    }
+}
+
+/// The Tableau paper's experiments run under every scheduler variant with
+/// the engine's invariants checked after every event (briefly).
+#[test]
+fn tableau_experiments_keep_invariants_under_every_scheduler() {
+    for b in vmsched_sim::scenarios::BUILTINS.iter().filter(|b| b.name.starts_with("tableau-")) {
+        let base = vmsched_sim::parse(b.toml, &[]).unwrap();
+        for (name, ovs) in &base.variants {
+            let ovs: Vec<String> = ovs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let s = vmsched_sim::parse(b.toml, &ovs).unwrap();
+            let opts = RunOptions { validate: true, duration_ns: Some(30 * MS), ..Default::default() };
+            let out = run(s, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{}@{name}: {e}", b.name));
+            assert!(out.summary["events"].as_u64().unwrap() > 0);
+        }
+    }
+}
+
+/// A reservation the planner cannot meet is a scenario error at the field.
+#[test]
+fn unplannable_reservations_are_scenario_errors() {
+    let text = format!("{}{}{}", host("tableau", 1), hog_vm("a", "utilization=0.7"), hog_vm("b", "utilization=0.7"));
+    let e = vmsched_sim::parse(&text, &[]).unwrap_err();
+    assert!(e.to_string().contains("cannot plan a Tableau table"), "{e}");
+    let text = format!("{}{}", host("rtds", 1), hog_vm("a", "rtds_budget_ms=12\nrtds_period_ms=10"));
+    assert_eq!(vmsched_sim::parse(&text, &[]).unwrap_err().path, "vm[0].rtds_budget_ms");
+}
