@@ -192,7 +192,7 @@ fn apply(table: &mut toml::Table, path: &str, level: Level) -> Result<(), Scenar
 }
 
 /// Inserts `value` at dotted `key` unless something is already there.
-fn set_default(table: &mut toml::Table, key: &str, value: &str) {
+pub(crate) fn set_default(table: &mut toml::Table, key: &str, value: &str) {
     let (head, last) = match key.rsplit_once('.') {
         Some((h, l)) => (Some(h), l),
         None => (None, key),

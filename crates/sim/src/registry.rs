@@ -11,6 +11,7 @@ use crate::guest::linux::GuestLinux;
 use crate::guest::vsched::Vsched;
 use crate::guest::GuestPolicy;
 use crate::host::anubis::Anubis;
+use crate::host::balance::Balance;
 use crate::host::cfs::{BandwidthGroup, HostCfs};
 use crate::guest::irs::IrsGuest;
 use crate::host::irs::{IrsBase, IrsParams, IrsSender};
@@ -18,9 +19,10 @@ use crate::host::credit::Credit;
 use crate::host::credit2::Credit2;
 use crate::host::rtds::Rtds;
 use crate::host::tableau::Tableau;
+use crate::host::uvf::Uvf;
 use crate::host::HostPolicy;
 use crate::ids::PcpuId;
-use crate::scenario::{AnubisParams, CfsTunables, Credit2Params, CreditParams, Guest, GuestPolicyKind, Host, HostPolicyKind, RtdsParams, Scenario, TableauParams, VschedParams};
+use crate::scenario::{AnubisParams, BalanceMode, CfsTunables, Credit2Params, CreditParams, Guest, GuestPolicyKind, Host, HostPolicyKind, RtdsParams, Scenario, TableauParams, UvfParams, VschedParams};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -80,6 +82,11 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "IRS (Middleware'17): before preempting a vCPU of an `irs` guest, send it a scheduler activation and let it run until it answers or the bound passes; on host CFS or Xen Credit (`base`)",
             params_of::<IrsParams>(),
         ),
+        HostPolicyKind::Uvf => (
+            "uvf",
+            "Urgent-vCPU-first on host CFS (ASPLOS'13 demand-based coordinated scheduling): IPI-driven urgent queue, Resched-DP, TLB-Co, Resched-Co, urgent tslice and allowance, with (LC) balance scheduling",
+            params_of::<UvfParams>(),
+        ),
     };
     PolicyInfo { name, level: Level::Host, description, params }
 }
@@ -107,7 +114,7 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis, HostPolicyKind::Irs, HostPolicyKind::Credit, HostPolicyKind::Credit2, HostPolicyKind::Rtds, HostPolicyKind::Tableau]
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis, HostPolicyKind::Irs, HostPolicyKind::Uvf, HostPolicyKind::Credit, HostPolicyKind::Credit2, HostPolicyKind::Rtds, HostPolicyKind::Tableau]
         .into_iter()
         .map(host_info);
     let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Vsched, GuestPolicyKind::Irs].into_iter().map(guest_info);
@@ -131,7 +138,10 @@ pub struct HostBuild<'a> {
 pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
     let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
     match b.host.policy {
-        HostPolicyKind::Cfs => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
+        HostPolicyKind::Cfs => match b.host.cfs.balance {
+            BalanceMode::Off => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
+            mode => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, Balance::new(mode))),
+        },
         HostPolicyKind::Anubis => {
             let hooks = Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus);
             Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, hooks))
@@ -140,6 +150,7 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
             IrsBase::Cfs => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, IrsSender::new(&b.host.irs))),
             IrsBase::Credit => Box::new(Credit::with_activations(&b, IrsSender::new(&b.host.irs))),
         },
+        HostPolicyKind::Uvf => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, Uvf::new(&b.host.uvf, b.pcpus, b.weights.len()))),
         HostPolicyKind::Credit => Box::new(Credit::new(&b)),
         HostPolicyKind::Credit2 => Box::new(Credit2::new(&b)),
         HostPolicyKind::Rtds => Box::new(Rtds::new(&b)),

@@ -94,6 +94,8 @@ pub struct Host {
     pub rtds: RtdsParams,
     #[serde(default)]
     pub tableau: TableauParams,
+    #[serde(default)]
+    pub uvf: UvfParams,
 }
 
 impl Default for Host {
@@ -138,6 +140,8 @@ pub enum HostPolicyKind {
     /// The Tableau dispatcher: cyclic per-core tables from the planner
     /// (Vanga et al., EuroSys 2018, sections 5 and 6).
     Tableau,
+    /// CFS with urgent-vCPU-first coordination and balance scheduling.
+    Uvf,
 }
 
 /// `[host.anubis]`: the Anubis host policy (Xing et al., "Maximizing VMs' IO
@@ -292,6 +296,10 @@ pub struct CfsTunables {
     pub latency_ns: Option<u64>,
     pub min_granularity_ns: Option<u64>,
     pub wakeup_granularity_ns: Option<u64>,
+    /// Host only: balance scheduling of sibling vCPUs (see [`BalanceMode`]);
+    /// policy `uvf` reads `host.uvf.balance` instead.
+    #[serde(default)]
+    pub balance: BalanceMode,
 }
 
 /// Costs of virtualization and scheduling events, charged as time in which the
@@ -833,6 +841,11 @@ pub enum Distribution {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
+    /// Named profile (`vmsched workloads`): defaults for this table's
+    /// fields that approximate a benchmark program, see
+    /// [`crate::workloads::profiles`].
+    #[serde(default)]
+    pub profile: Option<String>,
     pub kind: WorkloadKind,
     /// A disabled workload is not built (handy in variants).
     #[serde(default = "yes")]
@@ -881,6 +894,9 @@ pub struct Workload {
     pub tlb_shootdowns_per_s: f64,
     #[serde(default)]
     pub work_stealing: bool,
+    /// Barrier programs: a second (departure) barrier after each barrier.
+    #[serde(default)]
+    pub departure_barrier: bool,
     /// Open-loop arrival rate (server, ping) or sequential reads per second cap.
     #[serde(default = "rate")]
     pub rate_per_s: f64,
@@ -972,6 +988,106 @@ impl WorkloadKind {
     }
 }
 
+// Demand-based coordinated scheduling (Kim et al., "Demand-Based Coordinated
+// Scheduling for SMP VMs", ASPLOS'13) and balance scheduling (Sukwong and
+// Kim, EuroSys'11, the paper's [24]).
+
+/// Where a woken vCPU may be placed relative to its siblings (vCPUs of the
+/// same VM). The modes are those of the paper's prototype
+/// (hwanju/demand-cosched, CONFIG_BALANCE_SCHED).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BalanceMode {
+    /// Plain CFS placement.
+    #[default]
+    Off,
+    /// Balance scheduling: a woken vCPU goes only to a pCPU with no sibling
+    /// on its runqueue (ASPLOS'13 section 3.2.2, first paragraph).
+    Strict,
+    /// Strict, and the load balancer never stacks siblings either.
+    StrictMigration,
+    /// Load-conscious balance scheduling: the sibling-free pCPUs are the
+    /// affinity only if one of them is not above the average load; else any
+    /// pCPU; the balancer may stack onto an underloaded pCPU (section 3.2.2).
+    Lc,
+    /// LC with "overloaded" meaning above 150% of the average load (the
+    /// prototype's fair mode).
+    Fair,
+}
+
+/// `[host.uvf]`: urgent-vCPU-first scheduling on host CFS (section 3.1.3).
+/// The defaults are the configuration of the paper's evaluation (end of
+/// section 4.1.1): 500 us preemption delay and urgent tslice, 18 ms urgent
+/// allowance, LC balance scheduling, Resched-DP and TLB-Co on; Resched-Co is
+/// enabled per VM for coscheduling-friendly workloads only (section 3.1.2),
+/// so it is off by default.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UvfParams {
+    /// Resched-DP: the sender of a reschedule IPI runs in urgent state this
+    /// long, so it releases the wait-queue lock it likely holds (0: off).
+    #[serde(default = "uvf_500us")]
+    pub resched_dp_us: f64,
+    /// TLB-Co: a TLB-shootdown IPI makes its recipient urgent until its EOI.
+    #[serde(default = "yes")]
+    pub tlb_co: bool,
+    /// Resched-Co: a reschedule IPI makes its recipient urgent for one
+    /// urgent tslice (section 4.2: "500us, which is the same as the urgent
+    /// tslice").
+    #[serde(default)]
+    pub resched_co: bool,
+    /// Time an urgent vCPU runs protected from preemption before the next
+    /// urgent vCPU of its pCPU (round robin).
+    #[serde(default = "uvf_500us")]
+    pub urgent_tslice_us: f64,
+    /// An urgent vCPU jumps the CFS order only if its vruntime exceeds the
+    /// leftmost's by less than this (section 4.1.1 chose 18 ms; the
+    /// prototype's sysctl_sched_urgent_latency_ns default is 24 ms).
+    #[serde(default = "uvf_allowance_ms")]
+    pub urgent_allowance_ms: f64,
+    #[serde(default = "uvf_balance")]
+    pub balance: BalanceMode,
+    /// Names of the VMs whose IPIs UVF acts on (default: every VM); the
+    /// paper exposes the features as a per-VM knob (section 3.1.2).
+    #[serde(default)]
+    pub vms: Vec<String>,
+}
+fn uvf_500us() -> f64 {
+    500.0
+}
+fn uvf_allowance_ms() -> f64 {
+    18.0
+}
+fn uvf_balance() -> BalanceMode {
+    BalanceMode::Lc
+}
+impl Default for UvfParams {
+    fn default() -> Self {
+        toml::from_str("").expect("uvf defaults")
+    }
+}
+
+fn check_uvf(s: &Scenario) -> Result<(), ScenarioError> {
+    let u = &s.host.uvf;
+    if !(u.urgent_tslice_us > 0.0 && u.urgent_tslice_us.is_finite()) {
+        return Err(err("host.uvf.urgent_tslice_us", "must be a positive number of microseconds"));
+    }
+    for (f, v) in [("host.uvf.resched_dp_us", u.resched_dp_us), ("host.uvf.urgent_allowance_ms", u.urgent_allowance_ms)] {
+        if !(v >= 0.0 && v.is_finite()) {
+            return Err(err(f, "must be a non-negative number"));
+        }
+    }
+    if let Some(bad) = u.vms.iter().find(|n| !s.vms.iter().any(|vm| &vm.name == *n)) {
+        return Err(err("host.uvf.vms", format!("no VM named `{bad}`")));
+    }
+    for (i, vm) in s.vms.iter().enumerate() {
+        if vm.guest.cfs.balance != BalanceMode::Off {
+            return Err(err(format!("vm[{i}].guest.cfs.balance"), "balance scheduling places vCPUs: it is a host setting (host.cfs.balance)"));
+        }
+    }
+    Ok(())
+}
+
 fn rt_range_ok(p: u32) -> bool {
     (1..=99).contains(&p)
 }
@@ -1025,6 +1141,7 @@ pub fn from_table(mut doc: toml::Table) -> Result<Scenario, ScenarioError> {
     // Variants apply to the document as written: one may name another kernel.
     let doc_before_variants = doc.clone();
     crate::kernels::apply_profiles(&mut doc)?;
+    crate::workloads::profiles::apply(&mut doc)?;
     let scenario: Scenario = serde_path_to_error::deserialize(toml::Value::Table(doc))
         .map_err(|e| err(clean_path(&e.path().to_string()), e.inner().to_string()))?;
     check(&scenario)?;
@@ -1230,6 +1347,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             check_workload(w, vm, &format!("{p}.workload[{wi}]"))?;
         }
     }
+    check_uvf(s)?;
     for (name, ovs) in &s.variants {
         if ovs.is_empty() {
             return Err(err(format!("variants.{name}"), "a variant needs at least one override"));
@@ -1685,9 +1803,9 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         WorkloadKind::Bursty => threaded!("work_us", "work_dist", "sleep_us"),
         WorkloadKind::Parallel => threaded!(
             "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",
-            "tlb_shootdowns_per_s", "work_stealing"
+            "tlb_shootdowns_per_s", "work_stealing", "departure_barrier"
         ),
-        WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages"),
+        WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "tlb_shootdowns_per_s"),
         WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms"),
         // Answered in the guest kernel's interrupt handler: no threads.
         WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
@@ -1696,7 +1814,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
     }
 }
 
-pub const READ_BY_EVERY_KIND: [&str; 4] = ["kind", "enabled", "name", "start_ms"];
+pub const READ_BY_EVERY_KIND: [&str; 5] = ["kind", "enabled", "name", "start_ms", "profile"];
 
 /// Rejects workload fields their kind does not read, on the raw document (after
 /// serde the defaults are indistinguishable from what the file gave).

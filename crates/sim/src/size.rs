@@ -7,7 +7,7 @@
 //! as many vCPUs as it has), which bounds what contention can produce.
 
 use crate::guest::vsched;
-use crate::scenario::{GuestPolicyKind, Scenario, WorkloadKind};
+use crate::scenario::{GuestPolicyKind, Scenario, SyncKind, WorkloadKind};
 use crate::world::{Task, Vcpu};
 
 /// Refused without an explicit override: at the engine's few million events per
@@ -37,6 +37,9 @@ const DISK_READ_EVENTS: f64 = 9.0;
 const TICK_EVENTS_PER_VCPU: f64 = 3.0;
 /// The latency probe's loop body (workloads::latency_probe::LOOP_NS).
 const PROBE_LOOP_S: f64 = 100e-6;
+/// Share of a busy-waiting workload's running vCPUs assumed to spin at once,
+/// for pause-loop exits with a fixed window (see `estimate`).
+const PLE_SPINNING_SHARE: f64 = 0.25;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SizeEstimate {
@@ -101,6 +104,12 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                 WorkloadKind::Ping => w.rate_per_s * PING_EVENTS_PER_REQUEST,
                 WorkloadKind::LatencyProbe => running / PROBE_LOOP_S,
             };
+            // With a fixed pause-loop window (ple_window_grow 1, before Linux
+            // 3.18) a spinning vCPU exits once per window, about every 1.6 us.
+            let busy_waits = w.tlb_shootdowns_per_s > 0.0 || matches!(w.sync, SyncKind::Spinlock | SyncKind::Mutex | SyncKind::SpinBarrier | SyncKind::SpinBlockBarrier);
+            if h.kvm.ple_gap > 0 && h.kvm.ple_window_grow <= 1 && busy_waits {
+                per_second += running * PLE_SPINNING_SHARE * h.kvm.tsc_mhz as f64 * 1e6 / h.kvm.ple_window.max(1) as f64;
+            }
             if matches!(w.kind, WorkloadKind::Server | WorkloadKind::Ping) {
                 requests_per_second += w.rate_per_s;
             } else if !matches!(w.kind, WorkloadKind::Hog | WorkloadKind::Filler) {

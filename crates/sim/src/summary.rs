@@ -84,6 +84,7 @@ pub fn summarize(w: &World) -> Value {
             "activations": named(&["sent", "answered", "timed_out"], &vm.activations),
             "locks": lock,
             "pv": pv,
+            "barrier_waits": {"spin": vm.barrier_waits[0], "block": vm.barrier_waits[1]},
             "vcpus": vcpus,
         });
         let report = vm.guest.report();

@@ -34,6 +34,10 @@ struct GroupState {
 const T_EXPIRE: u64 = 1 << 56;
 const T_REFILL: u64 = 2 << 56;
 
+/// A hook set's consent to a balancer migration of queued `v` from one pCPU
+/// to another.
+type MayMigrate<'a> = dyn FnMut(&CfsCore, VcpuId, PcpuId, PcpuId) -> bool + 'a;
+
 /// Host CFS's state and mechanics: runqueues, entities, bandwidth groups,
 /// balancing. Hook sets read and steer it through its public methods.
 pub struct CfsCore {
@@ -82,6 +86,26 @@ impl CfsCore {
                 self.groups[g as usize].runtime_left -= (self.ents[c as usize].sum_exec - b) as i64;
             }
         }
+    }
+
+    /// `v` is runnable: queued on its runqueue or running there.
+    pub fn on_rq(&self, v: VcpuId) -> bool {
+        self.ents[v as usize].on_rq
+    }
+
+    /// Sum of the weights of the runnable vCPUs of `p` (the running one
+    /// included): the load CFS balances.
+    pub fn load(&self, p: PcpuId) -> u64 {
+        self.rqs[p as usize].load
+    }
+
+    /// The leftmost queued (not running) vCPU of `p`.
+    pub fn leftmost(&self, p: PcpuId) -> Option<VcpuId> {
+        self.rqs[p as usize].first()
+    }
+
+    pub fn nr_pcpus(&self) -> u32 {
+        self.rqs.len() as u32
     }
 
     pub fn is_idle(&self, view: &HostView, p: PcpuId) -> bool {
@@ -204,13 +228,13 @@ impl CfsCore {
 
     /// A queued vCPU on `from` that may run on `to`, least urgent first (the
     /// tail of the timeline, as detach_tasks() takes from the list's tail).
-    fn pullable(&self, view: &HostView, from: PcpuId, to: PcpuId) -> Option<VcpuId> {
-        self.rqs[from as usize].queued().rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize])
+    fn pullable(&self, view: &HostView, from: PcpuId, to: PcpuId, may: &mut MayMigrate) -> Option<VcpuId> {
+        self.rqs[from as usize].queued().rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize] && may(self, v, from, to))
     }
 
     /// load_balance() toward `p` over `span`: pull from the busiest CPU when
     /// moving one vCPU reduces the load imbalance.
-    fn balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, span: &[PcpuId]) -> bool {
+    fn balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, span: &[PcpuId], may: &mut MayMigrate) -> bool {
         let this_load = self.rqs[p as usize].load;
         let busiest = span
             .iter()
@@ -218,7 +242,7 @@ impl CfsCore {
             .filter(|&q| q != p && self.rqs[q as usize].nr_running >= 2)
             .max_by_key(|&q| (self.rqs[q as usize].load, std::cmp::Reverse(q)));
         let Some(b) = busiest else { return false };
-        let Some(v) = self.pullable(view, b, p) else { return false };
+        let Some(v) = self.pullable(view, b, p, may) else { return false };
         let w = self.ents[v as usize].weight;
         // Moving w must leave the busiest no lighter than this CPU
         // (calculate_imbalance(): migrate only to reduce the imbalance).
@@ -318,6 +342,10 @@ pub trait CfsHooks {
     /// select_task_rq() for a waking vCPU: `chosen` is CFS's choice.
     fn select_cpu(&mut self, _cfs: &CfsCore, _view: &HostView, _v: VcpuId, chosen: PcpuId) -> PcpuId {
         chosen
+    }
+    /// May the load balancer move queued `v` from `from` to `to`?
+    fn may_migrate(&self, _cfs: &CfsCore, _view: &HostView, _v: VcpuId, _from: PcpuId, _to: PcpuId) -> bool {
+        true
     }
     /// pick_next_entity(): `chosen` is the leftmost queued vCPU on `p`; a hook
     /// may return another vCPU queued on `p` (or None to idle).
@@ -456,7 +484,8 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         if self.k.rqs[p as usize].nr_running == 0 {
             // newidle_balance(): an idle CPU pulls before it idles.
             let span = self.k.span(view, p, 1);
-            self.k.balance(view, out, p, &span);
+            let hooks = &self.hooks;
+            self.k.balance(view, out, p, &span, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
         }
         let first = self.k.rqs[p as usize].pick(&self.k.ents, &self.k.tun);
         let mut next = self.hooks.pick(&mut self.k, view, out, p, first);
@@ -496,7 +525,8 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             // sd->balance_interval starts at the domain weight in ms.
             let interval = span.len() as u64 * 1_000_000 * if busy { BUSY_FACTOR } else { 1 };
             self.k.next_balance[p as usize][level] = view.now + interval;
-            self.k.balance(view, out, p, &span);
+            let hooks = &self.hooks;
+            self.k.balance(view, out, p, &span, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
         }
         // nohz_balancer_kick(): a CPU with more than one runnable thread wakes
         // an idle CPU to pull one.
@@ -504,7 +534,8 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             let m = view.machine;
             for q in 0..m.pcpus {
                 if self.k.is_idle(view, q) {
-                    if let Some(v) = self.k.pullable(view, p, q) {
+                    let hooks = &self.hooks;
+                    if let Some(v) = self.k.pullable(view, p, q, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to)) {
                         self.k.migrate(view, v, p, q);
                         out.resched.push(q);
                         break;

@@ -9,12 +9,14 @@
 //! what a plain host does, so a policy that ignores them behaves as before.
 
 pub mod anubis;
+pub mod balance;
 pub mod cfs;
 pub mod irs;
 pub mod credit;
 pub mod credit2;
 pub mod rtds;
 pub mod tableau;
+pub mod uvf;
 
 use std::ops::Range;
 
@@ -80,6 +82,11 @@ impl<'a> HostView<'a> {
 
     pub fn nr_vms(&self) -> u32 {
         self.facts().vms.len() as u32
+    }
+
+    /// The VM's name in the scenario.
+    pub fn vm_name(&self, vm: VmId) -> &'a str {
+        &self.facts().scenario.vms[vm as usize].name
     }
 
     /// The VM a vCPU belongs to.

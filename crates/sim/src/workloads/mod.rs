@@ -9,6 +9,7 @@ pub mod hog;
 pub mod latency_probe;
 pub mod parallel;
 pub mod ping;
+pub mod profiles;
 pub mod pipeline;
 pub mod server;
 

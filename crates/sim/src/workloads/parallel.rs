@@ -6,6 +6,11 @@
 //! - lock kinds: the grain is followed by a critical section of `cs_us` under
 //!   one of `locks` locks, chosen at random; each grain counts as completed.
 //!
+//! With `departure_barrier`, the threads leaving a barrier meet at a second
+//! barrier of the same kind before the next phase (streamcluster's in-house
+//! barrier: an arrival and a departure barrier, ASPLOS'13 section 4.2); a
+//! thread delayed after the arrival barrier makes the others wait there.
+//!
 //! With `work_stealing`, a barrier phase's work is a shared pool of chunks
 //! (an eighth of a grain) that threads take until it is empty, so early
 //! threads absorb the imbalance. TLB shootdowns occur after a grain with the
@@ -31,6 +36,7 @@ pub struct Parallel {
     tlb_per_ns: f64,
     stealing: bool,
     barrier: Option<u32>,
+    departure: Option<u32>,
     locks: Vec<u32>,
     mutex: bool,
     queued: Vec<VecDeque<Op>>,
@@ -45,6 +51,7 @@ pub struct Parallel {
 impl Parallel {
     pub fn new(w: &Workload, objs: &mut dyn Objects) -> Self {
         let (barrier, locks) = sync_objects(w, objs);
+        let departure = if w.departure_barrier { sync_objects(w, objs).0 } else { None };
         Parallel {
             threads: w.threads,
             phases: w.phases,
@@ -55,6 +62,7 @@ impl Parallel {
             tlb_per_ns: w.tlb_shootdowns_per_s / 1e9,
             stealing: w.work_stealing && barrier.is_some(),
             barrier,
+            departure,
             locks,
             mutex: w.sync == SyncKind::Mutex,
             queued: vec![VecDeque::new(); w.threads as usize],
@@ -137,7 +145,12 @@ impl Program for Parallel {
                         cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: self.phase_started, start_ns: None, end_ns: cx.now });
                         self.phase_started = cx.now;
                     }
+                    if let Some(d) = self.departure {
+                        self.stage[t] = Stage::Departing;
+                        return Op::Barrier(d);
+                    }
                 }
+                Stage::Departing => {}
             }
             if self.phases > 0 && self.phase_of[t] >= self.phases {
                 self.stage[t] = Stage::Done;
@@ -158,5 +171,6 @@ enum Stage {
     Start,
     Working,
     AtBarrier,
+    Departing,
     Done,
 }

@@ -2,9 +2,13 @@
 //! semaphore-guarded queues (futex condition wait / notify). Stage 0 admits a
 //! new item whenever one of `threads * stages` credits is free (closed loop),
 //! each stage computes `work_us` per item, and the last stage returns the
-//! credit. Latency of an item = admission to leaving the last stage.
+//! credit. Latency of an item = admission to leaving the last stage. TLB
+//! shootdowns follow a stage's compute with the probability given by
+//! `tlb_shootdowns_per_s` per thread-second of work, as in `parallel`.
 
 use std::collections::VecDeque;
+
+use rand::Rng as _;
 
 use super::{draw, thread_specs, us, Cx, Objects, Op, Program, RequestRow, ThreadSpec};
 use crate::scenario::{Distribution, Workload};
@@ -14,6 +18,7 @@ pub struct Pipeline {
     per_stage: u32,
     dist: Distribution,
     work: f64,
+    tlb_per_ns: f64,
     /// Semaphore of the queue in front of stage s (stage 0's holds credits).
     sems: Vec<u32>,
     /// Admission times of the items in each queue, in order.
@@ -31,6 +36,7 @@ impl Pipeline {
             per_stage: w.threads,
             dist: w.work_dist,
             work: us(w.work_us) as f64,
+            tlb_per_ns: w.tlb_shootdowns_per_s / 1e9,
             sems,
             queues: vec![VecDeque::new(); w.stages as usize],
             step: vec![Step::Idle; n],
@@ -52,6 +58,8 @@ impl Pipeline {
 enum Step {
     Idle,
     Waiting,
+    /// Computed the item; flushes remote TLBs before passing it on.
+    Shootdown(u64),
     Working(u64),
 }
 
@@ -66,8 +74,14 @@ impl Program for Pipeline {
             }
             Step::Waiting => {
                 let admitted = if stage == 0 { cx.now } else { self.queues[stage].pop_front().expect("semaphore counts items") };
+                let work = draw(self.dist, self.work, cx.rng);
+                let flush = self.tlb_per_ns > 0.0 && cx.rng.random::<f64>() < self.tlb_per_ns * work as f64;
+                self.step[t] = if flush { Step::Shootdown(admitted) } else { Step::Working(admitted) };
+                Op::Compute(work)
+            }
+            Step::Shootdown(admitted) => {
                 self.step[t] = Step::Working(admitted);
-                Op::Compute(draw(self.dist, self.work, cx.rng))
+                Op::TlbShootdown
             }
             Step::Working(admitted) => {
                 self.step[t] = Step::Idle;

@@ -120,6 +120,7 @@ impl World {
                 irq_pending_max: 0,
                 lhp_count: 0,
                 lwp_count: 0,
+                barrier_waits: [0; 2],
                 wakeups: 0,
                 task_slices: 0,
                 exits: Default::default(),

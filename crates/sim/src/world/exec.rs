@@ -92,6 +92,8 @@ impl World {
                     return self.unlock(t, bucket);
                 }
                 self.sync.barriers[b as usize].waiters.push(t);
+                let vm = self.tasks[t as usize].vm;
+                self.vms[vm as usize].barrier_waits[1] += 1;
                 self.unlock(t, bucket);
                 self.block(t, v);
                 false
@@ -184,6 +186,8 @@ impl World {
                     let spinners = std::mem::take(&mut bar.spinners);
                     let has_waiters = !bar.waiters.is_empty();
                     let bucket = bar.bucket;
+                    let vm = self.tasks[t as usize].vm;
+                    self.vms[vm as usize].barrier_waits[0] += spinners.len() as u64;
                     for s in spinners {
                         self.release_spinner(s, v);
                     }

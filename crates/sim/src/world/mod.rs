@@ -209,6 +209,8 @@ pub struct VmState {
     pub irq_pending_max: u64,
     pub lhp_count: u64,
     pub lwp_count: u64,
+    /// Barrier waits resolved while spinning, and waits that blocked.
+    pub barrier_waits: [u64; 2],
     pub wakeups: u64,
     pub task_slices: u64,
     /// VM exits by kind (host::EXIT_NAMES) and hypercalls by kind.
@@ -626,8 +628,8 @@ impl World {
         self.host.name()
     }
 
-    /// The host policy's own counters for VM `vm` (see `HostPolicy::vm_metrics`).
-    pub fn host_vm_metrics(&self, vm: u32) -> Option<serde_json::Value> {
+    /// The host policy's own counters for a VM, if it keeps any.
+    pub fn host_vm_metrics(&self, vm: VmId) -> Option<serde_json::Value> {
         self.host.vm_metrics(vm)
     }
 }

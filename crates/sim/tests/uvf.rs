@@ -1,0 +1,247 @@
+//! Urgent-vCPU-first and balance scheduling (ASPLOS'13): the urgent queue's
+//! semantics on small schedules, each coordination against a run without
+//! it, and every `uvf-` built-in under validation at reduced duration. The
+//! small scenarios run the paper's Linux 3.2 host and guests (native
+//! spinlocks, TLB shootdowns by IPI) without pause-loop exiting, as on its
+//! X5550 testbed.
+
+use serde_json::Value;
+use vmsched_sim::{run, scenarios::BUILTINS, RunOptions};
+
+fn n(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn summary(toml: &str, sets: &[&str]) -> Value {
+    let s = vmsched_sim::parse(toml, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let opts = RunOptions { validate: true, ..Default::default() };
+    run(s, &opts, &mut |_, _| {}).unwrap().summary
+}
+
+/// vCPU 0 of VM "main" has pCPU 0 to itself; vCPU 1 shares pCPU 1 with a
+/// CPU-bound VM. Both threads of main flush each other's TLB 500 times per
+/// thread-second of work, so vCPU 0 often waits for a preempted vCPU 1.
+const SHOOTDOWNS: &str = r#"
+name = "shootdowns"
+duration_ms = 600
+[host]
+kernel = "linux-3.2"
+kvm.ple_gap = 0
+cores_per_socket = 2
+policy = "uvf"
+[host.uvf]
+resched_dp_us = 0.0
+tlb_co = false
+balance = "off"
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "main"
+vcpus = 2
+pin = [0, 1]
+[[vm.workload]]
+kind = "parallel"
+threads = 2
+work_us = 500
+tlb_shootdowns_per_s = 500
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "bg"
+pin = [1]
+[[vm.workload]]
+kind = "hog"
+"#;
+
+/// Waits from send to handler start of the TLB-shootdown IPIs to main's vCPU 1.
+fn shootdown_waits(sets: &[&str]) -> (Vec<u64>, Value) {
+    let s = vmsched_sim::parse(SHOOTDOWNS, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let opts = RunOptions { validate: true, record: true, trace_window: Some((0, u64::MAX)), ..Default::default() };
+    let out = run(s, &opts, &mut |_, _| {}).unwrap();
+    let irqs = out.tables.unwrap().irqs.unwrap();
+    let waits = (0..irqs.kind.len())
+        .filter(|&i| irqs.kind[i] == "tlb_shootdown" && irqs.vm[i] == "main" && irqs.dst_vcpu[i] == 1)
+        .map(|i| irqs.delivered_ns[i] - irqs.sent_ns[i])
+        .collect();
+    (waits, out.summary)
+}
+
+/// With an allowance no vruntime gap exceeds, the recipient of every
+/// shootdown runs within one urgent tslice (500 us) of the IPI; without
+/// TLB-Co some wait for the CPU-bound VM's slice; with a zero allowance an
+/// urgent vCPU ahead of the leftmost in vruntime does not jump.
+#[test]
+fn an_urgent_vcpu_runs_within_one_urgent_tslice_unless_outside_the_allowance() {
+    let tslice = 500_000;
+    let (plain, _) = shootdown_waits(&[]);
+    let (urgent, s) = shootdown_waits(&["host.uvf.tlb_co=true", "host.uvf.urgent_allowance_ms=100000.0"]);
+    let (strict, s0) = shootdown_waits(&["host.uvf.tlb_co=true", "host.uvf.urgent_allowance_ms=0.0"]);
+    assert!(urgent.len() > 100, "{}", urgent.len());
+    assert!(*plain.iter().max().unwrap() > 2 * tslice, "without TLB-Co a recipient waits for the hog's slice");
+    let late = urgent.iter().filter(|&&w| w > tslice).count();
+    assert_eq!(late, 0, "max wait {} ns", urgent.iter().max().unwrap());
+    let uvf = &s["vms"][0]["uvf"];
+    assert!(n(&uvf["urgent_picks"]) > 50.0 && n(&uvf["allowance_denials"]) == 0.0, "{uvf}");
+    let uvf0 = &s0["vms"][0]["uvf"];
+    assert!(n(&uvf0["allowance_denials"]) > 0.0, "{uvf0}");
+    assert!(strict.iter().any(|&w| w > tslice), "a vCPU outside the allowance waits for CFS's order");
+}
+
+/// TLB-Co: the initiator's busy-wait for acknowledgements falls, and main
+/// gets more done, while the CPU-bound VM keeps its share.
+#[test]
+fn tlb_co_cuts_shootdown_busy_waiting() {
+    let plain = summary(SHOOTDOWNS, &[]);
+    let co = summary(SHOOTDOWNS, &["host.uvf.tlb_co=true"]);
+    let spin = |s: &Value| n(&s["workloads"][0]["spin_ns"]);
+    let done = |s: &Value| n(&s["workloads"][0]["completed"]);
+    assert_eq!(n(&plain["vms"][0]["uvf"]["urgent_requests"]["tlb_co"]), 0.0);
+    assert!(n(&co["vms"][0]["uvf"]["urgent_requests"]["tlb_co"]) > 100.0);
+    assert!(spin(&co) < 0.8 * spin(&plain), "spin {} vs {}", spin(&co), spin(&plain));
+    assert!(done(&co) > done(&plain));
+    let bg = |s: &Value| n(&s["vms"][1]["share"]);
+    assert!((bg(&co) - bg(&plain)).abs() < 0.05, "{} vs {}", bg(&co), bg(&plain));
+}
+
+/// Two pairs of sibling vCPUs stacked on two pCPUs, with a bursty VM; the
+/// barrier's last arriver wakes the others under the futex-bucket lock,
+/// sending reschedule IPIs from inside the critical section.
+const FUTEX_WAKERS: &str = r#"
+name = "futex-wakers"
+duration_ms = 600
+[host]
+kernel = "linux-3.2"
+kvm.ple_gap = 0
+cores_per_socket = 2
+policy = "uvf"
+[host.uvf]
+resched_dp_us = 0.0
+tlb_co = false
+balance = "off"
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "main"
+vcpus = 4
+pin = [0, 0, 1, 1]
+[[vm.workload]]
+kind = "parallel"
+threads = 4
+sync = "barrier"
+work_us = 300
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "bg"
+vcpus = 2
+pin = [0, 1]
+[[vm.workload]]
+kind = "bursty"
+threads = 2
+pin_threads = true
+work_us = 2000
+sleep_us = 500
+"#;
+
+/// Resched-DP: the waker keeps its pCPU until it has released the bucket
+/// lock, so futex-queue lock-holder preemptions disappear and the barrier
+/// program progresses.
+#[test]
+fn resched_dp_prevents_futex_queue_lock_holder_preemption() {
+    let plain = summary(FUTEX_WAKERS, &[]);
+    let dp = summary(FUTEX_WAKERS, &["host.uvf.resched_dp_us=500.0"]);
+    let lhp = |s: &Value| n(&s["vms"][0]["locks"]["lhp_count"]);
+    let done = |s: &Value| n(&s["workloads"][0]["completed"]);
+    assert!(lhp(&plain) > 0.0);
+    assert!(lhp(&dp) < lhp(&plain), "{} vs {}", lhp(&dp), lhp(&plain));
+    let uvf = &dp["vms"][0]["uvf"];
+    assert!(n(&uvf["urgent_requests"]["resched_dp"]) > 0.0 && n(&uvf["delayed_preemptions"]) > 0.0, "{uvf}");
+    assert!(done(&dp) > 2.0 * done(&plain), "{} vs {}", done(&dp), done(&plain));
+}
+
+/// Resched-Co: recipients of the barrier's wake-ups run at once, so fewer
+/// barrier waits end up blocking.
+#[test]
+fn resched_co_coschedules_barrier_wakeups() {
+    let sets = ["host.uvf.resched_dp_us=500.0", "vm[0].workload[0].sync=\"spin_block_barrier\"", "vm[0].workload[0].spin_us=100.0"];
+    let plain = summary(FUTEX_WAKERS, &sets);
+    let co = summary(FUTEX_WAKERS, &[&sets[..], &["host.uvf.resched_co=true"]].concat());
+    let uvf = &co["vms"][0]["uvf"];
+    assert!(n(&uvf["urgent_requests"]["resched_co"]) > 0.0 && n(&uvf["urgent_picks"]) > 0.0, "{uvf}");
+    let blocked = |s: &Value| n(&s["vms"][0]["barrier_waits"]["block"]) / n(&s["workloads"][0]["completed"]).max(1.0);
+    assert!(blocked(&co) < blocked(&plain), "{} vs {}", blocked(&co), blocked(&plain));
+}
+
+/// Every `uvf-` experiment and variant runs under the engine's invariant
+/// checks.
+#[test]
+fn uvf_builtins_validate() {
+    for b in BUILTINS.iter().filter(|b| b.name.starts_with("uvf-")) {
+        let base = vmsched_sim::parse(b.toml, &[]).unwrap();
+        let mut cases = vec![Vec::new()];
+        cases.extend(base.variants.values().map(|sets| sets.iter().map(|(k, v)| format!("{k}={v}")).collect()));
+        for sets in cases {
+            let s = vmsched_sim::parse(b.toml, &sets).unwrap();
+            let opts = RunOptions { validate: true, duration_ns: Some(60_000_000), ..Default::default() };
+            run(s, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{} {sets:?}: {e}", b.name));
+        }
+    }
+}
+
+/// A 4-vCPU VM with busy, briefly sleeping threads and two 1-vCPU VMs with
+/// four times its per-vCPU weight (equal shares per VM) on 4 pCPUs: the UP
+/// VMs are entitled to a pCPU each.
+const UP_MIX: &str = r#"
+name = "up-mix"
+duration_ms = 600
+[host]
+kernel = "linux-3.2"
+kvm.ple_gap = 0
+cores_per_socket = 4
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "smp"
+vcpus = 4
+[[vm.workload]]
+kind = "bursty"
+threads = 4
+work_us = 2000
+sleep_us = 500
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "up0"
+weight = 4096
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "up1"
+weight = 4096
+[[vm.workload]]
+kind = "hog"
+"#;
+
+/// Strict balance scheduling sends the SMP VM's waking vCPUs to the UP VMs'
+/// pCPUs when its own pCPUs hold siblings, slowing the UP VMs; LC balance
+/// sees those pCPUs are above the average load and leaves the UP VMs alone.
+#[test]
+fn lc_balance_spares_the_up_vms_that_strict_balance_slows() {
+    let up = |s: &Value| (n(&s["workloads"][1]["completed"]) + n(&s["workloads"][2]["completed"])) / 2.0;
+    let plain = summary(UP_MIX, &[]);
+    let strict = summary(UP_MIX, &["host.cfs.balance=\"strict\""]);
+    let lc = summary(UP_MIX, &["host.cfs.balance=\"lc\""]);
+    assert!(up(&strict) < 0.98 * up(&plain), "strict {} plain {}", up(&strict), up(&plain));
+    assert!(up(&lc) >= 0.995 * up(&plain), "lc {} plain {}", up(&lc), up(&plain));
+    let uvf = summary(UP_MIX, &["host.policy=\"uvf\""]);
+    assert!(up(&uvf) >= 0.995 * up(&plain), "uvf (LC) {} plain {}", up(&uvf), up(&plain));
+}
+
+/// Where PLE is on, an urgent vCPU that starts busy-waiting (a Resched-Co
+/// recipient whose thread spins at the next barrier) exits and loses its
+/// urgency (section 4.3); without PLE nothing cancels it.
+#[test]
+fn a_pause_loop_exit_cancels_urgency() {
+    let cancels = |s: &Value| n(&s["vms"][0]["uvf"]["ple_cancels"]);
+    let sets = ["host.uvf.resched_co=true", "vm[0].workload[0].sync=\"spin_block_barrier\"", "vm[0].workload[0].spin_us=100.0"];
+    let off = summary(FUTEX_WAKERS, &sets);
+    let on = summary(FUTEX_WAKERS, &[&sets[..], &["host.kvm.ple_gap=128"]].concat());
+    assert_eq!(cancels(&off), 0.0);
+    assert!(cancels(&on) > 0.0, "{}", on["vms"][0]["uvf"]);
+    assert!(cancels(&on) <= n(&on["vms"][0]["exits"]["pause_loop"]));
+}
