@@ -53,7 +53,7 @@ impl Tunables {
     }
 
     /// __sched_period()
-    fn period(&self, nr: u64) -> u64 {
+    pub(crate) fn period(&self, nr: u64) -> u64 {
         if nr > SCHED_NR_LATENCY {
             nr * self.min_granularity_ns
         } else {
@@ -192,6 +192,16 @@ impl CfsRq {
         self.update_min_vruntime(ents);
     }
 
+    /// reweight_entity(): a new weight for `id`; its vruntime stays (as in
+    /// Linux 6.5) and the runqueue's load follows if it is on it.
+    pub fn reweight(&mut self, ents: &mut [Entity], id: u32, weight: u64) {
+        let e = &mut ents[id as usize];
+        if e.on_rq {
+            self.load = self.load - e.weight + weight;
+        }
+        e.weight = weight;
+    }
+
     /// __pick_first_entity()
     pub fn first(&self) -> Option<u32> {
         self.timeline.first().map(|&(_, id)| id)
@@ -270,8 +280,14 @@ impl CfsRq {
     /// check_preempt_tick(): should the current entity yield at this tick?
     pub fn tick_preempt(&self, ents: &[Entity], t: &Tunables) -> bool {
         let Some(c) = self.curr else { return false };
+        self.tick_preempt_with_slice(ents, t, self.slice(ents, c, t))
+    }
+
+    /// check_preempt_tick() with the current entity's sched_slice() given
+    /// (a group hierarchy scales it at every level).
+    pub fn tick_preempt_with_slice(&self, ents: &[Entity], t: &Tunables, ideal: u64) -> bool {
+        let Some(c) = self.curr else { return false };
         let e = &ents[c as usize];
-        let ideal = self.slice(ents, c, t);
         let ran = e.sum_exec - e.prev_sum_exec;
         if ran > ideal {
             return true;

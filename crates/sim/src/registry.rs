@@ -12,7 +12,7 @@ use crate::guest::vsched::Vsched;
 use crate::guest::GuestPolicy;
 use crate::host::anubis::Anubis;
 use crate::host::balance::Balance;
-use crate::host::cfs::{BandwidthGroup, HostCfs};
+use crate::host::cfs::{BandwidthGroup, CfsHooks, HostCfs};
 use crate::guest::irs::IrsGuest;
 use crate::host::irs::{IrsBase, IrsParams, IrsSender};
 use crate::host::credit::Credit;
@@ -136,26 +136,37 @@ pub struct HostBuild<'a> {
 }
 
 pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
-    let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
     match b.host.policy {
         HostPolicyKind::Cfs => match b.host.cfs.balance {
-            BalanceMode::Off => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),
-            mode => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, Balance::new(mode))),
+            BalanceMode::Off => Box::new(host_cfs(&b, ())),
+            mode => Box::new(host_cfs(&b, Balance::new(mode))),
         },
-        HostPolicyKind::Anubis => {
-            let hooks = Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus);
-            Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, hooks))
-        }
+        HostPolicyKind::Anubis => Box::new(host_cfs(&b, Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus))),
         HostPolicyKind::Irs => match b.host.irs.base {
-            IrsBase::Cfs => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, IrsSender::new(&b.host.irs))),
+            IrsBase::Cfs => Box::new(host_cfs(&b, IrsSender::new(&b.host.irs))),
             IrsBase::Credit => Box::new(Credit::with_activations(&b, IrsSender::new(&b.host.irs))),
         },
-        HostPolicyKind::Uvf => Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth, Uvf::new(&b.host.uvf, b.pcpus, b.weights.len()))),
+        HostPolicyKind::Uvf => Box::new(host_cfs(&b, Uvf::new(&b.host.uvf, b.pcpus, b.weights.len()))),
         HostPolicyKind::Credit => Box::new(Credit::new(&b)),
         HostPolicyKind::Credit2 => Box::new(Credit2::new(&b)),
         HostPolicyKind::Rtds => Box::new(Rtds::new(&b)),
         HostPolicyKind::Tableau => Box::new(Tableau::new(&b)),
     }
+}
+
+/// Host CFS with a hook set; with `host.cfs.vm_groups` each VM's threads
+/// (weight 1024, nice 0) share a cgroup whose weight is the VM's.
+fn host_cfs<H: CfsHooks>(b: &HostBuild, hooks: H) -> HostCfs<H> {
+    let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
+    if !b.host.cfs.vm_groups {
+        return HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks);
+    }
+    let threads = vec![crate::cfs::NICE_0_LOAD; b.weights.len()];
+    let mut shares = vec![crate::cfs::NICE_0_LOAD; b.scenario.vms.len()];
+    for (v, &vm) in b.vm_of.iter().enumerate() {
+        shares[vm as usize] = b.weights[v];
+    }
+    HostCfs::with_hooks(tun, b.pcpus, &threads, b.initial_cpu, b.bandwidth.clone(), hooks).with_vm_groups(b.vm_of, &shares)
 }
 
 pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {

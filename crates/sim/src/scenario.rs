@@ -300,6 +300,12 @@ pub struct CfsTunables {
     /// policy `uvf` reads `host.uvf.balance` instead.
     #[serde(default)]
     pub balance: BalanceMode,
+    /// Host only: each VM's vCPU threads in a cpu cgroup of their own, as
+    /// libvirt places a VM (machine.slice/machine-qemu-*.scope), with
+    /// `vm.weight` as the cgroup's weight; off, the vCPU threads are plain
+    /// threads of weight `vm.weight` each (QEMU started by hand).
+    #[serde(default)]
+    pub vm_groups: bool,
 }
 
 /// Costs of virtualization and scheduling events, charged as time in which the
@@ -379,8 +385,9 @@ pub struct Vm {
     pub name: String,
     #[serde(default = "one")]
     pub vcpus: u32,
-    /// Host CFS weight of each vCPU thread; 1024 is nice 0
-    /// (sched_prio_to_weight[20], kernel/sched/core.c).
+    /// Host CFS weight of each vCPU thread, or of the VM's cgroup with
+    /// `host.cfs.vm_groups`; 1024 is nice 0 (sched_prio_to_weight[20],
+    /// kernel/sched/core.c) and the default cpu.shares.
     #[serde(default = "capacity_scale")]
     pub weight: u32,
     /// pCPU of each vCPU (one entry per vCPU). Mutually exclusive with `cpus`.
@@ -1081,6 +1088,9 @@ fn check_uvf(s: &Scenario) -> Result<(), ScenarioError> {
         return Err(err("host.uvf.vms", format!("no VM named `{bad}`")));
     }
     for (i, vm) in s.vms.iter().enumerate() {
+        if vm.guest.cfs.vm_groups {
+            return Err(err(format!("vm[{i}].guest.cfs.vm_groups"), "VM cgroups group vCPU threads: it is a host setting (host.cfs.vm_groups)"));
+        }
         if vm.guest.cfs.balance != BalanceMode::Off {
             return Err(err(format!("vm[{i}].guest.cfs.balance"), "balance scheduling places vCPUs: it is a host setting (host.cfs.balance)"));
         }
@@ -1563,6 +1573,12 @@ fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
     }
     if s.host.policy == HostPolicyKind::Tableau {
         crate::tableau::plan_scenario(s).map_err(|e| err(e.path, e.reason))?;
+    }
+    if s.host.cfs.vm_groups && s.host.policy == HostPolicyKind::Anubis {
+        // Anubis moves a vCPU's vruntime against the leftmost vCPU of the
+        // pCPU, whatever its VM; with VM cgroups those vruntimes live on
+        // different runqueues and the prototype defines no translation.
+        return Err(err("host.cfs.vm_groups", "the anubis policy compares vCPU vruntimes across VMs, which VM cgroups put on separate runqueues"));
     }
     Ok(())
 }

@@ -21,11 +21,15 @@ struct Wl {
 }
 
 /// Guest and host options toggled by the bits of `flags`: hrtick, asymmetric
-/// believed capacities, two LLC groups, VM-wide bandwidth, a capacity change.
+/// believed capacities, two LLC groups, VM-wide bandwidth, a capacity change,
+/// VM cgroups on the host.
 fn scenario_with(cores: u32, smt: u32, vms: &[(u32, bool, Option<u32>, Vec<Wl>)], flags: u8) -> String {
     let mut s = format!("name='p'\nduration_ms=200\n[host]\ncores_per_socket={cores}\nthreads_per_core={smt}\nhz=1000\n");
     if flags & 16 != 0 {
         s += "capacity_changes=[{at_ms=50, core=0, capacity=400}]\n";
+    }
+    if flags & 32 != 0 {
+        s += "cfs={vm_groups=true}\n";
     }
     let np = cores * smt;
     for (i, (vcpus, pinned, quota, wls)) in vms.iter().enumerate() {
@@ -110,7 +114,7 @@ proptest! {
         smt in 1u32..3,
         vms in prop::collection::vec((1u32..4, any::<bool>(), prop::option::of(2u32..10), prop::collection::vec(wl(), 1..3)), 1..4),
         seed in 0u64..1000,
-        flags in 0u8..32,
+        flags in 0u8..64,
     ) {
         let text = scenario_with(cores, smt, &vms, flags);
         let s = vmsched_sim::parse(&text, &[]).unwrap();

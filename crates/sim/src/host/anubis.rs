@@ -256,7 +256,7 @@ impl CfsHooks for Anubis {
                     self.vms[vm].pay((ideal as i64 - delta).max(0) as u64);
                     cfs.set_vruntime(c, left_vr + ideal - MATCH_MARGIN_NS.min(ideal));
                 } else {
-                    let queued = cfs.queued(p).count() as u64;
+                    let queued = cfs.queued(p).len() as u64;
                     let amount = self.cfg.pay_slices * queued * ideal;
                     self.vms[vm].pay(amount);
                     cfs.set_vruntime(c, cfs.vruntime(c) + amount);

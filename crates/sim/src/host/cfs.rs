@@ -1,8 +1,11 @@
 //! Linux CFS scheduling vCPU threads, as KVM runs them: per-pCPU runqueues,
-//! wakeup placement and preemption, tick preemption, newly-idle, periodic and
+//! optional per-VM cgroups (group entities, as libvirt sets VMs up), wakeup
+//! placement and preemption, tick preemption, newly-idle, periodic and
 //! nohz-idle load balancing for unpinned vCPUs, and CFS bandwidth control.
 //!
 //! Source: kernel/sched/fair.c (Linux 6.5) unless noted.
+
+use std::collections::HashMap;
 
 use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
 use crate::cfs::{CfsRq, Entity, Placement, Tunables};
@@ -11,6 +14,9 @@ use crate::ids::{PcpuId, VcpuId, VmId};
 /// sd->busy_factor = 16 (sd_init(), kernel/sched/topology.c): a busy CPU
 /// balances 16 times less often.
 const BUSY_FACTOR: u64 = 16;
+/// MIN_SHARES (kernel/sched/sched.h): the smallest weight a group entity
+/// gets on a CPU (calc_group_shares() clamps to it).
+const MIN_SHARES: u64 = 2;
 
 /// A cpu.max cgroup: `quota` of runtime per `period`, shared by its members.
 #[derive(Debug, Clone)]
@@ -30,6 +36,26 @@ struct GroupState {
     expiry_gen: u64,
 }
 
+/// One cpu cgroup per VM holding its vCPU threads (libvirt's
+/// machine-qemu-*.scope; its per-vCPU child groups hold one thread each, so
+/// they add a level that changes nothing and are not modelled). On each pCPU
+/// the VM's runnable vCPUs sit on the group's own runqueue, and a group
+/// entity stands for them on the pCPU's root runqueue with a share of the
+/// VM's `cpu.weight`.
+struct VmGroups {
+    vm_of: Vec<VmId>,
+    /// The cgroup's shares (cpu.weight scaled to 1024 = the default).
+    shares: Vec<u64>,
+    /// Per VM: the summed weight of its runnable vCPUs over all pCPUs.
+    vm_load: Vec<u64>,
+    /// Group index of each (VM, pCPU) in use; created on first use.
+    index: HashMap<(VmId, PcpuId), u32>,
+    /// (VM, pCPU) of each group index.
+    key: Vec<(VmId, PcpuId)>,
+    /// Group indexes created on each pCPU.
+    on_pcpu: Vec<Vec<u32>>,
+}
+
 /// Timer tokens: kind in the top byte, generation in the middle, id below.
 const T_EXPIRE: u64 = 1 << 56;
 const T_REFILL: u64 = 2 << 56;
@@ -42,10 +68,24 @@ type MayMigrate<'a> = dyn FnMut(&CfsCore, VcpuId, PcpuId, PcpuId) -> bool + 'a;
 /// balancing. Hook sets read and steer it through its public methods.
 pub struct CfsCore {
     tun: Tunables,
+    pcpus: u32,
+    vcpus: u32,
+    /// Runqueues: the pCPUs' root runqueues first (index = pCPU), then the
+    /// runqueue of each VM group entity (index = pCPU count + group).
     rqs: Vec<CfsRq>,
+    /// Scheduling entities: the vCPU threads first (index = vCPU), then the
+    /// VM group entities (index = vCPU count + group).
     ents: Vec<Entity>,
-    /// Runqueue each vCPU is on (or last ran on).
+    /// Runqueue each entity is on (or was last on).
+    rq_of: Vec<u32>,
+    /// pCPU whose runqueues each vCPU is on (or last ran on).
     cpu_of: Vec<PcpuId>,
+    /// Runnable vCPUs per pCPU, running ones included (rq->cfs.h_nr_running).
+    h_nr: Vec<u32>,
+    /// The root entity put back on each pCPU's runqueue and its slice start,
+    /// until the next pick on that pCPU.
+    put_top: Vec<Option<(u32, u64)>>,
+    vm_groups: Option<VmGroups>,
     group_of: Vec<Option<u32>>,
     groups: Vec<GroupState>,
     throttled: Vec<bool>,
@@ -63,9 +103,15 @@ impl CfsCore {
         }
         CfsCore {
             tun,
+            pcpus,
+            vcpus: weights.len() as u32,
             rqs: vec![CfsRq::default(); pcpus as usize],
             ents: weights.iter().map(|&w| Entity { weight: w, ..Default::default() }).collect(),
+            rq_of: initial_cpu.to_vec(),
             cpu_of: initial_cpu.to_vec(),
+            h_nr: vec![0; pcpus as usize],
+            put_top: vec![None; pcpus as usize],
+            vm_groups: None,
             group_of,
             groups: groups
                 .into_iter()
@@ -76,16 +122,102 @@ impl CfsCore {
         }
     }
 
-    /// update_curr() on pCPU p, charging bandwidth runtime too.
+    /// Puts each VM's vCPU threads in a cgroup of its own with `shares`.
+    fn set_vm_groups(&mut self, vm_of: &[VmId], shares: &[u64]) {
+        for (v, &p) in self.cpu_of.iter().enumerate() {
+            debug_assert_eq!(self.rq_of[v], p, "groups are set before any vCPU is queued");
+        }
+        self.vm_groups = Some(VmGroups {
+            vm_of: vm_of.to_vec(),
+            shares: shares.to_vec(),
+            vm_load: vec![0; shares.len()],
+            index: HashMap::new(),
+            key: Vec::new(),
+            on_pcpu: vec![Vec::new(); self.pcpus as usize],
+        });
+    }
+
+    /// The group entity of a runqueue index above the root runqueues.
+    fn group_entity_of_rq(&self, rq: u32) -> u32 {
+        self.vcpus + (rq - self.pcpus)
+    }
+
+    /// The runqueue a group entity owns.
+    fn own_rq(&self, e: u32) -> u32 {
+        self.pcpus + (e - self.vcpus)
+    }
+
+    fn is_vcpu(&self, e: u32) -> bool {
+        e < self.vcpus
+    }
+
+    /// The group entity above `e` (parent_entity()), if any.
+    fn parent(&self, e: u32) -> Option<u32> {
+        let rq = self.rq_of[e as usize];
+        (rq >= self.pcpus).then(|| self.group_entity_of_rq(rq))
+    }
+
+    /// The runqueue vCPU `v` is queued on when on `p`, creating the VM's
+    /// group on `p` at first use (alloc_fair_sched_group() makes one per CPU
+    /// up front; creating them lazily keeps large hosts small).
+    fn leaf_rq(&mut self, v: VcpuId, p: PcpuId) -> u32 {
+        let pcpus = self.pcpus;
+        let Some(vg) = self.vm_groups.as_mut() else { return p };
+        let vm = vg.vm_of[v as usize];
+        let next = vg.key.len() as u32;
+        let g = *vg.index.entry((vm, p)).or_insert(next);
+        if g == next {
+            vg.key.push((vm, p));
+            vg.on_pcpu[p as usize].push(g);
+            self.ents.push(Entity { weight: vg.shares[vm as usize], ..Default::default() });
+            self.rq_of.push(p);
+            self.rqs.push(CfsRq::default());
+        }
+        pcpus + g
+    }
+
+    /// The vCPU running on `p` at the bottom of the hierarchy.
+    fn leaf_curr(&self, p: PcpuId) -> Option<VcpuId> {
+        let mut e = self.rqs[p as usize].curr?;
+        while !self.is_vcpu(e) {
+            e = self.rqs[self.own_rq(e) as usize].curr?;
+        }
+        Some(e)
+    }
+
+    /// update_curr() on pCPU p at every level, charging bandwidth runtime too.
     pub fn update_curr(&mut self, view: &HostView, p: PcpuId) {
-        let rq = &mut self.rqs[p as usize];
-        let before = rq.curr.map(|c| self.ents[c as usize].sum_exec);
-        rq.update_curr(&mut self.ents, view.now);
-        if let (Some(c), Some(b)) = (rq.curr, before) {
+        let leaf = self.leaf_curr(p);
+        let before = leaf.map(|c| self.ents[c as usize].sum_exec);
+        let mut rq = p;
+        loop {
+            self.rqs[rq as usize].update_curr(&mut self.ents, view.now);
+            match self.rqs[rq as usize].curr {
+                Some(c) if !self.is_vcpu(c) => rq = self.own_rq(c),
+                _ => break,
+            }
+        }
+        if let (Some(c), Some(b)) = (leaf, before) {
             if let Some(g) = self.group_of[c as usize] {
                 self.groups[g as usize].runtime_left -= (self.ents[c as usize].sum_exec - b) as i64;
             }
         }
+    }
+
+    /// update_cfs_group(): the VM group entity of runqueue `rq` takes the
+    /// share of the VM's weight that its runnable vCPUs on this pCPU hold
+    /// (calc_group_shares(), with the runnable weights standing for the PELT
+    /// load averages the kernel divides).
+    fn update_group_weight(&mut self, rq: u32) {
+        let vg = self.vm_groups.as_ref().expect("group runqueues exist only with VM groups");
+        let e = self.group_entity_of_rq(rq);
+        let (vm, p) = vg.key[(rq - self.pcpus) as usize];
+        let local = self.rqs[rq as usize].load;
+        let total = vg.vm_load[vm as usize].max(local).max(1);
+        let shares = vg.shares[vm as usize];
+        let w = (shares as u128 * local as u128 / total as u128) as u64;
+        let w = w.clamp(MIN_SHARES.min(shares), shares);
+        self.rqs[p as usize].reweight(&mut self.ents, e, w);
     }
 
     /// `v` is runnable: queued on its runqueue or running there.
@@ -93,23 +225,57 @@ impl CfsCore {
         self.ents[v as usize].on_rq
     }
 
-    /// Sum of the weights of the runnable vCPUs of `p` (the running one
-    /// included): the load CFS balances.
+    /// The load CFS balances on `p`: the summed weight of the entities on its
+    /// root runqueue, the running one included.
     pub fn load(&self, p: PcpuId) -> u64 {
         self.rqs[p as usize].load
     }
 
-    /// The leftmost queued (not running) vCPU of `p`.
+    /// The part of `p`'s load that vCPU `v` (queued there) contributes
+    /// (task_h_load()): its weight scaled by each group level above it.
+    pub fn h_load(&self, v: VcpuId) -> u64 {
+        let mut load = self.ents[v as usize].weight as u128;
+        let mut e = v;
+        while let Some(g) = self.parent(e) {
+            load = load * self.ents[g as usize].weight as u128 / self.rqs[self.rq_of[e as usize] as usize].load.max(1) as u128;
+            e = g;
+        }
+        load as u64
+    }
+
+    /// The leftmost queued (not running) vCPU of `p`: what a pick without
+    /// buddies would take if the running vCPU were not there.
     pub fn leftmost(&self, p: PcpuId) -> Option<VcpuId> {
-        self.rqs[p as usize].first()
+        let mut rq = p;
+        loop {
+            let root = &self.rqs[rq as usize];
+            // A running group entity is off its timeline but may hold
+            // queued vCPUs; it competes with the leftmost by vruntime.
+            let curr_group = root.curr.filter(|&c| !self.is_vcpu(c) && self.rqs[self.own_rq(c) as usize].first().is_some());
+            let e = match (root.first(), curr_group) {
+                (Some(f), Some(c)) if self.ents[c as usize].vruntime < self.ents[f as usize].vruntime => c,
+                (Some(f), _) => f,
+                (None, Some(c)) => c,
+                (None, None) => return None,
+            };
+            if self.is_vcpu(e) {
+                return Some(e);
+            }
+            rq = self.own_rq(e);
+        }
     }
 
     pub fn nr_pcpus(&self) -> u32 {
-        self.rqs.len() as u32
+        self.pcpus
+    }
+
+    /// Runnable vCPUs on `p`, the running one included.
+    pub fn nr_running(&self, p: PcpuId) -> u32 {
+        self.h_nr[p as usize]
     }
 
     pub fn is_idle(&self, view: &HostView, p: PcpuId) -> bool {
-        view.running_on[p as usize].is_none() && self.rqs[p as usize].nr_running == 0
+        view.running_on[p as usize].is_none() && self.h_nr[p as usize] == 0
     }
 
     /// select_task_rq_fair() for a waking vCPU thread, reduced to
@@ -137,14 +303,198 @@ impl CfsCore {
         }
     }
 
+    /// enqueue_task_fair(): queues `v` on `p`, and its VM's group entity on
+    /// `p`'s root runqueue if that was not there yet.
+    fn enqueue_vcpu(&mut self, view: &HostView, v: VcpuId, p: PcpuId, how: Placement) {
+        self.update_curr(view, p);
+        let leaf = self.leaf_rq(v, p);
+        self.rqs[leaf as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
+        self.rq_of[v as usize] = leaf;
+        self.cpu_of[v as usize] = p;
+        self.h_nr[p as usize] += 1;
+        if leaf != p {
+            let vg = self.vm_groups.as_mut().expect("a group runqueue");
+            vg.vm_load[vg.vm_of[v as usize] as usize] += self.ents[v as usize].weight;
+            let ge = self.group_entity_of_rq(leaf);
+            if !self.ents[ge as usize].on_rq {
+                // The group entity was dequeued when its last vCPU slept
+                // here, keeping its vruntime, so it is placed as a sleeper
+                // (enqueue_entity() passes the task's ENQUEUE_WAKEUP up).
+                self.rqs[p as usize].enqueue(&mut self.ents, ge, Placement::Wakeup, &self.tun, view.now);
+            }
+            self.update_group_weight(leaf);
+        }
+    }
+
+    /// dequeue_task_fair(): takes runnable `v` off its runqueue, and its
+    /// group entity off the root runqueue when that empties.
+    fn dequeue_vcpu(&mut self, view: &HostView, v: VcpuId) {
+        let p = self.cpu_of[v as usize];
+        self.update_curr(view, p);
+        let leaf = self.rq_of[v as usize];
+        self.rqs[leaf as usize].dequeue(&mut self.ents, v, view.now);
+        self.h_nr[p as usize] -= 1;
+        if leaf != p {
+            let vg = self.vm_groups.as_mut().expect("a group runqueue");
+            vg.vm_load[vg.vm_of[v as usize] as usize] -= self.ents[v as usize].weight;
+            if self.rqs[leaf as usize].nr_running == 0 {
+                let ge = self.group_entity_of_rq(leaf);
+                self.rqs[p as usize].dequeue(&mut self.ents, ge, view.now);
+            } else {
+                self.update_group_weight(leaf);
+            }
+        }
+    }
+
+    /// Applies `mark` to `e` and each group entity above it, with the
+    /// runqueue each is on.
+    fn mark_up(&mut self, e: u32, mark: impl Fn(&mut CfsRq, u32)) {
+        let mut e = e;
+        loop {
+            let rq = self.rq_of[e as usize] as usize;
+            mark(&mut self.rqs[rq], e);
+            match self.parent(e) {
+                Some(g) => e = g,
+                None => break,
+            }
+        }
+    }
+
+    /// find_matching_se(): `a` and `b` (vCPUs on one pCPU) raised to the
+    /// entities of theirs that share a runqueue.
+    fn matching(&self, a: VcpuId, b: VcpuId) -> (u32, u32) {
+        let (mut a, mut b) = (a, b);
+        while self.rq_of[a as usize] != self.rq_of[b as usize] {
+            match (self.parent(a), self.parent(b)) {
+                (Some(pa), Some(pb)) => (a, b) = (pa, pb),
+                _ => break,
+            }
+        }
+        (a, b)
+    }
+
+    /// How far `a`'s vruntime is ahead of `b`'s where the two compete on a
+    /// pCPU: compared at the level where their entities share a runqueue.
+    pub fn vruntime_gap(&self, a: VcpuId, b: VcpuId) -> i128 {
+        let (ea, eb) = self.matching(a, b);
+        self.ents[ea as usize].vruntime as i128 - self.ents[eb as usize].vruntime as i128
+    }
+
+    /// check_preempt_wakeup(): does woken `v`, queued on `p`, preempt the
+    /// running vCPU (compared at the level where their entities meet)?
+    fn wakeup_preempts(&self, view: &HostView, p: PcpuId, v: VcpuId) -> bool {
+        if view.running_on[p as usize].is_none() {
+            return true;
+        }
+        let Some(curr) = self.leaf_curr(p) else { return true };
+        let (se, pse) = self.matching(curr, v);
+        if se == pse {
+            return false;
+        }
+        self.rqs[self.rq_of[pse as usize] as usize].wakeup_preempts(&self.ents, pse, &self.tun)
+    }
+
     /// Enqueues `v` on `p`; returns check_preempt_wakeup()'s verdict (an
     /// idle pCPU always takes it).
     fn enqueue(&mut self, view: &HostView, v: VcpuId, p: PcpuId, how: Placement) -> bool {
-        self.update_curr(view, p);
-        self.rqs[p as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
-        self.cpu_of[v as usize] = p;
-        let rq = &self.rqs[p as usize];
-        view.running_on[p as usize].is_none() || rq.wakeup_preempts(&self.ents, v, &self.tun)
+        self.enqueue_vcpu(view, v, p, how);
+        self.wakeup_preempts(view, p, v)
+    }
+
+    /// put_prev_entity() at every level on `p`, remembering the root entity
+    /// that was running and its slice start for the next pick.
+    fn put_prev(&mut self, view: &HostView, p: PcpuId) {
+        if let Some(c) = self.rqs[p as usize].curr {
+            self.put_top[p as usize] = Some((c, self.ents[c as usize].prev_sum_exec));
+        }
+        let mut rq = p;
+        while let Some(c) = self.rqs[rq as usize].curr {
+            self.rqs[rq as usize].put_prev(&mut self.ents, view.now);
+            if self.is_vcpu(c) {
+                break;
+            }
+            rq = self.own_rq(c);
+        }
+    }
+
+    /// pick_next_entity() level by level down from `p`'s root runqueue.
+    fn pick(&self, p: PcpuId) -> Option<VcpuId> {
+        let mut rq = p;
+        loop {
+            let e = self.rqs[rq as usize].pick(&self.ents, &self.tun)?;
+            if self.is_vcpu(e) {
+                return Some(e);
+            }
+            rq = self.own_rq(e);
+        }
+    }
+
+    /// set_next_entity() for `v` and each group entity above it. A group
+    /// entity that was already running keeps its slice start, as the
+    /// kernel only switches the levels that differ (pick_next_task_fair()).
+    fn set_curr(&mut self, view: &HostView, v: VcpuId) {
+        let p = self.cpu_of[v as usize];
+        let top_before = self.put_top[p as usize].take();
+        let mut e = v;
+        loop {
+            let rq = self.rq_of[e as usize];
+            self.rqs[rq as usize].set_curr(&mut self.ents, e, view.now);
+            match self.parent(e) {
+                Some(g) => e = g,
+                None => break,
+            }
+        }
+        if let Some((top, prev_sum)) = top_before {
+            if top == e && !self.is_vcpu(e) {
+                self.ents[e as usize].prev_sum_exec = prev_sum;
+            }
+        }
+    }
+
+    /// sched_slice(): the share of the period `v` gets, in wall time,
+    /// scaled by its weight at each level of the hierarchy.
+    fn sched_slice(&self, e: u32) -> u64 {
+        let p = self.cpu_of_entity(e);
+        let mut slice = self.tun.period(self.h_nr[p as usize] as u64 + u64::from(!self.ents[e as usize].on_rq));
+        let mut x = e;
+        loop {
+            let rq = &self.rqs[self.rq_of[x as usize] as usize];
+            let ent = &self.ents[x as usize];
+            let load = rq.load + if ent.on_rq { 0 } else { ent.weight };
+            slice = (slice as u128 * ent.weight as u128 / load.max(1) as u128) as u64;
+            match self.parent(x) {
+                Some(g) => x = g,
+                None => break,
+            }
+        }
+        slice
+    }
+
+    fn cpu_of_entity(&self, e: u32) -> PcpuId {
+        if self.is_vcpu(e) {
+            self.cpu_of[e as usize]
+        } else {
+            self.rq_of[e as usize]
+        }
+    }
+
+    /// check_preempt_tick() at each level of `p` with more than one entity.
+    fn tick_preempts(&self, p: PcpuId) -> bool {
+        if self.vm_groups.is_none() {
+            return self.rqs[p as usize].tick_preempt(&self.ents, &self.tun);
+        }
+        let mut rq = p;
+        while let Some(c) = self.rqs[rq as usize].curr {
+            let r = &self.rqs[rq as usize];
+            if r.nr_running > 1 && r.tick_preempt_with_slice(&self.ents, &self.tun, self.sched_slice(c)) {
+                return true;
+            }
+            if self.is_vcpu(c) {
+                break;
+            }
+            rq = self.own_rq(c);
+        }
+        false
     }
 
     pub fn tunables(&self) -> &Tunables {
@@ -156,14 +506,14 @@ impl CfsCore {
         self.cpu_of[v as usize]
     }
 
-    /// The vCPU CFS runs on `p` (its `cfs_rq->curr`).
+    /// The vCPU CFS runs on `p` (the `curr` at the bottom of its hierarchy).
     pub fn curr(&self, p: PcpuId) -> Option<VcpuId> {
-        self.rqs[p as usize].curr
+        self.leaf_curr(p)
     }
 
     /// The leftmost queued vCPU on `p` (__pick_first_entity()).
     pub fn first(&self, p: PcpuId) -> Option<VcpuId> {
-        self.rqs[p as usize].first()
+        self.leftmost(p)
     }
 
     /// The vCPU thread's CFS weight.
@@ -171,19 +521,30 @@ impl CfsCore {
         self.ents[v as usize].weight
     }
 
-    /// Queued (not running) vCPUs on `p`, leftmost first.
-    pub fn queued(&self, p: PcpuId) -> impl DoubleEndedIterator<Item = VcpuId> + '_ {
-        self.rqs[p as usize].queued()
+    /// Queued (not running) vCPUs on `p`: without VM groups in vruntime
+    /// order, leftmost first; with them, group by group.
+    pub fn queued(&self, p: PcpuId) -> Vec<VcpuId> {
+        let root = self.rqs[p as usize].queued().filter(|&e| self.is_vcpu(e));
+        let mut out: Vec<VcpuId> = root.collect();
+        if let Some(vg) = &self.vm_groups {
+            for &g in &vg.on_pcpu[p as usize] {
+                out.extend(self.rqs[(self.pcpus + g) as usize].queued());
+            }
+        }
+        out
     }
 
     /// Whether `v` is queued on `p`, waiting to run.
     pub fn is_queued(&self, v: VcpuId, p: PcpuId) -> bool {
-        self.ents[v as usize].on_rq && self.cpu_of[v as usize] == p && self.rqs[p as usize].curr != Some(v)
+        self.ents[v as usize].on_rq && self.cpu_of[v as usize] == p && self.leaf_curr(p) != Some(v)
     }
 
     /// sched_slice() of `v` on its runqueue, in wall time.
     pub fn slice(&self, v: VcpuId) -> u64 {
-        self.rqs[self.cpu_of[v as usize] as usize].slice(&self.ents, v, &self.tun)
+        if self.vm_groups.is_none() {
+            return self.rqs[self.cpu_of[v as usize] as usize].slice(&self.ents, v, &self.tun);
+        }
+        self.sched_slice(v)
     }
 
     /// Runtime of `v` since it was last picked (sum_exec_runtime -
@@ -197,39 +558,42 @@ impl CfsCore {
         self.ents[v as usize].vruntime
     }
 
-    /// Moves `v`'s vruntime (a policy's boost or penalty); a queued vCPU
-    /// keeps its place in the timeline order.
+    /// Moves `v`'s vruntime (a policy's boost or penalty) on its own
+    /// runqueue; a queued vCPU keeps its place in the timeline order.
     pub fn set_vruntime(&mut self, v: VcpuId, vruntime: u64) {
-        let p = self.cpu_of[v as usize];
-        self.rqs[p as usize].set_vruntime(&mut self.ents, v, vruntime);
+        let rq = self.rq_of[v as usize];
+        self.rqs[rq as usize].set_vruntime(&mut self.ents, v, vruntime);
     }
 
-    /// A vCPU's vruntime relative to its runqueue's min_vruntime, what a
+    /// `v`'s vruntime relative to the min_vruntime of its runqueue, what a
     /// migration keeps (migrate_task_rq_fair()).
-    pub fn lag(&self, v: VcpuId, p: PcpuId) -> i64 {
-        self.ents[v as usize].vruntime as i64 - self.rqs[p as usize].min_vruntime as i64
+    fn lag(&self, v: VcpuId) -> i64 {
+        self.ents[v as usize].vruntime as i64 - self.rqs[self.rq_of[v as usize] as usize].min_vruntime as i64
     }
 
+    /// Places `v`'s vruntime `lag` past the min_vruntime of the runqueue it
+    /// will have on `p`.
     fn apply_lag(&mut self, v: VcpuId, p: PcpuId, lag: i64) {
-        let base = self.rqs[p as usize].min_vruntime as i64;
+        let rq = self.leaf_rq(v, p);
+        let base = self.rqs[rq as usize].min_vruntime as i64;
         self.ents[v as usize].vruntime = base.saturating_add(lag).max(0) as u64;
     }
 
     /// Moves a queued (not running) vCPU between runqueues, keeping its lag.
     pub fn migrate(&mut self, view: &HostView, v: VcpuId, from: PcpuId, to: PcpuId) {
+        debug_assert_eq!(self.cpu_of[v as usize], from);
         self.update_curr(view, from);
-        let lag = self.lag(v, from);
-        self.rqs[from as usize].dequeue(&mut self.ents, v, view.now);
+        let lag = self.lag(v);
+        self.dequeue_vcpu(view, v);
         self.update_curr(view, to);
         self.apply_lag(v, to, lag);
-        self.rqs[to as usize].enqueue(&mut self.ents, v, Placement::Keep, &self.tun, view.now);
-        self.cpu_of[v as usize] = to;
+        self.enqueue_vcpu(view, v, to, Placement::Keep);
     }
 
     /// A queued vCPU on `from` that may run on `to`, least urgent first (the
     /// tail of the timeline, as detach_tasks() takes from the list's tail).
     fn pullable(&self, view: &HostView, from: PcpuId, to: PcpuId, may: &mut MayMigrate) -> Option<VcpuId> {
-        self.rqs[from as usize].queued().rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize] && may(self, v, from, to))
+        self.queued(from).into_iter().rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize] && may(self, v, from, to))
     }
 
     /// load_balance() toward `p` over `span`: pull from the busiest CPU when
@@ -239,11 +603,11 @@ impl CfsCore {
         let busiest = span
             .iter()
             .copied()
-            .filter(|&q| q != p && self.rqs[q as usize].nr_running >= 2)
+            .filter(|&q| q != p && self.h_nr[q as usize] >= 2)
             .max_by_key(|&q| (self.rqs[q as usize].load, std::cmp::Reverse(q)));
         let Some(b) = busiest else { return false };
         let Some(v) = self.pullable(view, b, p, may) else { return false };
-        let w = self.ents[v as usize].weight;
+        let w = self.h_load(v);
         // Moving w must leave the busiest no lighter than this CPU
         // (calculate_imbalance(): migrate only to reduce the imbalance).
         if self.rqs[b as usize].load < this_load + 2 * w && this_load != 0 {
@@ -271,23 +635,17 @@ impl CfsCore {
             self.throttled[v as usize] = true;
             self.groups[g].throttled.push(v);
             let p = self.cpu_of[v as usize];
-            if self.rqs[p as usize].curr == Some(v) {
+            if self.leaf_curr(p) == Some(v) {
                 // Running: it leaves at the reschedule (put_prev sees it throttled).
                 out.resched.push(p);
             } else {
-                self.update_curr(view, p);
-                self.rqs[p as usize].dequeue(&mut self.ents, v, view.now);
+                self.dequeue_vcpu(view, v);
             }
         }
     }
 
     fn arm_expiry(&mut self, view: &HostView, out: &mut HostOut, g: usize) {
-        let running = self.groups[g]
-            .cfg
-            .members
-            .iter()
-            .filter(|&&v| self.rqs[self.cpu_of[v as usize] as usize].curr == Some(v))
-            .count() as i64;
+        let running = self.groups[g].cfg.members.iter().filter(|&&v| self.leaf_curr(self.cpu_of[v as usize]) == Some(v)).count() as i64;
         let st = &mut self.groups[g];
         st.expiry_gen += 1;
         if running > 0 && st.throttled.is_empty() {
@@ -310,7 +668,7 @@ impl CfsCore {
         let members = self.groups[g].cfg.members.clone();
         for v in members {
             let p = self.cpu_of[v as usize];
-            if self.rqs[p as usize].curr == Some(v) {
+            if self.leaf_curr(p) == Some(v) {
                 self.update_curr(view, p);
             }
         }
@@ -401,6 +759,12 @@ impl<H: CfsHooks> HostCfs<H> {
         HostCfs { k: CfsCore::new(tun, pcpus, weights, initial_cpu, groups), hooks }
     }
 
+    /// Puts each VM's vCPU threads (`vm_of`) in a cgroup with `shares`.
+    pub fn with_vm_groups(mut self, vm_of: &[VmId], shares: &[u64]) -> Self {
+        self.k.set_vm_groups(vm_of, shares);
+        self
+    }
+
     pub fn hooks(&self) -> &H {
         &self.hooks
     }
@@ -452,7 +816,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         if p != prev {
             // A sleeper woken elsewhere keeps its lag (migrate_task_rq_fair()).
             self.k.update_curr(view, prev);
-            let lag = self.k.lag(v, prev);
+            let lag = self.k.lag(v);
             self.k.update_curr(view, p);
             self.k.apply_lag(v, p, lag);
         }
@@ -461,12 +825,11 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.k.update_curr(view, p);
-        let rq = &mut self.k.rqs[p as usize];
         if self.k.ents[v as usize].on_rq {
-            rq.dequeue(&mut self.k.ents, v, view.now);
+            self.k.dequeue_vcpu(view, v);
         }
-        if rq.curr == Some(v) {
-            rq.put_prev(&mut self.k.ents, view.now);
+        if self.k.leaf_curr(p) == Some(v) {
+            self.k.put_prev(view, p);
         }
         self.k.group_changed(view, out, v);
     }
@@ -474,20 +837,20 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         self.k.update_curr(view, p);
         if let Some(pv) = prev {
-            if self.k.rqs[p as usize].curr == Some(pv) {
+            if self.k.leaf_curr(p) == Some(pv) {
                 if self.k.throttled[pv as usize] && self.k.ents[pv as usize].on_rq {
-                    self.k.rqs[p as usize].dequeue(&mut self.k.ents, pv, view.now);
+                    self.k.dequeue_vcpu(view, pv);
                 }
-                self.k.rqs[p as usize].put_prev(&mut self.k.ents, view.now);
+                self.k.put_prev(view, p);
             }
         }
-        if self.k.rqs[p as usize].nr_running == 0 {
+        if self.k.h_nr[p as usize] == 0 {
             // newidle_balance(): an idle CPU pulls before it idles.
             let span = self.k.span(view, p, 1);
             let hooks = &self.hooks;
             self.k.balance(view, out, p, &span, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
         }
-        let first = self.k.rqs[p as usize].pick(&self.k.ents, &self.k.tun);
+        let first = self.k.pick(p);
         let mut next = self.hooks.pick(&mut self.k, view, out, p, first);
         if let (Some(pv), Some(n)) = (prev, next) {
             if n != pv && self.k.ents[pv as usize].on_rq && self.keeps_running(view, out, p, pv, n) {
@@ -495,8 +858,8 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             }
         }
         if let Some(n) = next {
-            debug_assert!(self.k.rqs[p as usize].queued().any(|q| q == n), "a hook picked vCPU {n}, not queued on pCPU {p}");
-            self.k.rqs[p as usize].set_curr(&mut self.k.ents, n, view.now);
+            debug_assert!(self.k.is_queued(n, p), "a hook picked vCPU {n}, not queued on pCPU {p}");
+            self.k.set_curr(view, n);
         }
         if let Some(pv) = prev {
             self.k.group_changed(view, out, pv);
@@ -512,7 +875,14 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn tick(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId) {
         self.k.update_curr(view, p);
-        let preempt = self.k.rqs[p as usize].tick_preempt(&self.k.ents, &self.k.tun);
+        if self.k.vm_groups.is_some() {
+            // entity_tick() -> update_cfs_group() for the running group entity.
+            if let Some(g) = self.k.rqs[p as usize].curr.filter(|&c| !self.k.is_vcpu(c)) {
+                let rq = self.k.own_rq(g);
+                self.k.update_group_weight(rq);
+            }
+        }
+        let preempt = self.k.tick_preempts(p);
         if self.hooks.tick_preempt(&mut self.k, view, out, p, preempt) {
             out.resched.push(p);
         }
@@ -530,7 +900,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         }
         // nohz_balancer_kick(): a CPU with more than one runnable thread wakes
         // an idle CPU to pull one.
-        if self.k.rqs[p as usize].nr_running >= 2 {
+        if self.k.h_nr[p as usize] >= 2 {
             let m = view.machine;
             for q in 0..m.pcpus {
                 if self.k.is_idle(view, q) {
@@ -551,15 +921,16 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     fn yield_to(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, target: VcpuId) -> bool {
         let tp = self.k.cpu_of[target as usize];
         let e = &self.k.ents[target as usize];
-        if !e.on_rq || self.k.throttled[target as usize] || self.k.rqs[tp as usize].curr == Some(target) {
+        if !e.on_rq || self.k.throttled[target as usize] || self.k.leaf_curr(tp) == Some(target) {
             return false;
         }
-        self.k.rqs[tp as usize].next = Some(target);
+        // set_next_buddy() and set_skip_buddy() mark every level.
+        self.k.mark_up(target, |rq, e| rq.next = Some(e));
         let p = self.k.cpu_of[v as usize];
         // yield_task_fair() does nothing when the yielder is alone.
-        if self.k.rqs[p as usize].nr_running > 1 {
+        if self.k.h_nr[p as usize] > 1 {
             self.k.update_curr(view, p);
-            self.k.rqs[p as usize].skip = Some(v);
+            self.k.mark_up(v, |rq, e| rq.skip = Some(e));
         }
         out.resched.push(p);
         if tp != p {
@@ -606,7 +977,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
-        self.k.rqs[p as usize].nr_running
+        self.k.h_nr[p as usize]
     }
 
     fn on_interrupt(&mut self, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {

@@ -139,7 +139,7 @@ impl Uvf {
     /// allowance (virtual time, section 3.1.3): `u`'s vruntime may exceed
     /// the leftmost's (`left`) by less than it.
     fn within_allowance(&self, cfs: &CfsCore, u: VcpuId, left: VcpuId) -> bool {
-        (cfs.vruntime(u) as i128 - cfs.vruntime(left) as i128) < self.allowance_ns as i128
+        cfs.vruntime_gap(u, left) < self.allowance_ns as i128
     }
 
     /// Whether queued urgent `u` would be picked on `p` now: within the
@@ -151,7 +151,7 @@ impl Uvf {
             return false;
         }
         let curr = view.running_on[p as usize].filter(|&c| cfs.on_rq(c) && cfs.cpu_of(c) == p);
-        let left = [cfs.leftmost(p), curr].into_iter().flatten().min_by_key(|&c| cfs.vruntime(c));
+        let left = [cfs.leftmost(p), curr].into_iter().flatten().min_by(|&a, &b| cfs.vruntime_gap(a, b).cmp(&0));
         left.is_none_or(|l| self.within_allowance(cfs, u, l))
     }
 
