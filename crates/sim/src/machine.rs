@@ -19,6 +19,8 @@ pub struct Machine {
     pub core_of: Vec<u32>,
     /// Hardware threads of each core.
     pub threads_of_core: Vec<Vec<PcpuId>>,
+    /// pCPUs of each socket (the last-level cache domain), ascending.
+    pub pcpus_of_socket: Vec<Vec<PcpuId>>,
     pub core_capacity: Vec<u32>,
     pub smt_factor: f64,
     latency_ns: [u64; 4],
@@ -41,6 +43,10 @@ impl Machine {
                 threads_of_core[c as usize].push(p);
             }
         }
+        let mut pcpus_of_socket = vec![Vec::new(); h.sockets as usize];
+        for (p, &s) in socket_of.iter().enumerate() {
+            pcpus_of_socket[s as usize].push(p as PcpuId);
+        }
         let core_capacity = if h.core_capacity.is_empty() {
             vec![h.capacity; ncores as usize]
         } else {
@@ -51,6 +57,7 @@ impl Machine {
             socket_of,
             core_of,
             threads_of_core,
+            pcpus_of_socket,
             core_capacity,
             smt_factor: h.smt_factor,
             latency_ns: [0, h.distances.smt_ns, h.distances.socket_ns, h.distances.cross_socket_ns],
@@ -89,7 +96,12 @@ impl Machine {
     }
 
     pub fn socket_pcpus(&self, s: u32) -> impl Iterator<Item = PcpuId> + '_ {
-        (0..self.pcpus).filter(move |&p| self.socket_of[p as usize] == s)
+        self.pcpus_of_socket[s as usize].iter().copied()
+    }
+
+    /// Capacity of pCPU `p` on Linux's 1024 scale (capacity_of()).
+    pub fn capacity_of(&self, p: PcpuId) -> u64 {
+        self.core_capacity[self.core_of[p as usize] as usize] as u64
     }
 }
 

@@ -82,6 +82,8 @@ pub struct CfsCore {
     cpu_of: Vec<PcpuId>,
     /// Runnable vCPUs per pCPU, running ones included (rq->cfs.h_nr_running).
     h_nr: Vec<u32>,
+    /// p->recent_used_cpu of each vCPU thread (select_idle_sibling()).
+    recent_used_cpu: Vec<PcpuId>,
     /// The root entity put back on each pCPU's runqueue and its slice start,
     /// until the next pick on that pCPU.
     put_top: Vec<Option<(u32, u64)>>,
@@ -110,6 +112,7 @@ impl CfsCore {
             rq_of: initial_cpu.to_vec(),
             cpu_of: initial_cpu.to_vec(),
             h_nr: vec![0; pcpus as usize],
+            recent_used_cpu: initial_cpu.to_vec(),
             put_top: vec![None; pcpus as usize],
             vm_groups: None,
             group_of,
@@ -278,29 +281,98 @@ impl CfsCore {
         view.running_on[p as usize].is_none() && self.h_nr[p as usize] == 0
     }
 
-    /// select_task_rq_fair() for a waking vCPU thread, reduced to
-    /// select_idle_sibling(): the previous CPU if idle, else an idle CPU
-    /// sharing its LLC (socket), else the previous CPU.
-    fn select_cpu(&self, view: &HostView, v: VcpuId) -> PcpuId {
+    /// select_task_rq_fair() for a waking vCPU thread. No domain sets
+    /// SD_BALANCE_WAKE, so this is the fast path: wake_affine() between the
+    /// waker's pCPU and the previous one (every domain has SD_WAKE_AFFINE),
+    /// then select_idle_sibling() around the target. wake_wide() is not
+    /// modelled: a vCPU thread's waker is whichever sibling sent the IPI.
+    fn select_cpu(&mut self, view: &HostView, v: VcpuId) -> PcpuId {
         let prev = self.cpu_of[v as usize];
-        if view.may_run(v, prev) && self.is_idle(view, prev) {
+        if !view.may_run(v, prev) {
+            return (0..view.machine.pcpus).find(|&p| view.may_run(v, p)).expect("vCPU has an allowed pCPU");
+        }
+        let target = match view.waker.filter(|&c| c != prev && view.may_run(v, c)) {
+            Some(this) => self.wake_affine(view, v, this, prev),
+            None => prev,
+        };
+        self.select_idle_sibling(view, v, prev, target)
+    }
+
+    /// wake_affine(): WA_IDLE, then WA_WEIGHT with WA_BIAS (both on by
+    /// default). A vCPU kick is not a sync wakeup.
+    fn wake_affine(&self, view: &HostView, v: VcpuId, this: PcpuId, prev: PcpuId) -> PcpuId {
+        let m = view.machine;
+        // wake_affine_idle()
+        if self.is_idle(view, this) && m.socket_of[this as usize] == m.socket_of[prev as usize] {
+            return if self.is_idle(view, prev) { prev } else { this };
+        }
+        if self.is_idle(view, prev) {
             return prev;
         }
+        // wake_affine_weight(): the runnable weights stand for the PELT load
+        // averages; the waking thread's blocked load, which the kernel counts
+        // on prev and then subtracts, cancels out.
+        let task = self.h_load(v) as u128;
+        // sd->imbalance_pct (sd_init(), kernel/sched/topology.c): 110 for the
+        // SMT level, 117 above it.
+        let imbalance_pct: u128 = if m.core_of[this as usize] == m.core_of[prev as usize] { 110 } else { 117 };
+        let this_eff = (self.load(this) as u128 + task) * 100 * m.capacity_of(prev) as u128;
+        let prev_eff = self.load(prev) as u128 * (100 + (imbalance_pct - 100) / 2) * m.capacity_of(this) as u128;
+        if this_eff < prev_eff {
+            this
+        } else {
+            prev
+        }
+    }
+
+    /// select_idle_sibling() of Linux 6.5: the target or prev if idle, the
+    /// recently used CPU, an idle SMT sibling of prev when no core is idle,
+    /// then select_idle_cpu() over the target's LLC: a wholly idle core when
+    /// the LLC has one, else the first idle CPU. SIS_UTIL's cap on the scan
+    /// length is not modelled (the scan covers the LLC).
+    fn select_idle_sibling(&mut self, view: &HostView, v: VcpuId, prev: PcpuId, target: PcpuId) -> PcpuId {
         let m = view.machine;
-        let socket = m.socket_of[prev as usize];
-        let n = m.pcpus;
-        // Scan the LLC starting after prev, as select_idle_cpu() does.
-        for i in 1..=n {
-            let p = (prev + i) % n;
-            if m.socket_of[p as usize] == socket && view.may_run(v, p) && self.is_idle(view, p) {
-                return p;
+        let same_llc = |a: PcpuId, b: PcpuId| m.socket_of[a as usize] == m.socket_of[b as usize];
+        if self.is_idle(view, target) {
+            return target;
+        }
+        if prev != target && same_llc(prev, target) && self.is_idle(view, prev) {
+            return prev;
+        }
+        let recent = std::mem::replace(&mut self.recent_used_cpu[v as usize], prev);
+        let idle_for = |p: PcpuId| view.may_run(v, p) && self.is_idle(view, p);
+        if recent != prev && recent != target && same_llc(recent, target) && idle_for(recent) {
+            return recent;
+        }
+        let smt = m.threads_of_core.first().is_some_and(|t| t.len() > 1);
+        let llc = &m.pcpus_of_socket[m.socket_of[target as usize] as usize];
+        let core_idle = |p: PcpuId| m.threads_of_core[m.core_of[p as usize] as usize].iter().all(|&q| self.is_idle(view, q));
+        // test_idle_cores(): the LLC's has_idle_cores hint, taken as exact.
+        let has_idle_core = smt && llc.iter().any(|&p| core_idle(p));
+        if smt && !has_idle_core && same_llc(prev, target) {
+            // select_idle_smt()
+            if let Some(q) = m.siblings(prev).find(|&q| idle_for(q)) {
+                return q;
             }
         }
-        if view.may_run(v, prev) {
-            prev
-        } else {
-            (0..n).find(|&p| view.may_run(v, p)).expect("vCPU has an allowed pCPU")
+        // for_each_cpu_wrap(cpu, llc & allowed, target + 1)
+        let start = llc.partition_point(|&p| p <= target);
+        let wrap = llc[start..].iter().chain(&llc[..start]).copied().filter(|&q| view.may_run(v, q));
+        if has_idle_core {
+            // select_idle_core() per core; an idle thread of a busy core is
+            // the fallback.
+            let mut fallback = None;
+            for q in wrap {
+                if core_idle(q) {
+                    return q;
+                }
+                if fallback.is_none() {
+                    fallback = m.threads_of_core[m.core_of[q as usize] as usize].iter().copied().find(|&t| idle_for(t));
+                }
+            }
+            return fallback.unwrap_or(target);
         }
+        wrap.into_iter().find(|&q| self.is_idle(view, q)).unwrap_or(target)
     }
 
     /// enqueue_task_fair(): queues `v` on `p`, and its VM's group entity on
@@ -1058,6 +1130,50 @@ mod tests {
         assert!(h.yield_to(&view, &mut out, 0, 2));
         assert!(out.resched.contains(&0));
         assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), Some(2));
+    }
+
+    /// wake_affine(): a vCPU whose previous socket is busy, woken by an IPI
+    /// from a sibling on the other socket, is pulled to an idle pCPU beside
+    /// the waker (this_eff_load 1024*100 < prev_eff_load 3072*108); woken
+    /// by a timer it stays on its busy previous pCPU.
+    #[test]
+    fn wake_affine_pulls_toward_the_waker() {
+        let m = Machine::new(&toml::from_str("sockets=2\ncores_per_socket=2").unwrap());
+        let everywhere = vec![true; 4];
+        let allowed = vec![everywhere.clone(), vec![false, false, true, false], vec![false, false, true, false], vec![false, false, true, false], vec![false, false, false, true]];
+        let mut h = HostCfs::new(Tunables::linux_default(4), 4, &[1024; 5], &[2, 2, 2, 2, 3], vec![]);
+        let mut out = HostOut::default();
+        let idle: Vec<Option<VcpuId>> = vec![None; 4];
+        for v in 1..5 {
+            h.wake(&HostView::new(0, &m, &allowed, &idle), &mut out, v);
+        }
+        assert_eq!((h.nr_running(2), h.nr_running(3)), (3, 1));
+        // pCPU 0 runs the sender (a thread CFS does not account here).
+        let running = vec![Some(9), None, Some(1), Some(4)];
+        let view = HostView::new(1_000, &m, &allowed, &running);
+        assert_eq!(h.k.select_cpu(&view, 0), 2, "a timer wakeup stays on the previous pCPU");
+        let by_ipi = HostView { waker: Some(0), ..view };
+        assert_eq!(h.k.select_cpu(&by_ipi, 0), 1, "an IPI wakeup moves next to the waker");
+    }
+
+    /// select_idle_cpu() with SMT: a wholly idle core is preferred over an
+    /// idle thread whose sibling is busy, even when the latter comes first
+    /// in the scan. Three cores; pCPUs 0-2 are first threads, 3-5 siblings.
+    #[test]
+    fn idle_core_search_prefers_a_whole_idle_core() {
+        let m = Machine::new(&toml::from_str("cores_per_socket=3\nthreads_per_core=2").unwrap());
+        let allowed = vec![vec![true; 6]];
+        let mut h = HostCfs::new(Tunables::linux_default(6), 6, &[1024], &[2], vec![]);
+        // pCPUs 0 and 2 busy: core 0 = {0, 3} and core 2 = {2, 5} are half
+        // busy, core 1 = {1, 4} is idle. The scan starts after prev = 2.
+        let running = vec![Some(8), None, Some(9), None, None, None];
+        let view = HostView::new(0, &m, &allowed, &running);
+        assert_eq!(h.k.select_cpu(&view, 0), 4);
+        // With core 1 half busy too, there is no idle core: the idle SMT
+        // sibling of prev is taken (select_idle_smt()).
+        let running = vec![Some(8), Some(7), Some(9), None, None, None];
+        let view = HostView::new(0, &m, &allowed, &running);
+        assert_eq!(h.k.select_cpu(&view, 0), 5);
     }
 
     /// A vCPU pinned away from the idle pCPU is not pulled there.

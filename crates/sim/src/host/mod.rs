@@ -45,6 +45,10 @@ pub struct HostView<'a> {
     pub allowed: &'a [Vec<bool>],
     /// The vCPU each pCPU runs now.
     pub running_on: &'a [Option<VcpuId>],
+    /// In a wakeup: the pCPU whose thread wakes the vCPU thread (the sender
+    /// of the IPI or PV kick that ends its halt); None when the wakeup comes
+    /// from a timer or device on the vCPU's own side.
+    pub waker: Option<PcpuId>,
     pub(crate) facts: Option<Facts<'a>>,
 }
 
@@ -69,7 +73,7 @@ impl<'a> HostView<'a> {
     /// A view without VM facts (for policy unit tests that drive a policy
     /// directly); the VM accessors panic on it.
     pub fn new(now: u64, machine: &'a Machine, allowed: &'a [Vec<bool>], running_on: &'a [Option<VcpuId>]) -> Self {
-        HostView { now, machine, allowed, running_on, facts: None }
+        HostView { now, machine, allowed, running_on, waker: None, facts: None }
     }
 
     pub fn may_run(&self, v: VcpuId, p: PcpuId) -> bool {

@@ -17,6 +17,7 @@ macro_rules! host_view {
             machine: &$w.machine,
             allowed: &$w.allowed,
             running_on: &$w.pcpu_curr,
+            waker: None,
             facts: Some(Facts { scenario: &$w.scenario, vcpus: &$w.vcpus, vms: &$w.vms, tasks: &$w.tasks }),
         }
     };
@@ -126,7 +127,7 @@ impl World {
         self.account(v);
         self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
         match call {
-            Hcall::Kick(u) => self.vcpu_wake_from_halt(u),
+            Hcall::Kick(u) => self.vcpu_wake_from_halt(u, Some(v)),
             Hcall::ActivationDone { .. } => self.end_activation(v, true),
             _ => {}
         }
@@ -336,22 +337,24 @@ impl World {
         self.replan_siblings(p);
     }
 
-    /// kvm_vcpu_kick(): an interrupt for a halted vCPU wakes its thread.
-    pub(super) fn vcpu_kick(&mut self, v: VcpuId) {
+    /// kvm_vcpu_kick(): an interrupt for a halted vCPU wakes its thread,
+    /// from the pCPU of the vCPU that sent it (`from`), if one did.
+    pub(super) fn vcpu_kick(&mut self, v: VcpuId, from: Option<VcpuId>) {
         self.account(v);
         self.adapt_poll_window(v);
         self.restart_pv_wait_spin(v);
         self.set_host_state(v, HostState::Preempted);
-        self.host_call(|h, view, out| h.wake(view, out, v));
+        let waker = from.and_then(|f| self.vcpus[f as usize].pcpu);
+        self.host_call(|h, view, out| h.wake(&HostView { waker, ..*view }, out, v));
     }
 
     /// A wakeup for a vCPU that halted: it ends a polling window early (a
     /// successful poll: the vCPU is still on its pCPU) or wakes the thread.
-    pub(super) fn vcpu_wake_from_halt(&mut self, v: VcpuId) {
+    pub(super) fn vcpu_wake_from_halt(&mut self, v: VcpuId, from: Option<VcpuId>) {
         if self.vcpus[v as usize].pv.poll.is_some() {
             self.poll_ends(v, true);
         } else if self.host_state(v) == HostState::Halted {
-            self.vcpu_kick(v);
+            self.vcpu_kick(v, from);
         }
     }
 

@@ -55,7 +55,7 @@ impl World {
     /// its vCPU at once (no event needed in between).
     pub(super) fn raise_now(&mut self, to: VcpuId, kind: Kind, what: What) {
         let to = self.delivery(to, kind, None);
-        self.vcpu_wake_from_halt(to);
+        self.vcpu_wake_from_halt(to, None);
         let irq = Irq { to, kind, what, from: None, sent_ns: self.now, raised_ns: self.now };
         let vc = &self.vcpus[to as usize];
         let (vm, free) = (vc.vm, vc.in_handler.is_none() && vc.pending.is_empty() && vc.overhead == 0);
@@ -148,7 +148,7 @@ impl World {
                 }
                 self.next_handler(to);
             }
-            HostState::Halted => self.vcpu_kick(to),
+            HostState::Halted => self.vcpu_kick(to, self.irqs[id as usize].from),
             HostState::Preempted => {}
         }
     }
