@@ -93,6 +93,8 @@ pub struct CfsCore {
     throttled: Vec<bool>,
     /// Next periodic balance per pCPU, for the socket and the machine level.
     next_balance: Vec<[u64; 2]>,
+    /// sd->nr_balance_failed per pCPU, for the socket and the machine level.
+    nr_balance_failed: Vec<[u32; 2]>,
 }
 
 impl CfsCore {
@@ -122,6 +124,7 @@ impl CfsCore {
                 .collect(),
             throttled: vec![false; weights.len()],
             next_balance: vec![[0; 2]; pcpus as usize],
+            nr_balance_failed: vec![[0; 2]; pcpus as usize],
         }
     }
 
@@ -662,15 +665,24 @@ impl CfsCore {
         self.enqueue_vcpu(view, v, to, Placement::Keep);
     }
 
-    /// A queued vCPU on `from` that may run on `to`, least urgent first (the
-    /// tail of the timeline, as detach_tasks() takes from the list's tail).
-    fn pullable(&self, view: &HostView, from: PcpuId, to: PcpuId, may: &mut MayMigrate) -> Option<VcpuId> {
-        self.queued(from).into_iter().rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize] && may(self, v, from, to))
+    /// A queued vCPU on `from` that may run on `to` and passes `fits`, least
+    /// urgent first (the tail of the timeline, as detach_tasks() takes from
+    /// the list's tail).
+    fn pullable(&self, view: &HostView, from: PcpuId, to: PcpuId, may: &mut MayMigrate, fits: impl Fn(VcpuId) -> bool) -> Option<VcpuId> {
+        self.queued(from).into_iter().rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize] && fits(v) && may(self, v, from, to))
     }
 
-    /// load_balance() toward `p` over `span`: pull from the busiest CPU when
-    /// moving one vCPU reduces the load imbalance.
-    fn balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, span: &[PcpuId], may: &mut MayMigrate) -> bool {
+    /// load_balance() toward `p` over `span`, at domain `level` (None for
+    /// newidle_balance()). An idle `p` pulls any vCPU from the busiest pCPU
+    /// with two or more (calculate_imbalance()'s migrate_task case). A busy
+    /// one pulls only when the busiest is above the span's average load by
+    /// more than imbalance_pct allows, and only a vCPU whose load, halved
+    /// for each balance that failed before (detach_tasks()'s
+    /// shr_bound(load, nr_balance_failed)), fits in the imbalance, so
+    /// runqueues of three and two vCPUs trade one back and forth, as Linux
+    /// does, instead of freezing. Active balancing of running vCPUs is not
+    /// modelled.
+    fn balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, span: &[PcpuId], level: Option<usize>, may: &mut MayMigrate) -> bool {
         let this_load = self.rqs[p as usize].load;
         let busiest = span
             .iter()
@@ -678,12 +690,33 @@ impl CfsCore {
             .filter(|&q| q != p && self.h_nr[q as usize] >= 2)
             .max_by_key(|&q| (self.rqs[q as usize].load, std::cmp::Reverse(q)));
         let Some(b) = busiest else { return false };
-        let Some(v) = self.pullable(view, b, p, may) else { return false };
-        let w = self.h_load(v);
-        // Moving w must leave the busiest no lighter than this CPU
-        // (calculate_imbalance(): migrate only to reduce the imbalance).
-        if self.rqs[b as usize].load < this_load + 2 * w && this_load != 0 {
+        let busiest_load = self.rqs[b as usize].load;
+        let moved = if self.h_nr[p as usize] == 0 {
+            self.pullable(view, b, p, may, |_| true)
+        } else {
+            let avg = span.iter().map(|&q| self.rqs[q as usize].load as u128).sum::<u128>() / span.len() as u128;
+            // find_busiest_group(): an overloaded local CPU (two or more
+            // runnable) stays unless the busiest exceeds it by more than
+            // sd->imbalance_pct, 117 above the SMT level (sd_init()).
+            let overloaded = self.h_nr[p as usize] >= 2;
+            if busiest_load as u128 <= avg || this_load as u128 >= avg || (overloaded && 100 * busiest_load as u128 <= 117 * this_load as u128) {
+                if let Some(l) = level {
+                    self.nr_balance_failed[p as usize][l] = 0;
+                }
+                return false;
+            }
+            let imbalance = (busiest_load as u128 - avg).min(avg - this_load as u128);
+            let failed = level.map_or(0, |l| self.nr_balance_failed[p as usize][l]);
+            self.pullable(view, b, p, may, |v| (self.h_load(v) as u128 >> failed.min(31)) <= imbalance)
+        };
+        let Some(v) = moved else {
+            if let Some(l) = level {
+                self.nr_balance_failed[p as usize][l] += 1;
+            }
             return false;
+        };
+        if let Some(l) = level {
+            self.nr_balance_failed[p as usize][l] = 0;
         }
         self.migrate(view, v, b, p);
         out.resched.push(p);
@@ -920,7 +953,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             // newidle_balance(): an idle CPU pulls before it idles.
             let span = self.k.span(view, p, 1);
             let hooks = &self.hooks;
-            self.k.balance(view, out, p, &span, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
+            self.k.balance(view, out, p, &span, None, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
         }
         let first = self.k.pick(p);
         let mut next = self.hooks.pick(&mut self.k, view, out, p, first);
@@ -968,7 +1001,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             let interval = span.len() as u64 * 1_000_000 * if busy { BUSY_FACTOR } else { 1 };
             self.k.next_balance[p as usize][level] = view.now + interval;
             let hooks = &self.hooks;
-            self.k.balance(view, out, p, &span, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
+            self.k.balance(view, out, p, &span, Some(level), &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
         }
         // nohz_balancer_kick(): a CPU with more than one runnable thread wakes
         // an idle CPU to pull one.
@@ -977,7 +1010,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             for q in 0..m.pcpus {
                 if self.k.is_idle(view, q) {
                     let hooks = &self.hooks;
-                    if let Some(v) = self.k.pullable(view, p, q, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to)) {
+                    if let Some(v) = self.k.pullable(view, p, q, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to), |_| true) {
                         self.k.migrate(view, v, p, q);
                         out.resched.push(q);
                         break;
@@ -1174,6 +1207,31 @@ mod tests {
         let running = vec![Some(8), Some(7), Some(9), None, None, None];
         let view = HostView::new(0, &m, &allowed, &running);
         assert_eq!(h.k.select_cpu(&view, 0), 5);
+    }
+
+    /// Periodic balancing between runqueues of two and one: the imbalance
+    /// toward the average (512) is smaller than a vCPU's load (1024), so
+    /// the first balance fails; the next one, with the load halved by
+    /// nr_balance_failed = 1, moves the queued vCPU over.
+    #[test]
+    fn a_failed_balance_lets_the_next_move_a_heavier_vcpu() {
+        let m = machine(2);
+        let allowed = vec![vec![true, true]; 3];
+        let mut h = HostCfs::new(Tunables::linux_default(2), 2, &[1024; 3], &[0, 0, 1], vec![]);
+        let mut out = HostOut::default();
+        let idle: Vec<Option<VcpuId>> = vec![None, None];
+        for v in 0..3 {
+            h.wake(&HostView::new(0, &m, &allowed, &idle), &mut out, v);
+        }
+        assert_eq!((h.nr_running(0), h.nr_running(1)), (1, 2));
+        let running: Vec<Option<VcpuId>> = (0..2).map(|p| h.pick_next(&HostView::new(0, &m, &allowed, &idle), &mut out, p, None)).collect();
+        assert_eq!(running, vec![Some(0), Some(1)]);
+        h.tick(&HostView::new(0, &m, &allowed, &running), &mut out, 0);
+        assert_eq!((h.nr_running(0), h.nr_running(1)), (1, 2), "the first balance fails");
+        // A busy pCPU balances a 2-pCPU domain every 2 ms * busy_factor 16.
+        h.tick(&HostView::new(32_000_000, &m, &allowed, &running), &mut out, 0);
+        assert_eq!((h.nr_running(0), h.nr_running(1)), (2, 1), "the second moves vCPU 2");
+        assert!(h.k.is_queued(2, 0));
     }
 
     /// A vCPU pinned away from the idle pCPU is not pulled there.
