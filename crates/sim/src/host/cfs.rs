@@ -237,13 +237,16 @@ impl CfsCore {
         self.rqs[p as usize].load
     }
 
-    /// The part of `p`'s load that vCPU `v` (queued there) contributes
-    /// (task_h_load()): its weight scaled by each group level above it.
+    /// The part of its pCPU's load that vCPU `v` contributes, or would if
+    /// it is sleeping (task_h_load()): its weight scaled by each group
+    /// level above it.
     pub fn h_load(&self, v: VcpuId) -> u64 {
         let mut load = self.ents[v as usize].weight as u128;
         let mut e = v;
         while let Some(g) = self.parent(e) {
-            load = load * self.ents[g as usize].weight as u128 / self.rqs[self.rq_of[e as usize] as usize].load.max(1) as u128;
+            let ent = &self.ents[e as usize];
+            let rq_load = self.rqs[self.rq_of[e as usize] as usize].load + if ent.on_rq { 0 } else { ent.weight };
+            load = load * self.ents[g as usize].weight as u128 / rq_load.max(1) as u128;
             e = g;
         }
         load as u64
