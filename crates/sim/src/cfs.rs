@@ -28,6 +28,8 @@ pub struct Tunables {
     pub latency_ns: u64,
     pub min_granularity_ns: u64,
     pub wakeup_granularity_ns: u64,
+    /// BASE_SLICE: sched_slice() no shorter than min_granularity.
+    pub base_slice: bool,
 }
 
 impl Tunables {
@@ -40,16 +42,31 @@ impl Tunables {
             latency_ns: BASE_LATENCY_NS * factor,
             min_granularity_ns: BASE_MIN_GRANULARITY_NS * factor,
             wakeup_granularity_ns: BASE_WAKEUP_GRANULARITY_NS * factor,
+            base_slice: false,
         }
     }
 
     pub fn with_overrides(ncpus: u32, o: &CfsTunables) -> Self {
-        let d = Self::linux_default(ncpus);
+        let d = Self::linux_default(o.declared_cpus.unwrap_or(ncpus));
         Tunables {
             latency_ns: o.latency_ns.unwrap_or(d.latency_ns),
             min_granularity_ns: o.min_granularity_ns.unwrap_or(d.min_granularity_ns),
             wakeup_granularity_ns: o.wakeup_granularity_ns.unwrap_or(d.wakeup_granularity_ns),
+            base_slice: o.base_slice,
         }
+    }
+
+    /// The BASE_SLICE floor of sched_slice() for an entity of `weight`:
+    /// sysctl_sched_idle_min_granularity (0.75 ms, not scaled) for a
+    /// SCHED_IDLE entity, else min_granularity. (The kernel uses
+    /// min_granularity for a SCHED_IDLE entity too when its runqueue holds
+    /// only SCHED_IDLE entities.)
+    pub(crate) fn slice_floor(&self, slice: u64, weight: u64) -> u64 {
+        if !self.base_slice {
+            return slice;
+        }
+        let floor = if weight == WEIGHT_IDLEPRIO { BASE_MIN_GRANULARITY_NS } else { self.min_granularity_ns };
+        slice.max(floor)
     }
 
     /// __sched_period()
@@ -142,7 +159,7 @@ impl CfsRq {
     fn slice_for(&self, weight: u64, on_rq: bool, t: &Tunables) -> u64 {
         let nr = self.nr_running as u64 + u64::from(!on_rq);
         let load = self.load + if on_rq { 0 } else { weight };
-        (t.period(nr) as u128 * weight as u128 / load.max(1) as u128) as u64
+        t.slice_floor((t.period(nr) as u128 * weight as u128 / load.max(1) as u128) as u64, weight)
     }
 
     /// sched_slice(): the entity's share of the period in wall time.
@@ -330,6 +347,32 @@ mod tests {
         assert_eq!(Tunables::linux_default(4).min_granularity_ns, 2_250_000);
         assert_eq!(Tunables::linux_default(64), Tunables::linux_default(8));
         assert_eq!(Tunables::linux_default(8).wakeup_granularity_ns, 4_000_000);
+    }
+
+    /// declared_cpus: a 4-pCPU slice of a 52-CPU host scales its tunables
+    /// as the whole host does (factor 4: 24 ms, 3 ms, 4 ms).
+    #[test]
+    fn tunables_scale_with_the_declared_cpu_count() {
+        let o = CfsTunables { declared_cpus: Some(52), ..Default::default() };
+        let t = Tunables::with_overrides(4, &o);
+        assert_eq!((t.latency_ns, t.min_granularity_ns, t.wakeup_granularity_ns), (24_000_000, 3_000_000, 4_000_000));
+        assert_eq!(Tunables::with_overrides(4, &CfsTunables::default()).latency_ns, 18_000_000);
+    }
+
+    /// BASE_SLICE: a SCHED_IDLE entity beside a nice-0 one gets 6 ms * 3 /
+    /// 1027 = 17.5 us of the period without it, 0.75 ms with it; the nice-0
+    /// entity's slice is above the floor either way.
+    #[test]
+    fn base_slice_floors_the_slice() {
+        let mut t = Tunables::linux_default(1);
+        let mut e = ents(&[1024, WEIGHT_IDLEPRIO]);
+        let mut rq = CfsRq::default();
+        rq.enqueue(&mut e, 0, Placement::Keep, &t, 0);
+        rq.enqueue(&mut e, 1, Placement::Keep, &t, 0);
+        assert_eq!(rq.slice(&e, 1, &t), 6_000_000 * 3 / 1027);
+        t.base_slice = true;
+        assert_eq!(rq.slice(&e, 1, &t), 750_000);
+        assert_eq!(rq.slice(&e, 0, &t), 6_000_000 * 1024 / 1027);
     }
 
     fn ents(weights: &[u64]) -> Vec<Entity> {

@@ -63,6 +63,10 @@ const PLE: Setting = ("kvm.ple_gap", "128");
 /// fixed at ple_window.
 const PLE_FIXED_WINDOW: Setting = ("kvm.ple_window_grow", "1");
 
+/// BASE_SLICE: sched_slice() no shorter than min_granularity, Linux 5.13
+/// (kernel/sched/features.h, with ALT_PERIOD) until EEVDF replaced it in 6.6.
+const BASE_SLICE: Setting = ("cfs.base_slice", "true");
+
 const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
 const GUEST_4_4: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK];
@@ -72,6 +76,8 @@ const HOST_3_18: &[Setting] = &[PLE, PV_UNHALT];
 const HOST_4_4: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL];
 const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];
 const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST];
+const HOST_6_1: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, BASE_SLICE];
+const GUEST_6_1: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, BASE_SLICE];
 
 pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {
@@ -107,14 +113,14 @@ pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {
         name: "linux-6.1",
         description: "Linux 6.1.36 host (KVM) and guest, the testbed of the vSched paper (EuroSys'25, section 5.1)",
-        host: HOST_5_10,
-        guest: GUEST_5_10,
+        host: HOST_6_1,
+        guest: GUEST_6_1,
     },
     KernelProfile {
         name: "linux-6.5",
         description: "Linux 6.5 host (KVM) and guest: the last CFS release, whose fair.c the model follows (default)",
-        host: HOST_5_10,
-        guest: GUEST_5_10,
+        host: HOST_6_1,
+        guest: GUEST_6_1,
     },
     KernelProfile {
         name: "xen-4.9",

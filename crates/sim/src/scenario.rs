@@ -306,6 +306,16 @@ pub struct CfsTunables {
     /// threads of weight `vm.weight` each (QEMU started by hand).
     #[serde(default)]
     pub vm_groups: bool,
+    /// The CPU count the default tunables scale with
+    /// (get_update_sysctl_factor()); default: the pCPUs of the host, or the
+    /// vCPUs of the guest. A scenario that models a slice of a larger host
+    /// names the whole host's count here.
+    pub declared_cpus: Option<u32>,
+    /// BASE_SLICE (Linux 5.13 to 6.5): sched_slice() is at least
+    /// min_granularity (0.75 ms for a SCHED_IDLE entity). Set by the kernel
+    /// profiles that have it.
+    #[serde(default)]
+    pub base_slice: bool,
 }
 
 /// Costs of virtualization and scheduling events, charged as time in which the
@@ -1956,6 +1966,10 @@ fn check_cfs_tunables(path: &str, t: &CfsTunables) -> Result<(), ScenarioError> 
     }
     if let Some(v) = t.wakeup_granularity_ns {
         in_range(&format!("{path}.wakeup_granularity_ns"), v, 0, high, why)?;
+    }
+    if let Some(n) = t.declared_cpus {
+        // NR_CPUS is at most 8192 on x86-64 (CONFIG_MAXSMP).
+        in_range(&format!("{path}.declared_cpus"), n, 1, 8192, "x86-64's NR_CPUS limit")?;
     }
     Ok(())
 }

@@ -545,7 +545,7 @@ impl CfsCore {
                 None => break,
             }
         }
-        slice
+        self.tun.slice_floor(slice, self.ents[e as usize].weight)
     }
 
     fn cpu_of_entity(&self, e: u32) -> PcpuId {
