@@ -45,6 +45,8 @@ const VCPU_IS_PREEMPTED: Setting = ("pv.vcpu_is_preempted", "true");
 const PV_TLB_FLUSH: Setting = ("pv.tlb_flush", "true");
 /// cpuidle-haltpoll, Linux 5.4 (drivers/cpuidle/cpuidle-haltpoll.c).
 const HALTPOLL: Setting = ("pv.haltpoll", "true");
+/// kvm_smp_send_call_func_ipi() with KVM_HC_SCHED_YIELD, Linux 5.3.
+const PV_SCHED_YIELD: Setting = ("pv.sched_yield", "true");
 
 // Host (KVM) side.
 /// KVM_FEATURE_PV_UNHALT and KVM_HC_KICK_CPU, Linux 3.12 (with PV ticketlocks).
@@ -56,6 +58,10 @@ const HALT_POLL: Setting = ("kvm.halt_poll_ns", "200000");
 const PREEMPTED_FLAG: Setting = ("kvm.preempted_flag", "true");
 /// KVM_FEATURE_PV_TLB_FLUSH, Linux 4.16 (arch/x86/kvm/x86.c record_steal_time()).
 const PV_TLB_FLUSH_HOST: Setting = ("kvm.pv_tlb_flush", "true");
+/// KVM_FEATURE_PV_SCHED_YIELD, Linux 5.3 (arch/x86/kvm/x86.c kvm_sched_yield()).
+const PV_SCHED_YIELD_HOST: Setting = ("kvm.pv_sched_yield", "true");
+/// `vcpu->ready` in kvm_vcpu_on_spin(), Linux 5.3 (virt/kvm/kvm_main.c).
+const ON_SPIN_READY: Setting = ("kvm.on_spin_ready", "true");
 
 /// Pause-loop exiting with KVM_DEFAULT_PLE_GAP, Linux 2.6.32 (VMX).
 const PLE: Setting = ("kvm.ple_gap", "128");
@@ -66,12 +72,12 @@ const PLE_FIXED_WINDOW: Setting = ("kvm.ple_window_grow", "1");
 const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
 const GUEST_4_4: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK];
-const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL];
+const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD];
 const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW];
 const HOST_3_18: &[Setting] = &[PLE, PV_UNHALT];
 const HOST_4_4: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL];
 const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];
-const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST];
+const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY];
 
 pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {
