@@ -60,7 +60,10 @@ const PREEMPTED_FLAG: Setting = ("kvm.preempted_flag", "true");
 const PV_TLB_FLUSH_HOST: Setting = ("kvm.pv_tlb_flush", "true");
 /// KVM_FEATURE_PV_SCHED_YIELD, Linux 5.3 (arch/x86/kvm/x86.c kvm_sched_yield()).
 const PV_SCHED_YIELD_HOST: Setting = ("kvm.pv_sched_yield", "true");
-/// `vcpu->ready` in kvm_vcpu_on_spin(), Linux 5.3 (virt/kvm/kvm_main.c).
+/// vCPUs woken from halt are kvm_vcpu_on_spin() candidates
+/// (virt/kvm/kvm_main.c): before Linux 3.10 it skipped only halted and
+/// running vCPUs; 3.10 ("kvm: Iterate over only vcpus that are preempted")
+/// kept only `vcpu->preempted` ones; 5.3 added `vcpu->ready`.
 const ON_SPIN_READY: Setting = ("kvm.on_spin_ready", "true");
 
 /// Pause-loop exiting with KVM_DEFAULT_PLE_GAP, Linux 2.6.32 (VMX).
@@ -73,7 +76,7 @@ const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
 const GUEST_4_4: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK];
 const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD];
-const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW];
+const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW, ON_SPIN_READY];
 const HOST_3_18: &[Setting] = &[PLE, PV_UNHALT];
 const HOST_4_4: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL];
 const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];

@@ -711,11 +711,13 @@ pub struct HostKvm {
     /// a call-function IPI to a preempted vCPU yields to it.
     #[serde(default)]
     pub pv_sched_yield: bool,
-    /// `vcpu->ready` (Linux 5.3, commit d73eb57b80b "KVM: Boost vCPUs that
-    /// are delivering interrupts", virt/kvm/kvm_main.c): a vCPU woken from
-    /// halt by an interrupt and waiting for a pCPU is a directed-yield
-    /// candidate of kvm_vcpu_on_spin(), as a preempted one is; before, only
-    /// vCPUs scheduled out while runnable (`vcpu->preempted`) were.
+    /// A vCPU woken from halt (by an interrupt, a kick) and waiting for a
+    /// pCPU is a directed-yield candidate of kvm_vcpu_on_spin(), as a
+    /// preempted one is (virt/kvm/kvm_main.c): so before Linux 3.10, which
+    /// skipped only halted and running vCPUs, and from 5.3 through
+    /// `vcpu->ready` (commit d73eb57b80b, "KVM: Boost vCPUs that are
+    /// delivering interrupts"); from 3.10 to 5.2 only vCPUs scheduled out
+    /// while runnable (`vcpu->preempted`) were.
     #[serde(default)]
     pub on_spin_ready: bool,
 }

@@ -469,8 +469,9 @@ impl World {
 
     /// Whether KVM may direct a yield to `u`: runnable but not running and
     /// `vcpu->ready` (set when the thread is scheduled out while runnable
-    /// and, from Linux 5.3, when an interrupt wakes it from halt); before
-    /// 5.3 kvm_vcpu_on_spin() read `vcpu->preempted`, the first case only.
+    /// and, from Linux 5.3, when an interrupt wakes it from halt); from 3.10
+    /// to 5.2 kvm_vcpu_on_spin() read `vcpu->preempted`, the first case only
+    /// (`host.kvm.on_spin_ready` off).
     fn yield_candidate(&self, u: VcpuId) -> bool {
         self.host_state(u) == HostState::Preempted && (self.on_spin_ready || self.vcpus[u as usize].pv.preempted)
     }
