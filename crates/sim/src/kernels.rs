@@ -45,6 +45,8 @@ const VCPU_IS_PREEMPTED: Setting = ("pv.vcpu_is_preempted", "true");
 const PV_TLB_FLUSH: Setting = ("pv.tlb_flush", "true");
 /// cpuidle-haltpoll, Linux 5.4 (drivers/cpuidle/cpuidle-haltpoll.c).
 const HALTPOLL: Setting = ("pv.haltpoll", "true");
+/// kvm_smp_send_call_func_ipi() with KVM_HC_SCHED_YIELD, Linux 5.3.
+const PV_SCHED_YIELD: Setting = ("pv.sched_yield", "true");
 
 // Host (KVM) side.
 /// KVM_FEATURE_PV_UNHALT and KVM_HC_KICK_CPU, Linux 3.12 (with PV ticketlocks).
@@ -56,6 +58,13 @@ const HALT_POLL: Setting = ("kvm.halt_poll_ns", "200000");
 const PREEMPTED_FLAG: Setting = ("kvm.preempted_flag", "true");
 /// KVM_FEATURE_PV_TLB_FLUSH, Linux 4.16 (arch/x86/kvm/x86.c record_steal_time()).
 const PV_TLB_FLUSH_HOST: Setting = ("kvm.pv_tlb_flush", "true");
+/// KVM_FEATURE_PV_SCHED_YIELD, Linux 5.3 (arch/x86/kvm/x86.c kvm_sched_yield()).
+const PV_SCHED_YIELD_HOST: Setting = ("kvm.pv_sched_yield", "true");
+/// vCPUs woken from halt are kvm_vcpu_on_spin() candidates
+/// (virt/kvm/kvm_main.c): before Linux 3.10 it skipped only halted and
+/// running vCPUs; 3.10 ("kvm: Iterate over only vcpus that are preempted")
+/// kept only `vcpu->preempted` ones; 5.3 added `vcpu->ready`.
+const ON_SPIN_READY: Setting = ("kvm.on_spin_ready", "true");
 
 /// Pause-loop exiting with KVM_DEFAULT_PLE_GAP, Linux 2.6.32 (VMX).
 const PLE: Setting = ("kvm.ple_gap", "128");
@@ -70,14 +79,14 @@ const BASE_SLICE: Setting = ("cfs.base_slice", "true");
 const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
 const GUEST_4_4: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK];
-const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL];
-const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW];
+const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD];
+const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW, ON_SPIN_READY];
 const HOST_3_18: &[Setting] = &[PLE, PV_UNHALT];
 const HOST_4_4: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL];
 const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];
-const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST];
-const HOST_6_1: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, BASE_SLICE];
-const GUEST_6_1: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, BASE_SLICE];
+const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY];
+const HOST_6_1: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, BASE_SLICE];
+const GUEST_6_1: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, BASE_SLICE];
 
 pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {

@@ -723,6 +723,20 @@ pub struct HostKvm {
     /// the clock `overheads.pause_ns` assumes too.
     #[serde(default = "tsc_mhz")]
     pub tsc_mhz: u64,
+    /// KVM_FEATURE_PV_SCHED_YIELD and the KVM_HC_SCHED_YIELD hypercall
+    /// (Linux 5.3, arch/x86/kvm/x86.c kvm_sched_yield()): a guest that sends
+    /// a call-function IPI to a preempted vCPU yields to it.
+    #[serde(default)]
+    pub pv_sched_yield: bool,
+    /// A vCPU woken from halt (by an interrupt, a kick) and waiting for a
+    /// pCPU is a directed-yield candidate of kvm_vcpu_on_spin(), as a
+    /// preempted one is (virt/kvm/kvm_main.c): so before Linux 3.10, which
+    /// skipped only halted and running vCPUs, and from 5.3 through
+    /// `vcpu->ready` (commit d73eb57b80b, "KVM: Boost vCPUs that are
+    /// delivering interrupts"); from 3.10 to 5.2 only vCPUs scheduled out
+    /// while runnable (`vcpu->preempted`) were.
+    #[serde(default)]
+    pub on_spin_ready: bool,
 }
 fn ple_window() -> u64 {
     4096
@@ -788,6 +802,13 @@ pub struct GuestPv {
     pub halt_poll_grow_start: u64,
     #[serde(default = "guest_halt_poll_shrink")]
     pub halt_poll_shrink: u64,
+    /// kvm_smp_send_call_func_ipi() (Linux 5.3, arch/x86/kernel/kvm.c):
+    /// after a call-function IPI to several vCPUs, yield to the first target
+    /// that is preempted (KVM_HC_SCHED_YIELD). Used when the host offers
+    /// PV_SCHED_YIELD and steal time, without `realtime_hint`, with more than
+    /// one vCPU (pv_sched_yield_supported()).
+    #[serde(default)]
+    pub sched_yield: bool,
 }
 fn spin_threshold() -> u64 {
     1 << 15

@@ -59,6 +59,8 @@ pub fn summarize(w: &World) -> Value {
             "halt_polls": c.halt_polls,
             "halt_poll_misses": c.halt_poll_misses,
             "halt_poll_ns": c.halt_poll_ns,
+            "directed_yields_target_ran": c.directed_yields_target_ran,
+            "sched_yields": c.sched_yields,
         });
         locks.insert(vm.name.clone(), lock.clone());
         let mut vm_json = json!({

@@ -233,3 +233,151 @@ fn ping_network_path_shifts_latency_and_nothing_else() {
     assert!((lat(&with, "mean") - lat(&without, "mean") - 250_000.0).abs() < 1.0);
     assert_eq!(lat(&with, "max"), lat(&without, "max") + 250_000.0);
 }
+
+/// A 2-vCPU VM beside two CPU-bound VMs, one per pCPU. vCPU 1 handles ping
+/// interrupts beside a CPU-bound thread, so it is an IO vCPU every tick and
+/// its boosting puts the VM in debt; vCPU 0 runs the task under test: a
+/// reader that processes each block for 5 ms (an IO-bound task: its MMIO
+/// exits make it the candidate IO task) or a CPU-bound thread (never seen at
+/// an MMIO exit). Confidence is off, so at a debt decision only
+/// introspection can keep vCPU 0 running.
+const INTROSPECT: &str = r#"
+name = "anubis-introspection"
+duration_ms = 1500
+[host]
+hz = 1000
+cores_per_socket = 2
+policy = "anubis"
+[host.cfs]
+latency_ns = 8_000_000
+min_granularity_ns = 3_000_000
+wakeup_granularity_ns = 4_000_000
+[host.anubis]
+confidence = false
+[[vm]]
+name = "io"
+vcpus = 2
+pin = [0, 1]
+[[vm.workload]]
+kind = "disk_read"
+name = "io/task"
+device_us = 100
+work_us = 5000
+irq_vcpu = 0
+affinity = [0]
+[[vm.workload]]
+kind = "ping"
+rate_per_s = 2000
+irq_vcpu = 1
+[[vm.workload]]
+kind = "hog"
+affinity = [1]
+[[vm.workload]]
+kind = "hog"
+name = "io/cpu-task"
+affinity = [0]
+enabled = false
+[[vm]]
+name = "bg0"
+pin = [0]
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "bg1"
+pin = [1]
+[[vm.workload]]
+kind = "hog"
+"#;
+
+/// Introspection alone decides: with the IO-bound task current on vCPU 0
+/// the debt decisions find it (matches) and vCPU 0 keeps running, so the
+/// task gets more done than with introspection off; with a CPU-bound task
+/// there no decision matches and introspection changes nothing at all.
+#[test]
+fn introspection_boosts_a_vcpu_only_while_its_io_task_runs() {
+    let cpu_task = ["vm[0].workload[0].enabled=false", "vm[0].workload[3].enabled=true"];
+    let off = "host.anubis.introspection=false";
+    let io_on = summary(INTROSPECT, &[]);
+    let io_off = summary(INTROSPECT, &[off]);
+    let cpu_on = summary(INTROSPECT, &cpu_task);
+    let cpu_off = summary(INTROSPECT, &[cpu_task[0], cpu_task[1], off]);
+    let anubis = |s: &Value, k: &str| n(&s["vms"][0]["anubis"][k]);
+    // The VM is in debt and its vCPUs decide in every run.
+    for s in [&io_on, &io_off, &cpu_on, &cpu_off] {
+        assert!(anubis(s, "yields") > 20.0, "{}", s["vms"][0]["anubis"]);
+    }
+    assert!(anubis(&io_on, "introspection_matches") > 20.0, "{}", io_on["vms"][0]["anubis"]);
+    assert_eq!(anubis(&io_off, "introspection_matches"), 0.0);
+    assert_eq!(anubis(&cpu_on, "introspection_matches"), 0.0, "{}", cpu_on["vms"][0]["anubis"]);
+    assert_eq!(cpu_on["events"], cpu_off["events"]);
+    assert_eq!(cpu_on["vms"], cpu_off["vms"]);
+    let vcpu0 = |s: &Value| n(&s["vms"][0]["vcpus"][0]["cpu_time_ns"]);
+    assert!(vcpu0(&io_on) > 1.1 * vcpu0(&io_off), "vCPU 0 with introspection {} without {}", vcpu0(&io_on), vcpu0(&io_off));
+    let reads = |s: &Value| n(&s["workloads"][0]["throughput_per_s"]);
+    assert!(reads(&io_on) > reads(&io_off), "reads with introspection {} without {}", reads(&io_on), reads(&io_off));
+}
+
+/// A 2-vCPU VM whose vCPUs run a CPU-bound thread each and share their
+/// pCPUs with CPU-bound VMs, one on pCPU 0 and two on pCPU 1 (so the two
+/// pCPUs' slices do not line up); a reader on vCPU 1 gets its completions on
+/// vCPU 0, whose handler wakes it with a reschedule IPI to vCPU 1, often
+/// preempted.
+const IPI: &str = r#"
+name = "anubis-ipi"
+duration_ms = 1500
+[host]
+hz = 1000
+cores_per_socket = 2
+[host.cfs]
+latency_ns = 8_000_000
+min_granularity_ns = 3_000_000
+wakeup_granularity_ns = 4_000_000
+[[vm]]
+name = "io"
+vcpus = 2
+pin = [0, 1]
+[[vm.workload]]
+kind = "disk_read"
+name = "io/reader"
+device_us = 300
+work_us = 50
+irq_vcpu = 0
+affinity = [1]
+[[vm.workload]]
+kind = "hog"
+threads = 2
+pin_threads = true
+[[vm]]
+name = "bg0"
+pin = [0]
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "bg1"
+pin = [1]
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "bg2"
+pin = [1]
+[[vm.workload]]
+kind = "hog"
+"#;
+
+/// IPI boost alone, against plain CFS: the preempted receiver of a
+/// reschedule IPI is boosted (counted), so the VM's interrupts wait less
+/// and the reader it wakes completes sooner.
+#[test]
+fn ipi_boost_alone_runs_the_ipi_receiver_sooner() {
+    let cfs = summary(IPI, &[]);
+    let mut only: Vec<&str> = ALL_OFF.to_vec();
+    only.push("host.anubis.ipi_boost=true");
+    let boost = summary(IPI, &only);
+    assert_eq!(n(&boost["vms"][0]["anubis"]["redirects"]), 0.0);
+    assert!(n(&boost["vms"][0]["anubis"]["boosts"]) > 20.0, "{} {} {}", boost["vms"][0]["anubis"], boost["vms"][0]["ipis"], boost["vms"][0]["interrupts"]);
+    assert!(n(&cfs["vms"][0]["ipis"]["reschedule"]) > 100.0, "{}", cfs["vms"][0]["ipis"]);
+    let pending = |s: &Value| n(&s["vms"][0]["interrupts"]["pending_ns_mean"]);
+    assert!(pending(&boost) < 0.8 * pending(&cfs), "pending with IPI boost {} plain CFS {}", pending(&boost), pending(&cfs));
+    let lat = |s: &Value| n(&s["workloads"][0]["latency_ns"]["mean"]);
+    assert!(lat(&boost) < 0.8 * lat(&cfs), "read latency with IPI boost {} plain CFS {}", lat(&boost), lat(&cfs));
+}

@@ -71,6 +71,9 @@ struct VmDebt {
     redirects: u64,
     extensions: u64,
     yields: u64,
+    /// Debt decisions at which the introspected guest task was still the
+    /// one seen at the last MMIO exit, so the vCPU kept its slice.
+    introspection_matches: u64,
 }
 
 impl VmDebt {
@@ -253,6 +256,7 @@ impl CfsHooks for Anubis {
             if self.cfg.debt && !is_io {
                 let left_vr = cfs.vruntime(leftmost);
                 if possible_io {
+                    self.vms[vm].introspection_matches += 1;
                     self.vms[vm].pay((ideal as i64 - delta).max(0) as u64);
                     cfs.set_vruntime(c, left_vr + ideal - MATCH_MARGIN_NS.min(ideal));
                 } else {
@@ -353,6 +357,7 @@ impl CfsHooks for Anubis {
             "redirects": d.redirects,
             "extensions": d.extensions,
             "yields": d.yields,
+            "introspection_matches": d.introspection_matches,
             "debt_ns": d.debt_ns,
             "borrowed_ns": d.borrowed_ns,
             "paid_ns": d.paid_ns,

@@ -11,6 +11,7 @@ pub mod io_backend;
 pub mod ple;
 pub mod pv_spinlock;
 pub mod pv_tlb;
+pub mod sched_yield;
 
 use crate::scenario::{HostKvm, Vm};
 pub use halt_poll::{HaltPoll, Poll, Poller};
@@ -26,6 +27,8 @@ pub struct VmPv {
     pub preempted_visible: bool,
     /// kvm_flush_tlb_multi() is in use.
     pub tlb_flush: bool,
+    /// kvm_smp_send_call_func_ipi() is in use (PV sched yield).
+    pub sched_yield: bool,
     /// Guest-side halt polling (cpuidle-haltpoll), if loaded.
     pub guest_poll: Option<HaltPoll>,
     /// kvm->last_boosted_vcpu (VM-local index).
@@ -40,8 +43,14 @@ pub struct PvCounters {
     pub halts: u64,
     /// pv_kick() (KVM_HC_KICK_CPU) hypercalls.
     pub kicks: u64,
-    /// kvm_vcpu_on_spin() yields the host scheduler accepted.
+    /// Directed yields the host scheduler accepted: kvm_vcpu_on_spin()'s
+    /// and KVM_HC_SCHED_YIELD's.
     pub directed_yields: u64,
+    /// Directed yields whose target the host ran at once: the reschedule
+    /// the yield asked for picked it.
+    pub directed_yields_target_ran: u64,
+    /// KVM_HC_SCHED_YIELD hypercalls (PV sched yield).
+    pub sched_yields: u64,
     /// Flush requests left in the steal-time page of a preempted vCPU.
     pub tlb_flush_deferred: u64,
     /// Halts that ended inside their polling window (no host sleep).
@@ -61,6 +70,7 @@ impl VmPv {
             spin_threshold_ns: pv.spin_threshold * overheads.pause_ns,
             preempted_visible: pv.vcpu_is_preempted && kvm.preempted_flag,
             tlb_flush: pv_tlb::enabled(pv, kvm),
+            sched_yield: sched_yield::enabled(pv, kvm, vm.vcpus),
             guest_poll,
             last_boosted: 0,
             counters: PvCounters::default(),
@@ -85,4 +95,6 @@ pub struct VcpuPv {
     pub poll_window_ns: u64,
     /// When the current halt began (for the adaptive window).
     pub halt_since: u64,
+    /// When a directed yield to this vCPU was last accepted.
+    pub yielded_to_at: Option<u64>,
 }

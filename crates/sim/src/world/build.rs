@@ -230,6 +230,7 @@ impl World {
             resched_vcpus: Vec::new(),
             host_poll: HaltPoll::host(&scenario.host.kvm),
             ple: Ple::new(&scenario.host.kvm),
+            on_spin_ready: scenario.host.kvm.on_spin_ready,
             polling: Vec::new(),
             sample_ns,
             stop: opts.stop.clone(),

@@ -451,8 +451,7 @@ impl World {
         let (first, nv) = (self.vms[vm].first_vcpu, self.vms[vm].nv);
         for i in paravirt::ple::scan_order(self.vms[vm].pv.last_boosted, nv) {
             let u = first + i;
-            // vcpu->ready: runnable (preempted, or woken) but not running.
-            if i == local || self.host_state(u) != HostState::Preempted {
+            if i == local || !self.yield_candidate(u) {
                 continue;
             }
             let uc = &self.vcpus[u as usize];
@@ -460,13 +459,43 @@ impl World {
             if yield_to_kernel_mode && uc.pv.preempted && uc.pending.is_empty() && !in_kernel {
                 continue;
             }
-            if self.host_call(|h, view, out| h.yield_to(view, out, v, u)) {
+            if self.directed_yield(v, u) {
                 self.vms[vm].pv.last_boosted = i;
-                self.vms[vm].pv.counters.directed_yields += 1;
                 break;
             }
         }
         self.plan(v);
+    }
+
+    /// Whether KVM may direct a yield to `u`: runnable but not running and
+    /// `vcpu->ready` (set when the thread is scheduled out while runnable
+    /// and, from Linux 5.3, when an interrupt wakes it from halt); from 3.10
+    /// to 5.2 kvm_vcpu_on_spin() read `vcpu->preempted`, the first case only
+    /// (`host.kvm.on_spin_ready` off).
+    fn yield_candidate(&self, u: VcpuId) -> bool {
+        self.host_state(u) == HostState::Preempted && (self.on_spin_ready || self.vcpus[u as usize].pv.preempted)
+    }
+
+    /// kvm_vcpu_yield_to(): asks the host scheduler to run `u` in place of
+    /// `v`; counts the yields it accepts.
+    fn directed_yield(&mut self, v: VcpuId, u: VcpuId) -> bool {
+        let accepted = self.host_call(|h, view, out| h.yield_to(view, out, v, u));
+        if accepted {
+            let vm = self.vcpus[v as usize].vm as usize;
+            self.vms[vm].pv.counters.directed_yields += 1;
+            self.vcpus[u as usize].pv.yielded_to_at = Some(self.now);
+        }
+        accepted
+    }
+
+    /// kvm_sched_yield(): the KVM_HC_SCHED_YIELD hypercall of `v` names
+    /// `u`; KVM yields to it if it is ready and not `v` itself.
+    pub(super) fn sched_yield(&mut self, v: VcpuId, u: VcpuId) {
+        let vm = self.vcpus[v as usize].vm as usize;
+        self.vms[vm].pv.counters.sched_yields += 1;
+        if u != v && self.yield_candidate(u) {
+            self.directed_yield(v, u);
+        }
     }
 
     /// A spin-then-block waiter gives up spinning and sleeps on the futex.
@@ -519,6 +548,14 @@ impl World {
         }
         for &u in &targets {
             self.raise(Some(v), u, irq::Kind::TlbShootdown, irq::What::TlbAck(t), self.ov.ipi_delivery_ns);
+        }
+        // The shootdown is a call-function IPI: with PV sched yield the
+        // sender yields to a preempted target (`paravirt::sched_yield`).
+        if self.vms[vm as usize].pv.sched_yield {
+            let flagged: Vec<(VcpuId, bool)> = targets.iter().map(|&u| (u, self.vcpus[u as usize].pv.preempted)).collect();
+            if let Some(u) = paravirt::sched_yield::target(&flagged) {
+                self.hypercall(v, Hcall::YieldTo(u));
+            }
         }
         let task = &mut self.tasks[t as usize];
         task.tlb_outstanding = targets.len() as u32;

@@ -128,6 +128,7 @@ impl World {
         self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
         match call {
             Hcall::Kick(u) => self.vcpu_wake_from_halt(u, Some(v)),
+            Hcall::YieldTo(u) => self.sched_yield(v, u),
             Hcall::ActivationDone { .. } => self.end_activation(v, true),
             _ => {}
         }
@@ -248,6 +249,10 @@ impl World {
         // record_steal_time() clears the `preempted` byte (and does the TLB
         // flush a PV shootdown left there, at no modelled cost).
         self.set_preempted_flag(v, false);
+        if self.vcpus[v as usize].pv.yielded_to_at.take() == Some(self.now) {
+            let vm = self.vcpus[v as usize].vm as usize;
+            self.vms[vm].pv.counters.directed_yields_target_ran += 1;
+        }
         // vmx_sched_in(): shrink_ple_window().
         if let Some(ple) = self.ple {
             let pv = &mut self.vcpus[v as usize].pv;

@@ -268,6 +268,9 @@ pub struct World {
     host_poll: Option<HaltPoll>,
     /// Pause-loop exiting, if on.
     ple: Option<Ple>,
+    /// KVM's `vcpu->ready` (Linux 5.3): vCPUs woken from halt are
+    /// directed-yield candidates too.
+    on_spin_ready: bool,
     /// vCPUs in a halt-poll window now.
     polling: Vec<VcpuId>,
     sample_ns: u64,
