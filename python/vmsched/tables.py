@@ -59,10 +59,15 @@ class TableStreams:
             if frame.is_empty():
                 continue
             if name in self._first:
+                import pyarrow as pa
                 import pyarrow.parquet as pq
                 first = self._first.pop(name).to_arrow()
                 self.out_dir.mkdir(parents=True, exist_ok=True)
-                writer = pq.ParquetWriter(self._part(name), first.schema, compression="zstd")
+                # Dictionaries for the name columns only: the times and values are
+                # mostly distinct, and a dictionary of them makes the file about half
+                # again as large (pyarrow's default encodes every column so).
+                names = [f.name for f in first.schema if f.type in (pa.string(), pa.large_string())]
+                writer = pq.ParquetWriter(self._part(name), first.schema, compression="zstd", use_dictionary=names)
                 writer.write_table(first)
                 self._writers[name] = writer
             writer = self._writers[name]
