@@ -22,3 +22,15 @@ def test_quick_bench(cli):
         check = figures["agreement"][key]
         assert check["pass"], check
     assert figures["agreement_pass"]
+    assert [point["pcpus"] for point in figures["scale"]] == [64, 256]
+    for point in figures["scale"]:
+        # The VM mix is repeated with the host: 2x overcommitted eight-vCPU VMs.
+        assert point["vcpus"] == 2 * point["pcpus"]
+        assert 0 < point["setup_s"] <= point["first_instant_s"] and point["events"] > 0 and point["peak_rss_mb"] > 0
+    default, longer, overloaded = figures["memory"]
+    assert default["sim_s"] < longer["sim_s"] == overloaded["sim_s"]
+    assert 0 < default["output_mb"] < longer["output_mb"]
+    server = overloaded["workloads"]["web/nginx-like"]
+    # Offered twice what it can serve: about half the requests are dropped at the backlog bound.
+    assert server["backlog_max"] == 4096 and server["dropped"] > 0.1 * (server["completed"] + server["dropped"])
+    assert longer["workloads"]["web/nginx-like"]["dropped"] == 0

@@ -14,7 +14,7 @@ from . import _native
 from .atomic import write_atomic
 from .errors import UserError
 from .overrides import check_override, parse_duration_ns
-from .tables import write_tables
+from .tables import TableStreams, write_tables
 
 DEFAULT_SCENARIO = "default"
 # Tables the engine returns with record=True; the trace tables come only with a window.
@@ -125,6 +125,8 @@ class Result:
     scenario: Scenario
     overrides: list[str]
     config: dict = field(repr=False)
+    # Tables written to Parquet during the run (`run(stream_to=...)`), read from there.
+    streamed: dict[str, Path] = field(default_factory=dict)
 
     @cached_property
     def summary(self) -> dict:
@@ -149,6 +151,8 @@ class Result:
         return _frame([{"vm": vm, **_flatten(counts)} for vm, counts in self.summary["locks"].items()])
 
     def table(self, name: str) -> pl.DataFrame:
+        if name in self.streamed:
+            return pl.read_parquet(self.streamed[name])
         if self.tables is None or name not in self.tables:
             raise ValueError(f"table {name!r} was not recorded: run with record=True"
                              + (" and a trace window" if name in TRACE_TABLES else ""))
@@ -167,7 +171,8 @@ class Result:
         return self.table("tasks")
 
     def recorded_tables(self) -> dict[str, pl.DataFrame]:
-        return {name: pl.DataFrame(cols) for name, cols in (self.tables or {}).items()}
+        return {**{name: pl.DataFrame(cols) for name, cols in (self.tables or {}).items()},
+                **{name: pl.read_parquet(path) for name, path in self.streamed.items()}}
 
     def meta(self) -> dict:
         """What names the run: scenario source, overrides, seed and duration."""
@@ -182,30 +187,63 @@ class Result:
         from . import __version__
         reproduce = {**self.meta(), "vmsched_version": __version__, "scenario_text": self.scenario.text,
                      "config": self.config}
-        frames = self.recorded_tables()
-        if tables is not None:
-            frames = {name: frames[name] for name in tables if name in frames}
+        wanted = [name for name in (*(self.tables or {}), *self.streamed) if tables is None or name in tables]
+        # A streamed table already in out_dir stays where it is; elsewhere it is copied.
+        in_place = [self.streamed[name] for name in wanted
+                    if name in self.streamed and self.streamed[name].parent.resolve() == out_dir.resolve()]
+        frames = {name: self.table(name) for name in wanted if self.streamed.get(name) not in in_place}
         return [write_atomic(out_dir / "summary.json", self.summary_json),
                 write_atomic(out_dir / "run.json", json.dumps(reproduce, indent=2) + "\n"),
-                *write_tables(frames, out_dir)]
+                *write_tables(frames, out_dir), *in_place]
+
+@dataclass(frozen=True)
+class SizeEstimate:
+    """The engine's estimate of a run before it starts (an order of magnitude)."""
+    events: float
+    memory_bytes: float  # held by the engine with the tables streamed to files
+    output_bytes: float  # the recorded tables as Parquet
+    refusal: str | None  # why the run is refused without allow_large, or None
+
+
+def estimate(scenario: Scenario, overrides: Iterable[str] = (), duration: int | str | None = None,
+             record: bool = True) -> SizeEstimate:
+    try:
+        return SizeEstimate(*_native.estimate_run(scenario.text, scenario.source, list(overrides),
+                                                  _duration_ns(duration), record))
+    except ValueError as err:
+        raise _user_error(err) from err
+
 
 def run(scenario: str | Path | Scenario = DEFAULT_SCENARIO, seed: int | None = None,
         set: Iterable[str] | None = None, duration: int | str | None = None,
         validate: bool = False, record: bool = True,
         trace_window: tuple[int, int] | None = None,
-        progress: Callable[[int, int], None] | None = None, allow_large: bool = False) -> Result:
+        progress: Callable[[int, int], None] | None = None, allow_large: bool = False,
+        stream_to: str | Path | None = None) -> Result:
     """Run a scenario (built-in name, path or Scenario). `set` holds dotted.key=value
     overrides; `duration` is ns or a string like '2s'; `validate` checks the engine's
     invariants after every event; `trace_window` (start_ns, end_ns) records the trace tables.
-    A run whose estimated size is beyond the limits is refused unless `allow_large`."""
+    A run whose estimated size is beyond the limits is refused unless `allow_large`.
+    With `stream_to` (a directory), the recorded tables are written there as Parquet
+    while the run goes, so that memory stays bounded however long the run; the Result
+    reads them from there."""
     source = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     overrides = list(set or [])
     config = normalize(source, overrides)
     check_seed(seed)
+    streams = TableStreams(stream_to, RECORD_TABLES) if stream_to is not None and record else None
     try:
         summary_json, tables = _native.run_scenario(
             source.text, source.source, overrides, seed, _duration_ns(duration),
-            validate, record, trace_window, progress, allow_large)
-    except ValueError as err:
-        raise _user_error(err) from err
-    return Result(summary_json, tables, source, overrides, config)
+            validate, record, trace_window, progress, allow_large, streams.add if streams else None)
+    except BaseException as err:
+        if streams:
+            streams.discard()
+        if isinstance(err, ValueError):
+            raise _user_error(err) from err
+        raise
+    if streams is None:
+        return Result(summary_json, tables, source, overrides, config)
+    streams.add(tables)
+    rest = {name: columns for name, columns in tables.items() if name not in RECORD_TABLES}
+    return Result(summary_json, rest, source, overrides, config, streamed=streams.close())

@@ -1,6 +1,10 @@
 """`vmsched bench`: speed and memory of the engine on two built-in scenarios, the SimPy
 baseline run in the same session, and a statistical check that the engine's model of the
-baseline produces the same slice and wakeup rates.
+baseline produces the same slice and wakeup rates. Two series follow: the scale series
+(the `bench-mixed-64` host and its VM mix repeated to 256, 1,024 and 4,096 pCPUs: set-up
+time, events per second, peak memory) and the memory series (peak memory of the default
+scenario with recording on, written to a run directory, for growing run lengths, and of an
+overloaded open-loop server).
 
 Each measurement runs in a fresh child process (`python -m vmsched.bench ...`) so that
 the peak resident memory it reports belongs to that one scenario."""
@@ -8,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import resource
 import subprocess
 import sys
@@ -26,6 +31,24 @@ QUICK_NS = {MIXED: 200_000_000, SIMPY_MODEL: 3_000_000_000}
 # |z| above this fails the agreement check: two-sided p of about 5e-4 per count, so a
 # correct model fails one of the two checks about once in a thousand runs.
 Z_LIMIT = 3.5
+
+# The scale series: bench-mixed-64 (64 pCPUs, 16 eight-vCPU VMs, 2x overcommitted) with its
+# sockets and VMs repeated, so every size has the same mix and the same overcommitment.
+SCALE_BASE_PCPUS = 64
+SCALE_PCPUS = (64, 256, 1024, 4096)
+QUICK_SCALE_PCPUS = (64, 256)
+# Simulated time per size: events grow with the host, so the largest runs shorter.
+SCALE_NS = {64: 2_000_000_000, 256: 2_000_000_000, 1024: 2_000_000_000, 4096: 500_000_000}
+QUICK_SCALE_NS = 50_000_000
+# The memory series: the default scenario with recording on, for these run lengths.
+MEMORY_SCENARIO = "default"
+MEMORY_NS = (10_000_000_000, 100_000_000_000, 1_000_000_000_000)
+QUICK_MEMORY_NS = (200_000_000, 2_000_000_000)
+# An open-loop server offered twice what its one vCPU can serve (10,000 requests/s of
+# 200 µs each; the batch VM shares the host): its queue of requests
+# only grows, up to the server's backlog bound.
+OVERLOAD_SET = ["vm[0].workload[0].rate_per_s=10000", "vm[0].vcpus=1", "vm[0].workload[0].threads=1",
+                "vm[0].workload[0].irq_vcpu=0"]
 
 
 def default_simpy_script() -> Path:
@@ -57,6 +80,59 @@ def _engine_child(name: str, duration_ns: int | None) -> dict:
     return {"wall_s": wall, "events": summary["events"], "sim_s": summary["duration_ns"] / 1e9,
             "slices": sum(vm["task_slices"] for vm in summary["vms"]),
             "wakeups": sum(vm["wakeups"] for vm in summary["vms"]), "peak_rss_mb": _peak_rss_mb()}
+
+
+def scaled_mixed(pcpus: int) -> tuple[str, list[str]]:
+    """bench-mixed-64 grown to `pcpus` pCPUs: its VM list repeated (VM names suffixed with
+    the copy's number) and its sockets multiplied, as scenario text plus overrides."""
+    if pcpus % SCALE_BASE_PCPUS:
+        raise UserError(f"{pcpus} pCPUs: the scale series grows in steps of {SCALE_BASE_PCPUS}")
+    from . import _native
+    text = next(toml for builtin, _, toml in _native.builtin_scenarios() if builtin == MIXED)
+    head, marker, vms = text.partition("\n[[vm]]")
+    copies = pcpus // SCALE_BASE_PCPUS
+    repeated = "".join(re.sub(r'(?m)^name = "(vm\d+)"$', rf'name = "\1-{copy}"', marker + vms)
+                       for copy in range(copies))
+    sockets = int(re.search(r"(?m)^sockets = (\d+)$", head).group(1))
+    return head + repeated, [f"host.sockets={sockets * copies}", f"name=bench-mixed-{pcpus}"]
+
+
+def _scale_child(pcpus: int, duration_ns: int) -> dict:
+    """Set-up time (parse and build, no event), the wall time of a 1 ns run (set-up,
+    the events at time 0: every workload starting, and the summary), then the timed
+    run, all without recording, in this one process."""
+    from . import _native
+    text, overrides = scaled_mixed(pcpus)
+    setup = _native.setup_seconds(text, f"scale:{pcpus}", overrides)
+    started = time.perf_counter()
+    _native.run_scenario(text, f"scale:{pcpus}", overrides, None, 1, False, False, None, None, True)
+    first_instant = time.perf_counter() - started
+    started = time.perf_counter()
+    summary_json, _ = _native.run_scenario(text, f"scale:{pcpus}", overrides, None, duration_ns,
+                                           False, False, None, None, True)
+    wall = time.perf_counter() - started
+    summary = json.loads(summary_json)
+    return {"pcpus": pcpus, "vcpus": sum(len(vm["vcpus"]) for vm in summary["vms"]),
+            "setup_s": setup, "first_instant_s": first_instant, "wall_s": wall, "events": summary["events"],
+            "sim_s": summary["duration_ns"] / 1e9, "peak_rss_mb": _peak_rss_mb()}
+
+
+def _memory_child(name: str, duration_ns: int, overrides: list[str]) -> dict:
+    """A run written to a run directory as `vmsched run --out` writes it (recording on),
+    so that the peak memory is the one a user sees."""
+    import tempfile
+    from . import api
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as out:
+        result = api.run(name, set=overrides, duration=duration_ns, record=True, allow_large=True, stream_to=out)
+        result.save(out, tables=api.RECORD_TABLES)
+        written = sum(path.stat().st_size for path in Path(out).iterdir())
+    summary = result.summary
+    return {"scenario": name, "overrides": overrides, "sim_s": summary["duration_ns"] / 1e9,
+            "wall_s": time.perf_counter() - started, "events": summary["events"],
+            "output_mb": written / 2**20, "peak_rss_mb": _peak_rss_mb(),
+            "workloads": {w["name"]: {key: w[key] for key in ("completed", "dropped", "backlog_max") if key in w}
+                          for w in summary["workloads"]}}
 
 
 def _simpy_child(script: str, sim_s: float) -> dict:
@@ -121,7 +197,33 @@ def run_bench(quick: bool = False, simpy_script: Path | None = None,
     figures["speed_ratio"] = model["sim_s_per_wall_s"] / figures["simpy"]["sim_s_per_wall_s"]
     figures["agreement"] = {key: agreement(model, figures["simpy"], key) for key in ("slices", "wakeups")}
     figures["agreement_pass"] = all(check["pass"] for check in figures["agreement"].values())
+    figures["scale"] = scale_series(quick, step)
+    figures["memory"] = memory_series(quick, step)
     return figures
+
+
+def scale_series(quick: bool, step: Callable[[str], None]) -> list[dict]:
+    """One fresh process per size (run once each: the sizes above 1,024 pCPUs take
+    minutes), without recording, as the engine's cost per event is the question."""
+    series = []
+    for pcpus in QUICK_SCALE_PCPUS if quick else SCALE_PCPUS:
+        duration = QUICK_SCALE_NS if quick else SCALE_NS[pcpus]
+        step(f"scale: {pcpus} pCPUs, {duration / 1e9:g} simulated s")
+        measured = _speed(_in_child("scale", str(pcpus), str(duration)))
+        series.append({**measured, "setup_s_per_pcpu": measured["setup_s"] / pcpus})
+    return series
+
+
+def memory_series(quick: bool, step: Callable[[str], None]) -> list[dict]:
+    """Peak memory of the default scenario with recording on, for growing run lengths,
+    then of an overloaded open-loop server for the longest of them."""
+    lengths = QUICK_MEMORY_NS if quick else MEMORY_NS
+    runs = [(MEMORY_SCENARIO, ns, []) for ns in lengths] + [(MEMORY_SCENARIO, lengths[-1], OVERLOAD_SET)]
+    series = []
+    for name, ns, overrides in runs:
+        step(f"memory: {name} {'(overloaded server) ' if overrides else ''}for {ns / 1e9:g} simulated s")
+        series.append(_in_child("memory", name, str(ns), json.dumps(overrides)))
+    return series
 
 
 def print_bench(figures: dict, console) -> None:
@@ -149,6 +251,26 @@ def print_bench(figures: dict, console) -> None:
                        f"{check['relative_difference']:+.2%}", f"{check['z']:+.2f}",
                        "[green]pass[/]" if check["pass"] else f"[red]fail (|z| > {check['z_limit']})[/]")
     console.print(checks)
+    scale = Table(title="scale: bench-mixed-64 repeated, no recording (set-up: parse and build; "
+                        "1 ns run: set-up, every workload starting, summary)", title_justify="left")
+    for header in ("pCPUs", "vCPUs", "set-up s", "set-up µs/pCPU", "1 ns run s", "sim s", "wall s", "events/s",
+                   "sim/wall", "RSS MB"):
+        scale.add_column(header, justify="right", no_wrap=True)
+    for measured in figures["scale"]:
+        scale.add_row(str(measured["pcpus"]), str(measured["vcpus"]), f"{measured['setup_s']:.3f}",
+                      f"{measured['setup_s_per_pcpu'] * 1e6:.0f}", f"{measured['first_instant_s']:.3f}",
+                      f"{measured['sim_s']:g}", f"{measured['wall_s']:.2f}",
+                      f"{measured['events_per_s'] / 1e6:.2f} M", f"{measured['sim_s_per_wall_s']:.3f}",
+                      f"{measured['peak_rss_mb']:.0f}")
+    console.print(scale)
+    memory = Table(title="memory: runs written to a run directory with recording on", title_justify="left")
+    for header in ("run", "sim s", "wall s", "events", "output MB", "RSS MB"):
+        memory.add_column(header, justify="left" if header == "run" else "right", no_wrap=True)
+    for measured in figures["memory"]:
+        label = measured["scenario"] + (" (overloaded server)" if measured["overrides"] else "")
+        memory.add_row(label, f"{measured['sim_s']:g}", f"{measured['wall_s']:.1f}", f"{measured['events']:,}",
+                       f"{measured['output_mb']:.1f}", f"{measured['peak_rss_mb']:.0f}")
+    console.print(memory)
 
 
 if __name__ == "__main__":
@@ -156,6 +278,12 @@ if __name__ == "__main__":
     if kind == "engine":
         name, duration = rest
         print(json.dumps(_engine_child(name, int(duration) if duration else None)))
+    elif kind == "scale":
+        pcpus, duration = rest
+        print(json.dumps(_scale_child(int(pcpus), int(duration))))
+    elif kind == "memory":
+        name, duration, overrides = rest
+        print(json.dumps(_memory_child(name, int(duration), json.loads(overrides))))
     else:
         script, sim_s = rest
         print(json.dumps(_simpy_child(script, float(sim_s))))

@@ -30,6 +30,9 @@ console = Console()
 status = Console(stderr=True)
 # The engine clips trace rows to the window; this end means "until the run ends".
 WHOLE_RUN = (0, 2**62)
+# A run estimated at this many events or more (tens of seconds at the engine's few
+# million events per second, see `vmsched bench`) prints its estimated size first.
+LONG_RUN_EVENTS = 1e8
 
 Scenario = Annotated[str, typer.Argument(help="Built-in scenario name or path to a .toml file.")]
 SetOption = Annotated[Optional[list[str]], typer.Option(
@@ -131,13 +134,17 @@ def run(
         raise fail(f"--trace-window {trace_window}: starts after the run's end at {run_ns / 1e6:g} ms")
     out_dir = out if out is not None else str(_default_out(config["name"], seed if seed is not None else config["seed"]))
     output = _user_input(lambda: OutputDir(out_dir, force))
+    size = _user_input(lambda: api.estimate(source, overrides, duration_ns, record))
+    if size.events >= LONG_RUN_EVENTS and (size.refusal is None or allow_large):
+        status.print(f"a long run: about {size.events:.1e} events"
+                     + (f", {size.output_bytes / 2**20:,.0f} MB of Parquet tables" if record else ""))
     trace_refusal = None
     with output as staging:
         progress = LateProgress(scenario)
         try:
             result = api.run(source, seed=seed, set=overrides, duration=duration_ns, validate=check_invariants,
                              record=record, trace_window=window or (WHOLE_RUN if trace else None),
-                             progress=progress, allow_large=allow_large)
+                             progress=progress, allow_large=allow_large, stream_to=staging if record else None)
         except UserError as err:
             raise fail(str(err)) from err
         except RuntimeError as err:  # an invariant violated in validation mode: a bug

@@ -64,12 +64,26 @@ fn validate_scenario(text: &str, source: &str, overrides: Vec<String>) -> PyResu
 /// within this time plus the engine's poll interval of a few ms.
 const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// What the engine thread tells the waiting thread.
+enum FromEngine {
+    Progress(u64, u64),
+    /// A chunk of the recorded tables, as JSON.
+    Rows(String),
+}
+
+/// Chunks of rows in flight between the engine and the table sink: the engine
+/// waits when the sink falls behind, so rows never pile up in the channel.
+const ROWS_IN_FLIGHT: usize = 2;
+
 /// Runs a scenario; returns (summary JSON, tables or None). Refuses a run whose
 /// estimated size is beyond the limits unless `allow_large`. The engine runs on
 /// its own thread while this one forwards progress and checks for signals, so
-/// Ctrl-C raises KeyboardInterrupt here within a fraction of a second.
+/// Ctrl-C raises KeyboardInterrupt here within a fraction of a second. With
+/// `table_sink`, recorded request and sample rows are passed to it during the
+/// run as dicts {table: {column: values}}, and the returned tables hold the
+/// rest.
 #[pyfunction]
-#[pyo3(signature = (text, source, overrides=Vec::new(), seed=None, duration_ns=None, validate=false, record=false, trace_window=None, progress=None, allow_large=false))]
+#[pyo3(signature = (text, source, overrides=Vec::new(), seed=None, duration_ns=None, validate=false, record=false, trace_window=None, progress=None, allow_large=false, table_sink=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_scenario<'py>(
     py: Python<'py>,
@@ -83,6 +97,7 @@ fn run_scenario<'py>(
     trace_window: Option<(u64, u64)>,
     progress: Option<Py<PyAny>>,
     allow_large: bool,
+    table_sink: Option<Py<PyAny>>,
 ) -> PyResult<(String, Option<Bound<'py, PyAny>>)> {
     let mut overrides = overrides;
     if let Some(ns) = duration_ns {
@@ -93,23 +108,37 @@ fn run_scenario<'py>(
     let scenario = parse(text, source, &overrides)?;
     let end_ns = duration_ns.unwrap_or_else(|| (scenario.duration_ms * 1e6).round() as u64);
     if !allow_large {
-        if let Some(why) = vmsched_sim::size::estimate(&scenario, end_ns, record).refusal() {
+        let estimate = vmsched_sim::size::estimate(&scenario, end_ns, record);
+        let held = if table_sink.is_some() { estimate.streamed() } else { estimate };
+        if let Some(why) = held.refusal() {
             return Err(PyValueError::new_err(format!("{source}: {why}")));
         }
     }
     let stop = Arc::new(AtomicBool::new(false));
     let opts = RunOptions { seed, duration_ns, validate, record, trace_window, stop: Some(stop.clone()) };
-    let (progress_tx, progress_rx) = mpsc::channel::<(u64, u64)>();
+    let (engine_tx, engine_rx) = mpsc::sync_channel::<FromEngine>(ROWS_IN_FLIGHT);
+    let streaming = table_sink.is_some();
     let out = std::thread::scope(|scope| -> PyResult<_> {
         let engine = std::thread::Builder::new()
             .name("vmsched-sim".into())
             .spawn_scoped(scope, move || {
-                vmsched_sim::run(scenario, &opts, &mut |now, end| {
-                    let _ = progress_tx.send((now, end));
-                })
+                let progress_tx = engine_tx.clone();
+                let mut progress = |now, end| {
+                    let _ = progress_tx.send(FromEngine::Progress(now, end));
+                };
+                if !streaming {
+                    return vmsched_sim::run(scenario, &opts, &mut progress);
+                }
+                let sink = Box::new(move |chunk: vmsched_sim::world::record::Tables| {
+                    // A failed send means the waiting thread gave up (Ctrl-C): the
+                    // run is being stopped, and its rows are not wanted.
+                    let json = serde_json::to_string(&chunk).expect("tables are plain data");
+                    let _ = engine_tx.send(FromEngine::Rows(json));
+                });
+                vmsched_sim::run_streaming(scenario, &opts, sink, &mut progress)
             })
             .map_err(|e| PyRuntimeError::new_err(format!("cannot start the engine thread: {e}")))?;
-        let waited = wait_for_engine(py, progress_rx, progress.as_ref());
+        let waited = wait_for_engine(py, engine_rx, progress.as_ref(), table_sink.as_ref());
         if waited.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -137,25 +166,57 @@ fn run_scenario<'py>(
     Ok((summary, tables))
 }
 
-/// Forwards the engine's progress to `progress` and checks for signals until the
-/// engine thread hangs up; an error (a signal handler's exception, or one from
-/// the callback) ends the wait.
-fn wait_for_engine(py: Python<'_>, mut updates: mpsc::Receiver<(u64, u64)>, progress: Option<&Py<PyAny>>) -> PyResult<()> {
+/// Forwards the engine's progress to `progress` and its chunks of rows to
+/// `table_sink`, and checks for signals, until the engine thread hangs up; an
+/// error (a signal handler's exception, or one from a callback) ends the wait.
+fn wait_for_engine(py: Python<'_>, mut updates: mpsc::Receiver<FromEngine>, progress: Option<&Py<PyAny>>, table_sink: Option<&Py<PyAny>>) -> PyResult<()> {
+    let loads = py.import("json")?.getattr("loads")?;
     loop {
         // The receiver travels into the GIL-free wait and back (it is Send, not Sync).
         let update;
         (update, updates) = py.detach(move || (updates.recv_timeout(SIGNAL_POLL), updates));
         py.check_signals()?;
         match update {
-            Ok((now, end)) => {
+            Ok(FromEngine::Progress(now, end)) => {
                 if let Some(callback) = progress {
                     callback.call1(py, (now, end))?;
+                }
+            }
+            Ok(FromEngine::Rows(json)) => {
+                let chunk = loads.call1((json,))?;
+                if let Some(sink) = table_sink {
+                    sink.call1(py, (chunk,))?;
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
         }
     }
+}
+
+/// The estimated size of a run before it starts: (events, bytes of memory it
+/// holds, bytes of its recorded tables as Parquet, why it would be refused or
+/// None), with the rows streamed to files as `vmsched run` writes them.
+#[pyfunction]
+#[pyo3(signature = (text, source, overrides=Vec::new(), duration_ns=None, record=false))]
+fn estimate_run(text: &str, source: &str, overrides: Vec<String>, duration_ns: Option<u64>, record: bool) -> PyResult<(f64, f64, f64, Option<String>)> {
+    let scenario = parse(text, source, &overrides)?;
+    let end_ns = duration_ns.unwrap_or_else(|| (scenario.duration_ms * 1e6).round() as u64);
+    let streamed = vmsched_sim::size::estimate(&scenario, end_ns, record).streamed();
+    Ok((streamed.events, streamed.bytes, streamed.output_bytes(), streamed.refusal()))
+}
+
+/// Wall seconds to parse a scenario and build its world, before any event: the
+/// set-up a run pays before it simulates (`vmsched bench` reports it).
+#[pyfunction]
+#[pyo3(signature = (text, source, overrides=Vec::new()))]
+fn setup_seconds(text: &str, source: &str, overrides: Vec<String>) -> PyResult<f64> {
+    let started = std::time::Instant::now();
+    let scenario = parse(text, source, &overrides)?;
+    let world = vmsched_sim::world::World::new(scenario, &RunOptions::default(), &vmsched_sim::CustomPolicies::default());
+    let seconds = started.elapsed().as_secs_f64();
+    drop(world);
+    Ok(seconds)
 }
 
 /// Why `name` cannot name a variant (it becomes a directory), or None.
@@ -180,5 +241,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kernels, m)?)?;
     m.add_function(wrap_pyfunction!(validate_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_run, m)?)?;
+    m.add_function(wrap_pyfunction!(setup_seconds, m)?)?;
     Ok(())
 }

@@ -26,4 +26,4 @@ pub mod workloads;
 pub mod world;
 
 pub use scenario::{parse, Scenario, ScenarioError};
-pub use world::{run, run_custom, CustomPolicies, RunOptions, RunOutput};
+pub use world::{run, run_custom, run_streaming, CustomPolicies, RunOptions, RunOutput};

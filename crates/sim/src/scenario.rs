@@ -957,6 +957,16 @@ pub struct Workload {
     /// Ping: fixed round trip outside the host added to every latency.
     #[serde(default)]
     pub network_us: f64,
+    /// Server: requests the kernel holds for the workers before it drops new ones.
+    #[serde(default = "backlog")]
+    pub backlog: u32,
+}
+/// A listening socket's queue of connections not yet accepted: listen(2)'s
+/// backlog, capped by net.core.somaxconn, whose default is 4096 since Linux 5.4
+/// (include/linux/socket.h, SOMAXCONN); past it the kernel drops new connections
+/// (the ListenOverflows counter).
+fn backlog() -> u32 {
+    4096
 }
 fn rt_prio() -> u32 {
     50
@@ -1853,7 +1863,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
             "tlb_shootdowns_per_s", "work_stealing", "departure_barrier"
         ),
         WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "tlb_shootdowns_per_s"),
-        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms"),
+        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog"),
         // Answered in the guest kernel's interrupt handler: no threads.
         WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
         WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),
@@ -1936,6 +1946,9 @@ pub const MAX_CAPACITY: u32 = 1024;
 /// Arrival and event rates: one every 100 ns. A vCPU spends about 2 us in each
 /// interrupt (Overheads::irq_handler_ns), so faster arrivals only grow queues.
 pub const MAX_RATE_PER_S: f64 = 1e7;
+/// Most requests a server's backlog may hold: each queued request is an arrival
+/// time in the engine, so this keeps an overloaded server's memory to about 8 MB.
+pub const MAX_BACKLOG: u64 = 1 << 20;
 /// Scheduler tunables accept 0.1 ms..1 s (min/max_sched_granularity_ns of the
 /// sysctl table, kernel/sysctl.c before 5.13); wakeup granularity 0..1 s.
 const CFS_GRANULARITY_NS: (u64, u64) = (100_000, 1_000_000_000);
@@ -2093,6 +2106,7 @@ fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> Result<u64,
         return Err(err(f("imbalance"), format!("{} is outside [0, 1] (the slowest thread's extra work relative to the others')", w.imbalance)));
     }
     in_range(&f("threads"), w.threads as u64, 1, MAX_TASKS, "PID_MAX_LIMIT")?;
+    in_range(&f("backlog"), w.backlog as u64, 1, MAX_BACKLOG, "an overloaded server's queue is held in memory")?;
     in_range(&f("locks"), w.locks as u64, 1, MAX_TASKS, "no more locks than a kernel has threads (PID_MAX_LIMIT)")?;
     let threads = match w.kind {
         WorkloadKind::Ping => 0,

@@ -4,6 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::scenario::WorkloadKind;
 use crate::world::World;
 
 fn latency(h: &crate::histogram::Histogram) -> Value {
@@ -117,6 +118,10 @@ pub fn summarize(w: &World) -> Value {
             });
             if wl.metrics.has_latency {
                 o["latency_ns"] = latency(&wl.metrics.latency);
+            }
+            if wl.kind == WorkloadKind::Server.name() {
+                o["dropped"] = json!(wl.metrics.dropped);
+                o["backlog_max"] = json!(wl.metrics.backlog_max);
             }
             o
         })

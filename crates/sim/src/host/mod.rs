@@ -37,12 +37,63 @@ pub(crate) struct Facts<'a> {
     pub tasks: &'a [Task],
 }
 
+/// The pCPUs one vCPU may run on, in space that grows with the scenario's own
+/// lists (its pins and cpu sets), not with pCPUs x vCPUs: a table of masks is
+/// quadratic in the host's size, which made the set-up of a large host slow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Affinity {
+    /// Every pCPU of the host.
+    Any,
+    /// These pCPUs, sorted and without repeats (shared by a VM's vCPUs).
+    Only(std::sync::Arc<[PcpuId]>),
+}
+
+impl Affinity {
+    /// The affinity of a pCPU list as a scenario gives it (any order, repeats allowed).
+    pub fn only(mut pcpus: Vec<PcpuId>) -> Affinity {
+        pcpus.sort_unstable();
+        pcpus.dedup();
+        Affinity::Only(pcpus.into())
+    }
+
+    pub fn contains(&self, p: PcpuId) -> bool {
+        match self {
+            Affinity::Any => true,
+            Affinity::Only(list) => list.binary_search(&p).is_ok(),
+        }
+    }
+
+    /// How many of the host's `pcpus` it allows.
+    pub fn count(&self, pcpus: u32) -> u32 {
+        match self {
+            Affinity::Any => pcpus,
+            Affinity::Only(list) => list.len() as u32,
+        }
+    }
+
+    /// Its `i`-th allowed pCPU in increasing order (i below `count`).
+    pub fn nth(&self, i: u32) -> PcpuId {
+        match self {
+            Affinity::Any => i,
+            Affinity::Only(list) => list[i as usize],
+        }
+    }
+}
+
+/// The pCPUs each vCPU may run on: the engine's affinities, or a table of
+/// masks (the form policy unit tests write by hand).
+#[derive(Clone, Copy)]
+pub enum Allowed<'a> {
+    Affinities(&'a [Affinity]),
+    Masks(&'a [Vec<bool>]),
+}
+
 /// What a host policy may read.
 pub struct HostView<'a> {
     pub now: u64,
     pub machine: &'a Machine,
-    /// pCPUs each vCPU may run on.
-    pub allowed: &'a [Vec<bool>],
+    /// pCPUs each vCPU may run on (read it through `may_run`).
+    pub allowed: Allowed<'a>,
     /// The vCPU each pCPU runs now.
     pub running_on: &'a [Option<VcpuId>],
     /// In a wakeup: the pCPU whose thread wakes the vCPU thread (the sender
@@ -73,11 +124,14 @@ impl<'a> HostView<'a> {
     /// A view without VM facts (for policy unit tests that drive a policy
     /// directly); the VM accessors panic on it.
     pub fn new(now: u64, machine: &'a Machine, allowed: &'a [Vec<bool>], running_on: &'a [Option<VcpuId>]) -> Self {
-        HostView { now, machine, allowed, running_on, waker: None, facts: None }
+        HostView { now, machine, allowed: Allowed::Masks(allowed), running_on, waker: None, facts: None }
     }
 
     pub fn may_run(&self, v: VcpuId, p: PcpuId) -> bool {
-        self.allowed[v as usize][p as usize]
+        match self.allowed {
+            Allowed::Affinities(a) => a[v as usize].contains(p),
+            Allowed::Masks(m) => m[v as usize][p as usize],
+        }
     }
 
     fn facts(&self) -> Facts<'a> {

@@ -78,6 +78,10 @@ pub struct RequestRow {
 #[derive(Default)]
 pub struct WorkloadMetrics {
     pub completed: u64,
+    /// Requests refused because the queue held its bound (a server's backlog).
+    pub dropped: u64,
+    /// The longest the queue of requests waiting for a worker grew.
+    pub backlog_max: u64,
     pub latency: Histogram,
     pub has_latency: bool,
     pub rows: Vec<RequestRow>,

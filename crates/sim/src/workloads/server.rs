@@ -3,7 +3,10 @@
 //! posts a semaphore that a pool of `threads` workers waits on (futex). A
 //! worker takes the oldest request, computes its service time (mean
 //! `work_us`, distribution `work_dist`) and replies. Latency = reply -
-//! arrival, split into queueing (until a worker takes it) and service.
+//! arrival, split into queueing (until a worker takes it) and service. The
+//! kernel holds at most `backlog` requests no worker has taken; an arrival
+//! that finds it full is dropped (counted, never served), so an overloaded
+//! server's memory stays bounded.
 
 use std::collections::VecDeque;
 
@@ -16,6 +19,7 @@ pub struct Server {
     service_mean: f64,
     queue_sem: u32,
     queue: VecDeque<u64>,
+    backlog: usize,
     /// Per worker: the request it serves (arrival, start).
     serving: Vec<Option<(u64, u64)>>,
     waiting: Vec<bool>,
@@ -29,6 +33,7 @@ impl Server {
             service_mean: us(w.work_us) as f64,
             queue_sem: objs.semaphore(0),
             queue: VecDeque::new(),
+            backlog: w.backlog as usize,
             serving: vec![None; w.threads as usize],
             waiting: vec![false; w.threads as usize],
         }
@@ -52,8 +57,13 @@ impl Program for Server {
     fn arrival(&mut self, cx: &mut Cx) -> Option<(u64, u64)> {
         Some((exp_ns(self.mean_gap_ns, cx.rng), cx.now))
     }
-    fn on_irq(&mut self, arrival: u64, _cx: &mut Cx) -> IrqAction {
+    fn on_irq(&mut self, arrival: u64, cx: &mut Cx) -> IrqAction {
+        if self.queue.len() >= self.backlog {
+            cx.metrics.dropped += 1;
+            return IrqAction::Nothing;
+        }
         self.queue.push_back(arrival);
+        cx.metrics.backlog_max = cx.metrics.backlog_max.max(self.queue.len() as u64);
         IrqAction::SemUp(self.queue_sem)
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::record::Recorder;
+use super::record::{Recorder, TableSink};
 use crate::paravirt::ple::Ple;
 use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState, World};
@@ -14,7 +14,7 @@ use crate::guest::GuestView;
 use crate::machine::Machine;
 use crate::rng::stream;
 use crate::guest::GuestPolicy;
-use crate::host::HostPolicy;
+use crate::host::{Affinity, HostPolicy};
 use crate::registry;
 use crate::scenario::{BandwidthScope, Guest, Scenario, WorkloadKind};
 use crate::sync::{SyncObjects, VmObjects};
@@ -49,19 +49,20 @@ impl World {
         let mut groups = Vec::new();
         for (vi, vm) in scenario.vms.iter().enumerate() {
             let first = vcpus.len() as u32;
+            // One shared list for the VM's vCPUs.
+            let mut vm_cpus: Option<Affinity> = None;
             for i in 0..vm.vcpus {
-                let mask: Vec<bool> = if !vm.pin.is_empty() {
-                    (0..np).map(|p| p == vm.pin[i as usize]).collect()
+                let affinity = if !vm.pin.is_empty() {
+                    Affinity::only(vec![vm.pin[i as usize]])
                 } else if !vm.cpus.is_empty() {
-                    (0..np).map(|p| vm.cpus.contains(&p)).collect()
+                    vm_cpus.get_or_insert_with(|| Affinity::only(vm.cpus.clone())).clone()
                 } else {
-                    vec![true; np as usize]
+                    Affinity::Any
                 };
                 // Spread unpinned vCPUs round-robin over their allowed pCPUs.
-                let allowed_list: Vec<u32> = (0..np).filter(|&p| mask[p as usize]).collect();
-                let home = allowed_list[(first + i) as usize % allowed_list.len()];
+                let home = affinity.nth((first + i) % affinity.count(np));
                 initial_cpu.push(home);
-                allowed.push(mask);
+                allowed.push(affinity);
                 weights.push(vm.weight as u64);
                 vcpus.push(Vcpu {
                     vm: vi as u32,
@@ -299,7 +300,20 @@ pub fn run(scenario: Scenario, opts: &RunOptions, progress: &mut dyn FnMut(u64, 
 
 /// [`run`] with policies built by the caller.
 pub fn run_custom(scenario: Scenario, opts: &RunOptions, custom: &CustomPolicies, progress: &mut dyn FnMut(u64, u64)) -> Result<RunOutput, String> {
-    let mut world = World::new(scenario, opts, custom);
+    run_world(World::new(scenario, opts, custom), progress)
+}
+
+/// [`run`] with the recorded request and sample rows handed to `sink` in
+/// chunks as the run goes (see [`super::record::ROW_GROUP_ROWS`]), so that the run holds a
+/// bounded number of them; the output's tables hold the rows after the last
+/// chunk, and the per-task and trace tables.
+pub fn run_streaming(scenario: Scenario, opts: &RunOptions, sink: TableSink, progress: &mut dyn FnMut(u64, u64)) -> Result<RunOutput, String> {
+    let mut world = World::new(scenario, opts, &CustomPolicies::default());
+    world.recorder.stream_to(sink);
+    run_world(world, progress)
+}
+
+fn run_world(mut world: World, progress: &mut dyn FnMut(u64, u64)) -> Result<RunOutput, String> {
     world.start();
     world.run_loop(progress)?;
     let summary = crate::summary::summarize(&world);

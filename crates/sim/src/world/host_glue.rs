@@ -5,7 +5,7 @@ use super::{irq, Exec, SpinOn, World};
 use crate::paravirt::{HaltPoll, Poll, Poller};
 use crate::event::Event;
 use crate::guest::HostState;
-use crate::host::{Exit, Facts, Hcall, HostOut, HostPolicy, HostView};
+use crate::host::{Allowed, Exit, Facts, Hcall, HostOut, HostPolicy, HostView};
 use crate::ids::{PcpuId, VcpuId};
 
 /// Builds the host policy's view of world `$w` (a macro, so that the view
@@ -15,7 +15,7 @@ macro_rules! host_view {
         HostView {
             now: $w.now,
             machine: &$w.machine,
-            allowed: &$w.allowed,
+            allowed: Allowed::Affinities(&$w.allowed),
             running_on: &$w.pcpu_curr,
             waker: None,
             facts: Some(Facts { scenario: &$w.scenario, vcpus: &$w.vcpus, vms: &$w.vms, tasks: &$w.tasks }),

@@ -33,7 +33,7 @@ use crate::scenario::{Overheads, Scenario};
 use crate::sync::SyncObjects;
 use crate::workloads::{Cx, Op, Program, WorkloadMetrics};
 
-pub use build::{run, run_custom, CustomPolicies};
+pub use build::{run, run_custom, run_streaming, CustomPolicies};
 pub use irq::Kind as IrqKind;
 
 /// Events at one instant beyond which a run is stuck rather than busy, plus
@@ -251,7 +251,7 @@ pub struct World {
     pub pcpu_busy_ns: Vec<u64>,
     host: Box<dyn HostPolicy>,
     host_tick_ns: u64,
-    allowed: Vec<Vec<bool>>,
+    allowed: Vec<crate::host::Affinity>,
     pub vcpus: Vec<Vcpu>,
     pub vms: Vec<VmState>,
     pub tasks: Vec<Task>,
@@ -582,6 +582,7 @@ impl World {
                     self.account(v);
                 }
                 record::sample(self);
+                record::stream(self);
             }
         }
     }

@@ -8,7 +8,22 @@ use super::irq::{Irq, KIND_NAMES};
 use super::World;
 use crate::guest::HostState;
 use crate::ids::{PcpuId, TaskId, VcpuId};
+use crate::host::Affinity;
 use crate::scenario::{BandwidthScope, Scenario};
+use std::collections::HashMap;
+
+/// Recorded rows held before they go to the table sink, when there is one: at
+/// the first sample time past this many pending rows (samples and requests
+/// together) they are handed over as one chunk, so a run's memory does not
+/// grow with its length. A chunk is copied a few times on its way to a file
+/// (named rows here, JSON, Python lists, Arrow), at a few hundred bytes a row
+/// in all: this many keep that under about 10 MB, for row groups of about
+/// 200 KB of Parquet.
+pub const ROW_GROUP_ROWS: usize = 1 << 14;
+
+/// Receives chunks of the recorded tables during a run (requests and samples,
+/// each chunk's rows after the previous chunk's).
+pub type TableSink = Box<dyn FnMut(Tables) + Send>;
 
 /// Column-oriented tables (name -> equal-length columns).
 #[derive(Debug, Default, Serialize)]
@@ -106,6 +121,7 @@ struct Timeline {
 
 pub struct Recorder {
     pub record: bool,
+    sink: Option<TableSink>,
     window: Option<(u64, u64)>,
     timeline: Timeline,
     samples: Samples,
@@ -116,7 +132,13 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(record: bool, window: Option<(u64, u64)>) -> Self {
-        Recorder { record: record || window.is_some(), window, timeline: Timeline::default(), samples: Samples::default(), last_cpu: Vec::new(), last_steal: Vec::new(), last_time: 0 }
+        Recorder { record: record || window.is_some(), sink: None, window, timeline: Timeline::default(), samples: Samples::default(), last_cpu: Vec::new(), last_steal: Vec::new(), last_time: 0 }
+    }
+
+    /// Streams the recorded rows to `sink` in chunks as the run goes; the
+    /// tables taken at the end then hold only the rows after the last chunk.
+    pub fn stream_to(&mut self, sink: TableSink) {
+        self.sink = Some(sink);
     }
 
     fn clip(&self, start: u64, end: u64) -> Option<(u64, u64)> {
@@ -174,30 +196,7 @@ impl Recorder {
         }
         let vm_name = |vm: u32| w.vms[vm as usize].name.clone();
         let local = |v: VcpuId| w.vcpus[v as usize].local;
-        let mut t = Tables { samples: std::mem::take(&mut self.samples), ..Default::default() };
-        for wl in &w.workloads {
-            for r in &wl.metrics.rows {
-                let q = &mut t.requests;
-                q.workload.push(wl.name.clone());
-                q.vm.push(vm_name(wl.vm));
-                q.task.push(r.task.map(|t| w.tasks[wl.tasks[t as usize] as usize].name.clone()).unwrap_or_default());
-                q.arrival_ns.push(r.arrival_ns);
-                q.end_ns.push(r.end_ns);
-                q.latency_ns.push(r.end_ns - r.arrival_ns);
-                match r.start_ns {
-                    Some(s) => {
-                        q.start_ns.push(s as i64);
-                        q.queue_ns.push((s - r.arrival_ns) as i64);
-                        q.service_ns.push((r.end_ns - s) as i64);
-                    }
-                    None => {
-                        q.start_ns.push(-1);
-                        q.queue_ns.push(-1);
-                        q.service_ns.push(-1);
-                    }
-                }
-            }
-        }
+        let mut t = Tables { samples: std::mem::take(&mut self.samples), requests: requests(w), ..Default::default() };
         for task in &w.tasks {
             let r = &mut t.tasks;
             r.vm.push(vm_name(task.vm));
@@ -258,6 +257,52 @@ impl Recorder {
     }
 }
 
+/// The request rows the workloads hold, named.
+fn requests(w: &World) -> Requests {
+    let vm_name = |vm: u32| w.vms[vm as usize].name.clone();
+    let mut q = Requests::default();
+    for wl in &w.workloads {
+        for r in &wl.metrics.rows {
+            q.workload.push(wl.name.clone());
+            q.vm.push(vm_name(wl.vm));
+            q.task.push(r.task.map(|t| w.tasks[wl.tasks[t as usize] as usize].name.clone()).unwrap_or_default());
+            q.arrival_ns.push(r.arrival_ns);
+            q.end_ns.push(r.end_ns);
+            q.latency_ns.push(r.end_ns - r.arrival_ns);
+            match r.start_ns {
+                Some(s) => {
+                    q.start_ns.push(s as i64);
+                    q.queue_ns.push((s - r.arrival_ns) as i64);
+                    q.service_ns.push((r.end_ns - s) as i64);
+                }
+                None => {
+                    q.start_ns.push(-1);
+                    q.queue_ns.push(-1);
+                    q.service_ns.push(-1);
+                }
+            }
+        }
+    }
+    q
+}
+
+/// Hands the pending request and sample rows to the sink as one chunk once
+/// there are [`ROW_GROUP_ROWS`] of them (called at sample times).
+pub fn stream(w: &mut World) {
+    if w.recorder.sink.is_none() {
+        return;
+    }
+    let pending = w.recorder.samples.time_ns.len() + w.workloads.iter().map(|wl| wl.metrics.rows.len()).sum::<usize>();
+    if pending < ROW_GROUP_ROWS {
+        return;
+    }
+    let chunk = Tables { requests: requests(w), samples: std::mem::take(&mut w.recorder.samples), ..Default::default() };
+    for wl in &mut w.workloads {
+        wl.metrics.rows.clear();
+    }
+    (w.recorder.sink.as_mut().expect("checked above"))(chunk);
+}
+
 /// One row per entity and metric for the interval that ends now.
 pub fn sample(w: &mut World) {
     let now = w.now;
@@ -304,7 +349,14 @@ pub fn sample(w: &mut World) {
 /// proportion to weight (a vCPU allowed on k pCPUs brings weight/k to each),
 /// and a vCPU never gets more than one pCPU nor more than its bandwidth
 /// quota. This is a static reference, not a prediction of the run.
-pub fn entitlements(s: &Scenario, allowed: &[Vec<bool>], np: u32) -> Vec<f64> {
+///
+/// The sums run in the order of the definition (pressure over vCPUs in id
+/// order, a vCPU's share over its pCPUs in id order), so the values do not
+/// depend on how they are computed; the cost is linear in the scenario's
+/// size where vCPUs either may run anywhere or are all pinned: pCPUs that no
+/// list names share one pressure, and vCPUs allowed everywhere with the same
+/// weight share one sum.
+pub fn entitlements(s: &Scenario, allowed: &[Affinity], np: u32) -> Vec<f64> {
     let mut demand = Vec::new();
     let mut cap = Vec::new();
     let mut owner = Vec::new();
@@ -319,21 +371,49 @@ pub fn entitlements(s: &Scenario, allowed: &[Vec<bool>], np: u32) -> Vec<f64> {
             owner.push(vi);
         }
     }
-    let mut share = vec![0.0; demand.len()];
-    let mut pressure = vec![0.0; np as usize];
-    for (v, mask) in allowed.iter().enumerate() {
-        let k = mask.iter().filter(|&&a| a).count() as f64;
-        for (p, &a) in mask.iter().enumerate() {
-            if a {
-                pressure[p] += demand[v] / k;
+    // What each vCPU brings to each pCPU it may run on.
+    let brings: Vec<f64> = allowed.iter().enumerate().map(|(v, a)| demand[v] / a.count(np) as f64).collect();
+    // The vCPUs whose lists name each pCPU, in vCPU order.
+    let mut listed_at: Vec<Vec<u32>> = vec![Vec::new(); np as usize];
+    let anywhere: Vec<u32> = (0..allowed.len() as u32).filter(|&v| allowed[v as usize] == Affinity::Any).collect();
+    for (v, a) in allowed.iter().enumerate() {
+        if let Affinity::Only(list) = a {
+            for &p in list.iter() {
+                listed_at[p as usize].push(v as u32);
             }
         }
     }
-    for (v, mask) in allowed.iter().enumerate() {
-        let k = mask.iter().filter(|&&a| a).count() as f64;
-        let got: f64 = mask.iter().enumerate().filter(|(_, &a)| a).map(|(p, _)| (demand[v] / k) / pressure[p]).sum();
-        share[v] = got.min(cap[v]);
-    }
+    // Pressure on a pCPU: the sum, in vCPU order, over the vCPUs allowed everywhere and
+    // those whose lists name it.
+    let pressure_with = |listed: &[u32]| -> f64 {
+        let (mut i, mut j, mut sum) = (0, 0, 0.0);
+        while i < anywhere.len() || j < listed.len() {
+            let v = if j == listed.len() || (i < anywhere.len() && anywhere[i] < listed[j]) {
+                i += 1;
+                anywhere[i - 1]
+            } else {
+                j += 1;
+                listed[j - 1]
+            };
+            sum += brings[v as usize];
+        }
+        sum
+    };
+    let unlisted_pressure = pressure_with(&[]);
+    let pressure: Vec<f64> = listed_at.iter().map(|l| if l.is_empty() { unlisted_pressure } else { pressure_with(l) }).collect();
+    let mut anywhere_share: HashMap<u64, f64> = HashMap::new();
+    let share: Vec<f64> = allowed
+        .iter()
+        .enumerate()
+        .map(|(v, a)| {
+            let x = brings[v];
+            let got = match a {
+                Affinity::Any => *anywhere_share.entry(x.to_bits()).or_insert_with(|| pressure.iter().map(|&q| x / q).sum()),
+                Affinity::Only(list) => list.iter().map(|&p| x / pressure[p as usize]).sum(),
+            };
+            got.min(cap[v])
+        })
+        .collect();
     let mut per_vm = vec![0.0; s.vms.len()];
     for (v, &sh) in share.iter().enumerate() {
         per_vm[owner[v]] += sh;
