@@ -464,6 +464,10 @@ pub struct Guest {
     /// group with every vCPU (what a VM sees with a flat virtual topology).
     #[serde(default)]
     pub llc_groups: Vec<Vec<u32>>,
+    /// Groups of vCPUs the guest believes are SMT siblings (the SMT level of
+    /// its sched domains); default none, every vCPU its own core.
+    #[serde(default)]
+    pub smt_groups: Vec<Vec<u32>>,
     /// Capacity the guest believes each vCPU has (default 1024 each).
     #[serde(default)]
     pub capacity: Vec<u32>,
@@ -1364,6 +1368,15 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         }
         if !g.llc_groups.is_empty() && seen.iter().any(|s| !s) {
             return Err(err(format!("{p}.guest.llc_groups"), "every vCPU must be in exactly one group"));
+        }
+        let mut sibling = vec![false; vm.vcpus as usize];
+        for (gi, grp) in g.smt_groups.iter().enumerate() {
+            for &c in grp {
+                if c >= vm.vcpus || sibling[c as usize] {
+                    return Err(err(format!("{p}.guest.smt_groups[{gi}]"), format!("vCPU {c} is out of range or in two groups")));
+                }
+                sibling[c as usize] = true;
+            }
         }
         for (wi, w) in vm.workloads.iter().enumerate() {
             check_workload(w, vm, &format!("{p}.workload[{wi}]"))?;

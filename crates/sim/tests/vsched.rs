@@ -320,3 +320,36 @@ threads = 2
     let p95 = |s: &Value| f(&workload(s, "kv")["latency_ns"]["p95"]);
     assert!(p95(&on) < 0.5 * p95(&off), "BVS p95 {} vs none {}", p95(&on), p95(&off));
 }
+
+/// vtop's SMT groups make the guest's wakeup search SMT-aware: two CPU-bound
+/// threads started after the first probe land on two cores instead of on
+/// the two threads of one core (vCPUs 0 and 1 are SMT siblings), so each
+/// runs at full speed rather than at the SMT factor (0.65).
+#[test]
+fn probed_smt_groups_spread_threads_over_cores() {
+    let toml = r#"
+name = "smt"
+duration_ms = 1000
+[host]
+cores_per_socket = 2
+threads_per_core = 2
+[[vm]]
+name = "vm"
+vcpus = 4
+pin = [0, 2, 1, 3]
+[vm.guest]
+hz = 1000
+vsched = { vcap = false, vact = false, bvs = false, ivh = false, rwc = false }
+[[vm.workload]]
+kind = "hog"
+name = "app"
+threads = 2
+start_ms = 300
+"#;
+    let cfs = run_toml(toml, &[]);
+    let vtop = run_toml(toml, &["vm[0].guest.policy=vsched"]);
+    let smt: Vec<Vec<u64>> = serde_json::from_value(vtop["vms"][0]["guest_policy"]["topology"]["smt"].clone()).unwrap();
+    assert_eq!(smt, vec![vec![0, 1], vec![2, 3]]);
+    let done = |s: &Value| f(&workload(s, "app")["completed"]);
+    assert!(done(&vtop) > 1.4 * done(&cfs), "vtop {} vs CFS {}", done(&vtop), done(&cfs));
+}

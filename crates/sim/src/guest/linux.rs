@@ -104,6 +104,12 @@ impl LinuxKernel {
         }
         let arch_capacity = if cfg.capacity.is_empty() { vec![1024; nv as usize] } else { cfg.capacity.clone() };
         let rqs = arch_capacity.iter().map(|&c| GuestRq { capacity: c, ..Default::default() }).collect();
+        let mut smt_siblings: Vec<Vec<u32>> = (0..nv).map(|v| vec![v]).collect();
+        for grp in &cfg.smt_groups {
+            for &c in grp {
+                smt_siblings[c as usize] = grp.clone();
+            }
+        }
         LinuxKernel {
             tun: Tunables::with_overrides(nv, &cfg.cfs),
             tick_ns: 1_000_000_000 / cfg.hz as u64,
@@ -111,7 +117,7 @@ impl LinuxKernel {
             hrtick: cfg.hrtick,
             steal_accounting: cfg.steal_accounting,
             llc_of,
-            smt_siblings: (0..nv).map(|v| vec![v]).collect(),
+            smt_siblings,
             asym_capacity: arch_capacity.iter().any(|&c| c != arch_capacity[0]),
             capacity_probed: false,
             arch_capacity,
