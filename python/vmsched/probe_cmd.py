@@ -124,6 +124,22 @@ def _revert_rwc(cgroup: str, state_dir: Path) -> None:
     print(f"rwc: restored cpuset.cpus {saved['previous']!r} for {cgroup}", file=sys.stderr)
 
 
+def _write_twin(report: dict, path: Path) -> None:
+    """Writes the twin scenario after the engine's schema accepted it."""
+    from .api import Scenario, normalize
+    from .errors import UserError
+    from .twin import TwinError, twin_toml
+
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem) or "twin"
+    try:
+        text = twin_toml(report, name)
+        normalize(Scenario(text, str(path)))
+    except (TwinError, UserError) as err:
+        raise fail(f"--scenario {path}: {err}")
+    write_atomic(path, text)
+    print(f"twin: wrote {path} (vmsched run {path})", file=sys.stderr)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def probe(
@@ -147,6 +163,8 @@ def register(app: typer.Typer) -> None:
         bench: bool = typer.Option(False, "--bench", help="Time full and validation probes and the per-period CPU cost."),
         repeat: int = typer.Option(5, help="With --bench: repetitions of each topology probe."),
         out: Optional[Path] = typer.Option(None, help="Also write the JSON report to this file."),
+        scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="OUT.toml",
+                                                help="Also write the probed VM's twin: a scenario for `vmsched run` (docs/vsched.md)."),
         apply_rwc: Optional[str] = typer.Option(None, "--apply-rwc", metavar="CGROUP", help="Confine CGROUP's cpuset to the vCPUs RWC keeps."),
         dry_run: bool = typer.Option(True, "--dry-run/--no-dry-run", help="With --apply-rwc: only print what would change."),
         revert: bool = typer.Option(False, "--revert", help="With --apply-rwc: restore the cpuset recorded when RWC was applied."),
@@ -160,6 +178,8 @@ def register(app: typer.Typer) -> None:
             return
         if sys.platform != "linux":
             raise fail("vmsched probe needs Linux: it reads /proc/stat steal time and pins threads to CPUs")
+        if scenario is not None and (only is not None or watch or bench):
+            raise fail("--scenario needs a full one-shot probe: do not combine it with --only, --watch or --bench")
         native = _native()
         try:
             cpu_ids = native.parse_cpu_list(cpus) if cpus is not None else None
@@ -200,6 +220,8 @@ def register(app: typer.Typer) -> None:
         text = json.dumps(report, indent=2)
         if out is not None:
             write_atomic(out, text + "\n")
+        if scenario is not None:
+            _write_twin(report, scenario)
         if json_out:
             print(text)
         else:

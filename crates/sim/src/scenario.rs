@@ -481,6 +481,10 @@ pub struct Guest {
     /// group with every vCPU (what a VM sees with a flat virtual topology).
     #[serde(default)]
     pub llc_groups: Vec<Vec<u32>>,
+    /// Groups of vCPUs the guest believes are SMT siblings (the SMT level of
+    /// its sched domains); default none, every vCPU its own core.
+    #[serde(default)]
+    pub smt_groups: Vec<Vec<u32>>,
     /// Capacity the guest believes each vCPU has (default 1024 each).
     #[serde(default)]
     pub capacity: Vec<u32>,
@@ -555,6 +559,16 @@ pub struct VschedParams {
     /// Length of the heavy phase (the real prober's `--heavy-ms` default).
     #[serde(default = "vsched_heavy_ms")]
     pub vcap_heavy_ms: f64,
+    /// Sleep between two sampling windows, during which no light prober
+    /// spins (public code: `sleep_length` = 1000 ms between its 100 ms
+    /// profiles); 0 samples continuously.
+    #[serde(default = "vsched_vcap_sleep")]
+    pub vcap_sleep_ms: f64,
+    /// When every vCPU's core-rate class was stable and the topology did
+    /// not change, the heavy interval grows by this factor; any change puts
+    /// it back to `vcap_heavy_every` (public code: 1.6; 1 keeps it fixed).
+    #[serde(default = "vsched_heavy_backoff")]
+    pub vcap_heavy_backoff: f64,
     /// Weight the EMA keeps of its history: 0.5, an EMA over about two
     /// windows (public code).
     #[serde(default = "vsched_ema_decay")]
@@ -593,6 +607,12 @@ fn vsched_heavy_every() -> u32 {
 }
 fn vsched_heavy_ms() -> f64 {
     10.0
+}
+fn vsched_vcap_sleep() -> f64 {
+    1000.0
+}
+fn vsched_heavy_backoff() -> f64 {
+    vmsched_probe::estimators::heavy::DEFAULT_BACKOFF
 }
 fn vsched_ema_decay() -> f64 {
     0.5
@@ -646,6 +666,12 @@ impl VschedParams {
         }
         if self.vcap_heavy_every == 0 {
             return Err(err(format!("{p}.vcap_heavy_every"), "must be at least 1"));
+        }
+        if !(self.vcap_sleep_ms >= 0.0 && self.vcap_sleep_ms.is_finite()) {
+            return Err(err(format!("{p}.vcap_sleep_ms"), "must be zero or positive"));
+        }
+        if !(self.vcap_heavy_backoff >= 1.0 && self.vcap_heavy_backoff.is_finite()) {
+            return Err(err(format!("{p}.vcap_heavy_backoff"), "must be at least 1"));
         }
         if !(0.0..1.0).contains(&self.ema_decay) {
             return Err(err(format!("{p}.ema_decay"), "must be in [0, 1)"));
@@ -1393,6 +1419,15 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         }
         if !g.llc_groups.is_empty() && seen.iter().any(|s| !s) {
             return Err(err(format!("{p}.guest.llc_groups"), "every vCPU must be in exactly one group"));
+        }
+        let mut sibling = vec![false; vm.vcpus as usize];
+        for (gi, grp) in g.smt_groups.iter().enumerate() {
+            for &c in grp {
+                if c >= vm.vcpus || sibling[c as usize] {
+                    return Err(err(format!("{p}.guest.smt_groups[{gi}]"), format!("vCPU {c} is out of range or in two groups")));
+                }
+                sibling[c as usize] = true;
+            }
         }
         for (wi, w) in vm.workloads.iter().enumerate() {
             check_workload(w, vm, &format!("{p}.workload[{wi}]"))?;

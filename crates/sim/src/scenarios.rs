@@ -51,6 +51,12 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "tableau-fig6-bg-io" in "tableau",
     "tableau-fig6-bg-cpu" in "tableau",
     "tableau-fig7" in "tableau",
+    "vsched-fig4-straggler",
+    "vsched-fig4-stacked",
+    "vsched-fig21",
+    "vsched-fig12",
+    "vsched-fig18",
+    "vsched-fig19",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

@@ -28,7 +28,10 @@ fn f(v: &Value) -> f64 {
 /// vCPUs 0 and 1 share their pCPUs with a busy VM (each active about half
 /// of the time, in host slices); vCPUs 2 and 3 are dedicated. One CPU-bound
 /// thread starts on vCPU 0. HZ=1000: the heartbeat's 1.5 ms staleness of the
-/// public vSched code is 1.5 ticks at that rate.
+/// public vSched code is 1.5 ticks at that rate. vcap samples continuously
+/// (`vcap_sleep_ms = 0`, the public prober's `-s 0`): IVH's targets are
+/// vCPUs running only SCHED_IDLE work, which without best-effort tasks are
+/// those where the light prober spins.
 const STALLED: &str = r#"
 name = "stalled"
 duration_ms = 600
@@ -41,6 +44,7 @@ pin = [0, 1, 2, 3]
 [vm.guest]
 policy = "vsched"
 hz = 1000
+vsched = { vcap_sleep_ms = 0 }
 [[vm.workload]]
 kind = "hog"
 name = "task"
@@ -97,7 +101,8 @@ fn vcap_and_vact_measure_share_and_latency() {
 }
 
 /// The probers are guest threads whose CPU time shows: a VM with probers
-/// and nothing else is kept busy by vcap's light phase, and without vcap
+/// and nothing else is kept busy by vcap's light phase while it samples, and
+/// without vcap
 /// only the short vtop probe costs anything.
 #[test]
 fn prober_cpu_cost_is_visible() {
@@ -114,16 +119,22 @@ pin = [0, 1]
 policy = "vsched"
 hz = 1000
 "#;
-    let s = run_toml(toml, &[]);
+    let s = run_toml(toml, &["vm[0].guest.vsched.vcap_sleep_ms=0"]);
     let probers = f(&workload(&s, "vm/vsched")["cpu_time_ns"]);
     assert!(probers > 0.95 * 2.0 * 300e6, "{probers}");
+    // With the public prober's 1 s sleep after each 100 ms window, the
+    // light probers spin only in the first window of the 300 ms run.
+    let s = run_toml(toml, &[]);
+    let probers = f(&workload(&s, "vm/vsched")["cpu_time_ns"]);
+    assert!(probers > 0.95 * 2.0 * 100e6 && probers < 1.1 * 2.0 * 100e6 + 0.05 * 2.0 * 300e6, "{probers}");
     let s = run_toml(toml, &["vm[0].guest.vsched.vcap=false"]);
     let vtop = f(&workload(&s, "vm/vsched")["cpu_time_ns"]);
     assert!(vtop > 0.0 && vtop < 0.05 * 2.0 * 300e6, "{vtop}");
 }
 
 /// vcap follows a capacity step of the hosting core (300 ms: 1024 -> 512)
-/// within the heavy-phase interval plus a few EMA windows.
+/// within the heavy-phase interval plus a few EMA windows (the heavy phase
+/// kept every 5 windows, without the back-off).
 #[test]
 fn vcap_follows_a_capacity_step() {
     let toml = r#"
@@ -139,7 +150,7 @@ pin = [0, 1]
 [vm.guest]
 policy = "vsched"
 hz = 1000
-vsched = { vtop = false }
+vsched = { vtop = false, vcap_heavy_backoff = 1.0, vcap_sleep_ms = 0 }
 "#;
     let s = run_toml(toml, &[]);
     let hist = s["vms"][0]["guest_policy"]["capacity_history"].as_array().unwrap();
@@ -153,6 +164,44 @@ vsched = { vtop = false }
     let after = at(900.0);
     assert!((after[0] - 512.0).abs() < 0.1 * 512.0, "{after:?}");
     assert!(after[1] > 1000.0);
+}
+
+/// vcap's heavy phase backs off x1.6 while every vCPU's core-rate class is
+/// stable: heavy windows 0, 8, 13 and 21 (a window is heavy when its number
+/// is a multiple of the interval), so the interval is 34 after 2.5 s, and
+/// the heavy probers ran 4 times instead of 5. When core 0 slows to a
+/// quarter at 300 ms, the heavy window 8 sees vCPU 0 become a "little" core
+/// and the interval returns to 5, where it stays while the change is in the
+/// six-sample history.
+#[test]
+fn vcap_heavy_phase_backs_off_when_stable_and_resets_on_change() {
+    let toml = r#"
+name = "backoff"
+duration_ms = 2500
+[host]
+cores_per_socket = 2
+[[vm]]
+name = "vm"
+vcpus = 2
+pin = [0, 1]
+[vm.guest]
+policy = "vsched"
+hz = 1000
+vsched = { vtop = false, vcap_sleep_ms = 0 }
+"#;
+    let stable = run_toml(toml, &[]);
+    assert_eq!(counter(&stable, "vcap_heavy_interval"), 34);
+    let fixed = run_toml(toml, &["vm[0].guest.vsched.vcap_heavy_backoff=1.0"]);
+    assert_eq!(counter(&fixed, "vcap_heavy_interval"), 5);
+    // The heavy prober preempts the light one at SCHED_FIFO: fewer heavy
+    // phases leave the light prober the same time, so compare the guest's
+    // context switches instead, which each heavy phase adds.
+    let switches = |s: &Value| f(&s["vms"][0]["context_switches"]);
+    assert!(switches(&stable) < switches(&fixed), "{} vs {}", switches(&stable), switches(&fixed));
+    let step = run_toml(toml, &["host.capacity_changes=[{ at_ms = 300, core = 0, capacity = 256 }]"]);
+    assert_eq!(counter(&step, "vcap_heavy_interval"), 5);
+    let caps = step["vms"][0]["guest_policy"]["capacity"].as_array().unwrap();
+    assert!((f(&caps[0]) - 256.0).abs() < 0.1 * 256.0, "{caps:?}");
 }
 
 /// Fig. 10b's layout on a 2-socket, 2-core, 2-thread host: vCPUs 0-3 on two
@@ -247,7 +296,7 @@ pin = [0, 1, 2, 3]
 [vm.guest]
 policy = "vsched"
 hz = 1000
-vsched = { ivh = false, rwc = false }
+vsched = { ivh = false, rwc = false, vcap_sleep_ms = 0 }
 [[vm.workload]]
 kind = "server"
 name = "kv"
@@ -270,4 +319,37 @@ threads = 2
     assert!(counter(&on, "bvs_placements") > 100);
     let p95 = |s: &Value| f(&workload(s, "kv")["latency_ns"]["p95"]);
     assert!(p95(&on) < 0.5 * p95(&off), "BVS p95 {} vs none {}", p95(&on), p95(&off));
+}
+
+/// vtop's SMT groups make the guest's wakeup search SMT-aware: two CPU-bound
+/// threads started after the first probe land on two cores instead of on
+/// the two threads of one core (vCPUs 0 and 1 are SMT siblings), so each
+/// runs at full speed rather than at the SMT factor (0.65).
+#[test]
+fn probed_smt_groups_spread_threads_over_cores() {
+    let toml = r#"
+name = "smt"
+duration_ms = 1000
+[host]
+cores_per_socket = 2
+threads_per_core = 2
+[[vm]]
+name = "vm"
+vcpus = 4
+pin = [0, 2, 1, 3]
+[vm.guest]
+hz = 1000
+vsched = { vcap = false, vact = false, bvs = false, ivh = false, rwc = false }
+[[vm.workload]]
+kind = "hog"
+name = "app"
+threads = 2
+start_ms = 300
+"#;
+    let cfs = run_toml(toml, &[]);
+    let vtop = run_toml(toml, &["vm[0].guest.policy=vsched"]);
+    let smt: Vec<Vec<u64>> = serde_json::from_value(vtop["vms"][0]["guest_policy"]["topology"]["smt"].clone()).unwrap();
+    assert_eq!(smt, vec![vec![0, 1], vec![2, 3]]);
+    let done = |s: &Value| f(&workload(s, "app")["completed"]);
+    assert!(done(&vtop) > 1.4 * done(&cfs), "vtop {} vs CFS {}", done(&vtop), done(&cfs));
 }

@@ -3,6 +3,7 @@
 //! deterministic function of its inputs, so it compiles on any platform.
 pub mod capacity;
 pub mod ema;
+pub mod heavy;
 pub mod latency;
 pub mod rwc;
 pub mod topology;

@@ -80,6 +80,9 @@ pub struct LinuxKernel {
     hrtick: bool,
     steal_accounting: bool,
     llc_of: Vec<u32>,
+    /// The SMT siblings the guest believes each vCPU has (itself included;
+    /// alone unless written at run time, as vSched's vtop does).
+    smt_siblings: Vec<Vec<u32>>,
     arch_capacity: Vec<u32>,
     /// The guest believes its vCPUs differ in capacity (SD_ASYM_CPUCAPACITY).
     asym_capacity: bool,
@@ -101,6 +104,12 @@ impl LinuxKernel {
         }
         let arch_capacity = if cfg.capacity.is_empty() { vec![1024; nv as usize] } else { cfg.capacity.clone() };
         let rqs = arch_capacity.iter().map(|&c| GuestRq { capacity: c, ..Default::default() }).collect();
+        let mut smt_siblings: Vec<Vec<u32>> = (0..nv).map(|v| vec![v]).collect();
+        for grp in &cfg.smt_groups {
+            for &c in grp {
+                smt_siblings[c as usize] = grp.clone();
+            }
+        }
         LinuxKernel {
             tun: Tunables::with_overrides(nv, &cfg.cfs),
             tick_ns: 1_000_000_000 / cfg.hz as u64,
@@ -108,6 +117,7 @@ impl LinuxKernel {
             hrtick: cfg.hrtick,
             steal_accounting: cfg.steal_accounting,
             llc_of,
+            smt_siblings,
             asym_capacity: arch_capacity.iter().any(|&c| c != arch_capacity[0]),
             capacity_probed: false,
             arch_capacity,
@@ -165,6 +175,41 @@ impl LinuxKernel {
 
     pub fn llc_of(&self, v: u32) -> u32 {
         self.llc_of[v as usize]
+    }
+
+    /// Run-time rebuild of the SMT level of the sched domains: each group
+    /// is a set of SMT siblings (cpu_smt_mask()).
+    pub fn set_smt_groups(&mut self, groups: &[Vec<u32>]) {
+        for grp in groups {
+            for &c in grp {
+                self.smt_siblings[c as usize] = grp.clone();
+            }
+        }
+    }
+
+    /// The SMT-aware part of select_idle_sibling() (Linux 6.1, active only
+    /// when the guest believes in SMT siblings, sched_smt_active()): an
+    /// idle core in prev's LLC, scanning from prev (select_idle_core(): a
+    /// vCPU whose siblings are all available_idle_cpu()), else an idle
+    /// sibling of prev (select_idle_smt()). The has_idle_cores hint is
+    /// taken as exact.
+    fn select_idle_core_or_smt(&self, view: &GuestView, t: u32, prev: u32) -> Option<u32> {
+        if self.smt_siblings.iter().all(|s| s.len() < 2) {
+            return None;
+        }
+        let allowed = &self.tasks[t as usize].allowed;
+        let n = self.nr_vcpus();
+        let llc = self.llc_of[prev as usize];
+        let core_idle = |v: u32| self.smt_siblings[v as usize].iter().all(|&s| self.is_idle(view, s));
+        (1..=n)
+            .map(|i| (prev + i) % n)
+            .find(|&v| self.llc_of[v as usize] == llc && allowed[v as usize] && core_idle(v))
+            .or_else(|| {
+                self.smt_siblings[prev as usize]
+                    .iter()
+                    .copied()
+                    .find(|&s| s != prev && allowed[s as usize] && (self.is_idle(view, s) || self.sched_idle_cpu(s)))
+            })
     }
 
     /// The recent steal pressure on `v` (the irq/steal PELT signal, 0-1024),
@@ -303,6 +348,9 @@ impl LinuxKernel {
         }
         if idle_ok(prev) {
             return prev;
+        }
+        if let Some(v) = self.select_idle_core_or_smt(view, t, prev) {
+            return v;
         }
         let llc = self.llc_of[prev as usize];
         (1..n)
@@ -936,5 +984,32 @@ mod tests {
         let mut off = guest(1, "steal_accounting = false");
         off.update_clock(&GuestView { now: 10_000_000, host_state: &states, preempted: &[false], steal_published: &[4_000_000] }, 0);
         assert_eq!(off.rqs[0].clock_task, 10_000_000);
+    }
+
+    /// With believed SMT siblings, a wakeup prefers an idle core to the idle
+    /// sibling of a busy vCPU (select_idle_core()), and with no idle core
+    /// prev's idle sibling (select_idle_smt()); without them the first idle
+    /// vCPU after prev is taken.
+    #[test]
+    fn idle_search_prefers_an_idle_core_when_smt_is_believed() {
+        let mut g = guest(6, "");
+        let busy = g.add_task(Policy::Normal, 0, vec![true; 6]);
+        let t = g.add_task(Policy::Normal, 0, vec![true; 6]);
+        let states = [HostState::Running, HostState::Halted, HostState::Halted, HostState::Halted, HostState::Halted, HostState::Halted];
+        let v = view(&states, &[0; 6]);
+        g.enqueue(&v, busy, 0, true);
+        g.pick_next(&v, 0);
+        assert_eq!(g.select_rq(&v, t), 1);
+        g.set_smt_groups(&[vec![0, 1], vec![2, 3], vec![4, 5]]);
+        // Core {0,1} is busy, {2,3} and {4,5} idle: the first idle core.
+        assert_eq!(g.select_rq(&v, t), 2);
+        let other = g.add_task(Policy::Normal, 0, vec![true; 6]);
+        let third = g.add_task(Policy::Normal, 0, vec![true; 6]);
+        g.enqueue(&v, other, 2, true);
+        g.pick_next(&v, 2);
+        g.enqueue(&v, third, 4, true);
+        g.pick_next(&v, 4);
+        // Every core has a busy vCPU: prev's sibling.
+        assert_eq!(g.select_rq(&v, t), 1);
     }
 }

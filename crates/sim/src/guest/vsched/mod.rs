@@ -6,16 +6,15 @@
 //!   probers' estimators (`vmsched_probe::estimators`).
 //! - Their results go into the kernel as vSched's kernel module writes them:
 //!   the probed capacity per vCPU (`set_capacity`), the probed sockets as
-//!   the LLC groups (`set_llc_groups`); vact's latency and heartbeat are read
-//!   by BVS and IVH.
+//!   the LLC groups (`set_llc_groups`) and the probed SMT groups as the SMT
+//!   siblings (`set_smt_groups`, read by the SMT-aware idle search); vact's
+//!   latency and heartbeat are read by BVS and IVH.
 //! - BVS (`bvs.rs`) in select_task_rq, IVH (`ivh.rs`) from the tick with a
 //!   pull IPI and the stopper, RWC (`rwc.rs`) as the workloads' cpuset.
 //!
 //! Not modelled: vtop's validation period (every probe is a full probe with
-//! the skip optimisation, probing pairs one at a time), vcap's back-off of
-//! the heavy phase when stable, and SMT scheduling domains (the guest model
-//! has LLC groups but no SMT-aware idle search, so the probed SMT groups are
-//! reported, not written).
+//! the skip optimisation, probing pairs one at a time), and the SMT level of
+//! load balancing (the probed SMT groups steer wakeup placement only).
 
 pub mod bvs;
 pub mod ivh;
@@ -26,6 +25,7 @@ pub mod vtop;
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
+use vmsched_probe::estimators::topology::Groups;
 
 use self::ivh::Ivh;
 use self::probers::{Probers, LIGHT_CHUNK_NS};
@@ -37,6 +37,7 @@ use crate::scenario::{Policy, VschedParams};
 use crate::workloads::Op;
 
 const VCAP_WINDOW: u64 = 1;
+const VCAP_WINDOW_START: u64 = 3;
 const VTOP_PROBE: u64 = 2;
 /// Priority of the heavy vcap phase and of vtop: SCHED_FIFO 1, above every
 /// CFS task (the real prober's choice, docs/probe.md).
@@ -77,6 +78,13 @@ pub struct Vsched {
     rwc: Rwc,
     roles: BTreeMap<u32, Role>,
     own: Vec<u32>,
+    /// The light and heavy vcap probers of each vCPU (VM-local tasks).
+    light_threads: Vec<u32>,
+    heavy_threads: Vec<u32>,
+    /// vtop found a topology different from the previous one since the
+    /// last vcap window (it resets vcap's heavy back-off).
+    topology_changed: bool,
+    last_groups: Option<Groups>,
     bvs_placements: u64,
 }
 
@@ -91,12 +99,33 @@ impl Vsched {
             rwc: Rwc::new(nv),
             roles: BTreeMap::new(),
             own: Vec::new(),
+            light_threads: Vec::new(),
+            heavy_threads: Vec::new(),
+            topology_changed: false,
+            last_groups: None,
             bvs_placements: 0,
         }
     }
 
     fn vtop_period_ns(&self) -> u64 {
         (self.p.vtop_period_ms * 1e6) as u64
+    }
+
+    fn vcap_sleep_ns(&self) -> u64 {
+        (self.p.vcap_sleep_ms * 1e6).round() as u64
+    }
+
+    /// A vcap sampling window opens: the light probers (except those RWC
+    /// hides) and this window's heavy probers are woken, and its end armed.
+    fn window_start(&mut self, view: &GuestView) -> Vec<GuestAct> {
+        let heavy = self.probers.window_start(view);
+        let mut acts = vec![GuestAct::Timer { at: view.now + self.probers.period_ns(), token: VCAP_WINDOW }];
+        if self.p.vcap {
+            let light = (0..self.nv).filter(|&v| !self.rwc.stacked_hidden[v as usize]).map(|v| self.light_threads[v as usize]);
+            acts.extend(light.map(GuestAct::Wake));
+            acts.extend(heavy.into_iter().map(|v| GuestAct::Wake(self.heavy_threads[v as usize])));
+        }
+        acts
     }
 
     /// RWC from the probed capacities and stacked groups.
@@ -135,8 +164,10 @@ impl LinuxHooks for Vsched {
                 local
             };
             if self.p.vcap {
-                add(k, Policy::Idle, 0, Role::Light(v), format!("vcap-light/{v}"));
-                add(k, Policy::Fifo, PROBER_RT_PRIORITY, Role::Heavy(v), format!("vcap-heavy/{v}"));
+                let t = add(k, Policy::Idle, 0, Role::Light(v), format!("vcap-light/{v}"));
+                self.light_threads.push(t);
+                let t = add(k, Policy::Fifo, PROBER_RT_PRIORITY, Role::Heavy(v), format!("vcap-heavy/{v}"));
+                self.heavy_threads.push(t);
             }
             if self.p.vtop {
                 let t = add(k, Policy::Fifo, PROBER_RT_PRIORITY, Role::Vtop(v), format!("vtop/{v}"));
@@ -162,15 +193,20 @@ impl LinuxHooks for Vsched {
         let mut acts = Vec::new();
         match token {
             VCAP_WINDOW => {
-                self.probers.window_end(view);
+                self.probers.window_end(view, std::mem::take(&mut self.topology_changed));
                 if let (true, Some(caps)) = (self.p.vcap, self.probers.capacities()) {
                     for (v, c) in caps.iter().enumerate() {
                         k.set_probed_capacity(v as u32, c.round().clamp(1.0, 1024.0) as u32);
                     }
                 }
                 acts.extend(self.apply_rwc(k, view));
-                acts.push(GuestAct::Timer { at: view.now + self.probers.period_ns(), token: VCAP_WINDOW });
+                if self.vcap_sleep_ns() == 0 {
+                    acts.extend(self.window_start(view));
+                } else {
+                    acts.push(GuestAct::Timer { at: view.now + self.vcap_sleep_ns(), token: VCAP_WINDOW_START });
+                }
             }
+            VCAP_WINDOW_START => acts.extend(self.window_start(view)),
             VTOP_PROBE => {
                 acts.extend(self.vtop.start(view.now));
                 acts.push(GuestAct::Timer { at: view.now + self.vtop_period_ns(), token: VTOP_PROBE });
@@ -208,7 +244,7 @@ impl LinuxHooks for Vsched {
 
     fn own_op(&mut self, k: &mut LinuxKernel, view: &GuestView, hw: &Hardware, t: u32) -> (Op, Vec<GuestAct>) {
         match self.roles[&t] {
-            Role::Light(v) if self.rwc.stacked_hidden[v as usize] => (Op::Sleep(self.probers.period_ns()), Vec::new()),
+            Role::Light(v) if self.rwc.stacked_hidden[v as usize] || !self.probers.sampling => (Op::Park, Vec::new()),
             Role::Light(_) => (Op::Compute(LIGHT_CHUNK_NS), Vec::new()),
             Role::Heavy(v) => (self.probers.heavy_op(view, v), Vec::new()),
             Role::Vtop(v) => {
@@ -216,9 +252,16 @@ impl LinuxHooks for Vsched {
                 let partner_runs = |y: u32| view.host_state[y as usize] == HostState::Running && k.curr(y) == Some(threads[y as usize]);
                 let (op, mut acts, done) = self.vtop.op(view.now, v, hw, partner_runs);
                 if done {
-                    let groups = self.vtop.topology.as_ref().map(|t| t.groups.socket.clone()).unwrap_or_default();
-                    let llc: Vec<Vec<u32>> = groups.iter().map(|g| g.iter().map(|&c| c as u32).collect()).collect();
-                    k.set_llc_groups(&llc);
+                    let groups = self.vtop.topology.as_ref().map(|t| t.groups.clone());
+                    if groups != self.last_groups {
+                        self.topology_changed = true;
+                        self.last_groups = groups;
+                    }
+                    let as_vcpus = |g: &Vec<Vec<usize>>| -> Vec<Vec<u32>> { g.iter().map(|g| g.iter().map(|&c| c as u32).collect()).collect() };
+                    if let Some(t) = self.vtop.topology.as_ref() {
+                        k.set_llc_groups(&as_vcpus(&t.groups.socket));
+                        k.set_smt_groups(&as_vcpus(&t.groups.smt));
+                    }
                     acts.extend(self.apply_rwc(k, view));
                 }
                 (op, acts)
@@ -248,6 +291,7 @@ impl LinuxHooks for Vsched {
             "hidden": hidden,
             "counters": {
                 "vcap_windows": self.probers.windows,
+                "vcap_heavy_interval": self.probers.heavy.interval(),
                 "vtop_probes": self.vtop.probes,
                 "vtop_pairs_probed": self.vtop.pairs_probed,
                 "vtop_pairs_inferred": self.vtop.pairs_inferred,

@@ -1,20 +1,29 @@
 //! vcap and vact inside the simulated guest (vSched §3.1), estimating with
 //! the same functions as the real probers (`vmsched_probe::estimators`).
 //!
-//! - vcap: per vCPU a light prober thread spins at SCHED_IDLE all the time, so
-//!   the vCPU is busy whenever the guest has nothing else and the host's
-//!   preemptions show as steal; its share of the core is `1 - steal/window`.
-//!   Every `vcap_heavy_every` windows a heavy prober thread at SCHED_FIFO runs
-//!   fixed work chunks for `vcap_heavy_ms`; chunks during which the vCPU was
-//!   preempted (its published steal moved) are dropped, the rest give the
-//!   core's rate (work per running ns: frequency, SMT contention). Capacity =
-//!   rate x share on Linux's 1024 scale, smoothed by the EMA.
+//! - vcap: sampling windows of `vcap_period_ms`, separated by
+//!   `vcap_sleep_ms` of sleep (the public prober samples 100 ms, then sleeps
+//!   1 s). During a window a light prober thread per vCPU spins at
+//!   SCHED_IDLE, so the vCPU is busy whenever the guest has nothing else and
+//!   the host's preemptions show as steal; its share of the core is
+//!   `1 - steal/window`.
+//!   In heavy windows (every `vcap_heavy_every` windows, backing off by
+//!   `vcap_heavy_backoff` while the rates are stable: `HeavySchedule`) a
+//!   heavy prober thread at SCHED_FIFO runs fixed work chunks for
+//!   `vcap_heavy_ms`; chunks during which the vCPU was preempted (its
+//!   published steal moved) are dropped, the rest give the core's rate (work
+//!   per running ns: frequency, SMT contention). Between heavy windows it is
+//!   parked and woken at the end of the window before the next heavy one, as
+//!   the public prober raises its threads' priority then. Capacity = rate x
+//!   share on Linux's 1024 scale, smoothed by the EMA.
 //! - vact: the guest tick stamps a per-vCPU heartbeat and counts a preemption
 //!   when the steal published since the previous tick jumped by more than the
-//!   threshold; at each window end, vCPU latency = steal / preemptions.
+//!   threshold; at each window end, vCPU latency = steal / preemptions over
+//!   the window.
 
 use vmsched_probe::estimators::capacity::{core_rate, core_share, vcpu_capacity, CAPACITY_SCALE};
 use vmsched_probe::estimators::ema::Ema;
+use vmsched_probe::estimators::heavy::HeavySchedule;
 use vmsched_probe::estimators::latency::latency;
 
 use crate::guest::GuestView;
@@ -56,11 +65,14 @@ pub struct Probers {
     pub vcpus: Vec<VcpuProbe>,
     period_ns: u64,
     heavy_ns: u64,
-    heavy_every: u64,
+    /// Which windows are heavy (shared with the real prober's estimators).
+    pub heavy: HeavySchedule,
     threshold_ns: u64,
     stale_ns: u64,
-    /// Windows completed.
+    /// Windows completed (the number of the current or next window).
     pub windows: u64,
+    /// A sampling window is open (the light probers spin).
+    pub sampling: bool,
     /// Capacity samples per window, for the report (time ms, capacities).
     pub history: Vec<(f64, Vec<f64>)>,
 }
@@ -91,10 +103,11 @@ impl Probers {
             vcpus: vec![probe; nv as usize],
             period_ns: ns(p.vcap_period_ms),
             heavy_ns: ns(p.vcap_heavy_ms),
-            heavy_every: p.vcap_heavy_every as u64,
+            heavy: HeavySchedule::new(p.vcap_heavy_every, p.vcap_heavy_backoff, nv as usize).expect("validated heavy schedule"),
             threshold_ns: (p.preemption_threshold_us * 1e3).round() as u64,
             stale_ns: ns(p.heartbeat_stale_ms),
             windows: 0,
+            sampling: true,
             history: Vec::new(),
         }
     }
@@ -103,13 +116,11 @@ impl Probers {
         self.period_ns
     }
 
-
     /// The next operation of the heavy prober of `v`.
     pub fn heavy_op(&mut self, view: &GuestView, v: u32) -> Op {
         let now = view.now;
         let steal = view.steal_published[v as usize];
-        let window = now / self.period_ns;
-        let window_start = window * self.period_ns;
+        let heavy = self.sampling && self.heavy_window(self.windows, v);
         let st = &mut self.vcpus[v as usize];
         if let Some((t0, s0)) = st.heavy_chunk.take() {
             // A chunk during which the host preempted the vCPU is dropped.
@@ -121,17 +132,16 @@ impl Probers {
         // The heavy phase lasts `heavy_ns` of clean running within the
         // window (other SCHED_FIFO work, such as vtop, may delay it), and is
         // repeated in the following windows until a rate was measured.
-        let heavy = window.is_multiple_of(self.heavy_every) || st.core_rate.is_none();
         if heavy && st.heavy_running < self.heavy_ns {
             st.heavy_chunk = Some((now, steal));
             return Op::Compute(HEAVY_CHUNK_NS);
         }
-        let next = if st.core_rate.is_none() {
-            window_start + self.period_ns
-        } else {
-            (window / self.heavy_every + 1) * self.heavy_every * self.period_ns
-        };
-        Op::Sleep(next - now)
+        Op::Park
+    }
+
+    /// Window `window` is a heavy one for vCPU `v`.
+    fn heavy_window(&self, window: u64, v: u32) -> bool {
+        self.heavy.is_heavy(window) || self.vcpus[v as usize].core_rate.is_none()
     }
 
     /// vact's part of the guest tick on running vCPU `v`.
@@ -152,12 +162,29 @@ impl Probers {
         now.saturating_sub(self.vcpus[w as usize].heartbeat) <= self.stale_ns
     }
 
+    /// A sampling window opens: steal and preemptions are counted from
+    /// now. Returns the vCPUs whose heavy prober runs in it.
+    pub fn window_start(&mut self, view: &GuestView) -> Vec<u32> {
+        self.sampling = true;
+        for (v, st) in self.vcpus.iter_mut().enumerate() {
+            st.steal_at_window = view.steal_published[v];
+            st.preemptions = 0;
+        }
+        (0..self.vcpus.len() as u32).filter(|&v| self.heavy_window(self.windows, v)).collect()
+    }
+
     /// The end of a vcap window: shares, rates from a heavy window, EMA
-    /// capacities and vCPU latencies.
-    pub fn window_end(&mut self, view: &GuestView) {
+    /// capacities and vCPU latencies, the next heavy interval after a heavy
+    /// window (`topology_changed`: vtop found a new topology since the last
+    /// heavy window).
+    pub fn window_end(&mut self, view: &GuestView, topology_changed: bool) {
+        self.sampling = false;
+        if self.heavy.is_heavy(self.windows) {
+            let rates: Vec<Option<f64>> = self.vcpus.iter().map(|s| core_rate(s.heavy_work, s.heavy_running)).collect();
+            self.heavy.after_heavy(&rates, topology_changed);
+        }
         for (v, st) in self.vcpus.iter_mut().enumerate() {
             let steal = view.steal_published[v] - st.steal_at_window;
-            st.steal_at_window = view.steal_published[v];
             if let Some(rate) = core_rate(st.heavy_work, st.heavy_running) {
                 st.core_rate = Some(rate);
             }
@@ -168,7 +195,6 @@ impl Probers {
                 st.capacity = Some(st.ema.update(CAPACITY_SCALE * vcpu_capacity(rate, st.share)));
             }
             st.latency_us = latency(steal, st.preemptions, self.period_ns).inactive_avg_us;
-            st.preemptions = 0;
         }
         self.windows += 1;
         if self.vcpus.iter().all(|s| s.capacity.is_some()) {
