@@ -18,7 +18,7 @@
 //! csched_vcpu_acct()); work is stolen only by a pCPU that schedules.
 
 use super::irs::IrsSender;
-use super::{keeps_running_until_notified, DecisionCosts, Exit, Hcall, HostOut, HostPolicy, HostView};
+use super::{keeps_running_until_notified, DecisionCosts, Exit, Hcall, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -117,12 +117,9 @@ pub struct Credit {
     /// Domains with active vCPUs, in prv->active_sdom order.
     active_doms: Vec<usize>,
     runq: Vec<Vec<VcpuId>>,
-    curr: Vec<Option<VcpuId>>,
+    pcpu: PcpuBook,
     /// prv->idlers.
     idle: Vec<bool>,
-    slice_gen: Vec<u64>,
-    /// A vCPU left the pCPU outside a decision (it halted).
-    switched_out: Vec<bool>,
     runq_sort: u64,
     runq_sort_last: Vec<u64>,
     last_tickle: PcpuId,
@@ -190,10 +187,8 @@ impl Credit {
             doms,
             active_doms: Vec::new(),
             runq: vec![Vec::new(); n],
-            curr: vec![None; n],
+            pcpu: PcpuBook::new(n),
             idle: vec![true; n],
-            slice_gen: vec![0; n],
-            switched_out: vec![false; n],
             runq_sort: 0,
             runq_sort_last: vec![0; n],
             last_tickle: 0,
@@ -239,7 +234,7 @@ impl Credit {
     fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let cpu = self.vcs[v as usize].cpu;
         let new_pri = self.vcs[v as usize].pri;
-        let cur_pri = self.pri_of(self.curr[cpu as usize]);
+        let cur_pri = self.pri_of(self.pcpu.curr[cpu as usize]);
         let n = self.idle.len() as u32;
         let any_idle = self.idle.iter().any(|&i| i);
         if cur_pri == PRI_IDLE || (!any_idle && new_pri > cur_pri) {
@@ -422,7 +417,7 @@ impl Credit {
     fn park(&mut self, out: &mut HostOut, v: VcpuId) {
         self.vcs[v as usize].parked = true;
         let cpu = self.vcs[v as usize].cpu;
-        if self.curr[cpu as usize] == Some(v) {
+        if self.pcpu.curr[cpu as usize] == Some(v) {
             out.resched.push(cpu);
         } else {
             self.runq_remove(v);
@@ -434,7 +429,7 @@ impl Credit {
     fn unpark(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         self.vcs[v as usize].parked = false;
         let vc = &self.vcs[v as usize];
-        if vc.awake && !vc.on_runq && self.curr[vc.cpu as usize] != Some(v) {
+        if vc.awake && !vc.on_runq && self.pcpu.curr[vc.cpu as usize] != Some(v) {
             self.runq_insert(v);
             self.tickle(view, out, v);
         }
@@ -444,8 +439,8 @@ impl Credit {
     /// its BOOST and becomes active; runqueues are re-sorted once after
     /// each accounting.
     fn tick_all(&mut self, now: u64) {
-        for p in 0..self.curr.len() {
-            if let Some(v) = self.curr[p] {
+        for p in 0..self.pcpu.curr.len() {
+            if let Some(v) = self.pcpu.curr[p] {
                 if self.vcs[v as usize].pri == PRI_BOOST {
                     self.vcs[v as usize].pri = PRI_UNDER;
                 }
@@ -496,8 +491,7 @@ impl HostPolicy for Credit {
     fn block(&mut self, view: &HostView, _out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.burn(v, view.now);
         self.vcs[v as usize].awake = false;
-        self.curr[p as usize] = None;
-        self.switched_out[p as usize] = true;
+        self.pcpu.halted(p);
     }
 
     /// csched_schedule().
@@ -508,9 +502,7 @@ impl HostPolicy for Credit {
             self.burn(c, now);
         }
         let runnable_prev = prev.filter(|&c| !self.vcs[c as usize].parked);
-        let switched_out = std::mem::take(&mut self.switched_out[pi]);
-        self.slice_gen[pi] += 1;
-        let gen = self.slice_gen[pi];
+        let switched_out = self.pcpu.begin(p);
         // Rate limiting: a vCPU that ran less than ratelimit_us keeps the
         // pCPU (never for a timer shorter than CSCHED_MIN_TIMER), unless it
         // yields (it may be about to spin, Xen 4.9).
@@ -518,8 +510,7 @@ impl HostPolicy for Credit {
             let runtime = now - self.vcs[c as usize].running_since;
             if self.ratelimit_ns > 0 && runtime < self.ratelimit_ns && !self.vcs[c as usize].yielding {
                 let slice = if runtime < MIN_TIMER_NS { MIN_TIMER_NS } else { self.ratelimit_ns - runtime };
-                out.timers.push((now + slice, T_SLICE | gen << 16 | p as u64));
-                self.costs.charge_decision(out, p, switched_out);
+                self.pcpu.end(out, &self.costs, p, prev, Some(c), switched_out, Some((T_SLICE, now + slice)));
                 return Some(c);
             }
             self.runq_insert(c);
@@ -536,7 +527,7 @@ impl HostPolicy for Credit {
         if let (Some(c), Some(sa)) = (runnable_prev, &self.activations) {
             if head != Some(c) && keeps_running_until_notified(view, out, c, || sa.warning(view, c)) {
                 self.runq_remove(c);
-                self.costs.charge_decision(out, p, switched_out);
+                self.pcpu.end(out, &self.costs, p, prev, Some(c), switched_out, None);
                 return Some(c);
             }
         }
@@ -563,11 +554,9 @@ impl HostPolicy for Credit {
             if prev != Some(n) {
                 vc.running_since = now;
             }
-            out.timers.push((now + self.tslice_ns, T_SLICE | gen << 16 | p as u64));
         }
-        self.curr[pi] = next;
-        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
-        out.resched.retain(|&q| q != p);
+        let slice = next.map(|_| (T_SLICE, now + self.tslice_ns));
+        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
         next
     }
 
@@ -585,18 +574,13 @@ impl HostPolicy for Credit {
                 self.tick_all(view.now);
                 out.timers.push((view.now + self.tick_ns, T_TICK));
             }
-            T_SLICE => {
-                let p = (token & 0xffff) as usize;
-                if (token & !KIND) >> 16 == self.slice_gen[p] {
-                    out.resched.push(p as PcpuId);
-                }
-            }
+            T_SLICE => out.resched.extend(self.pcpu.slice_due(token)),
             _ => unreachable!("unknown credit timer token {token:#x}"),
         }
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
-        self.runq[p as usize].len() as u32 + self.curr[p as usize].is_some() as u32
+        self.runq[p as usize].len() as u32 + self.pcpu.curr[p as usize].is_some() as u32
     }
 
     /// do_yield() (SCHEDOP_yield) and the pause-loop exit, which Xen's VMX
@@ -607,7 +591,7 @@ impl HostPolicy for Credit {
     fn on_exit(&mut self, _view: &HostView, out: &mut HostOut, v: VcpuId, exit: Exit) {
         if matches!(exit, Exit::PauseLoop | Exit::Hypercall(Hcall::Yield)) {
             let cpu = self.vcs[v as usize].cpu;
-            if self.curr[cpu as usize] == Some(v) {
+            if self.pcpu.curr[cpu as usize] == Some(v) {
                 self.vcs[v as usize].yielding = true;
                 out.resched.push(cpu);
             }

@@ -18,7 +18,7 @@
 //! (Credit2 gained caps in Xen 4.10, after the version the Tableau paper
 //! measured, which ran Credit2 uncapped only).
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView};
+use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 use crate::scenario::Credit2Runqueue;
@@ -117,10 +117,7 @@ pub struct Credit2 {
     vcs: Vec<Vc>,
     rqs: Vec<Runqueue>,
     rq_of_pcpu: Vec<usize>,
-    curr: Vec<Option<VcpuId>>,
-    tickled: Vec<bool>,
-    switched_out: Vec<bool>,
-    slice_gen: Vec<u64>,
+    pcpu: PcpuBook,
     ratelimit_ns: u64,
     migrate_resist: i64,
     costs: DecisionCosts,
@@ -175,10 +172,7 @@ impl Credit2 {
             vcs,
             rqs,
             rq_of_pcpu,
-            curr: vec![None; n],
-            tickled: vec![false; n],
-            switched_out: vec![false; n],
-            slice_gen: vec![0; n],
+            pcpu: PcpuBook::new(n),
             ratelimit_ns: (prm.ratelimit_us * 1e3).round() as u64,
             migrate_resist: (prm.migrate_resist_us * 1e3).round() as i64,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
@@ -217,17 +211,17 @@ impl Credit2 {
     fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let rq = self.vcs[v as usize].rq;
         let own = self.vcs[v as usize].cpu;
-        let free = |p: PcpuId| !self.tickled[p as usize] && view.may_run(v, p);
-        let idle: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.curr[p as usize].is_none() && free(p)).collect();
+        let free = |p: PcpuId| !self.pcpu.tickled[p as usize] && view.may_run(v, p);
+        let idle: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_none() && free(p)).collect();
         let target = if idle.contains(&own) {
             Some(own)
         } else if let Some(&p) = idle.first() {
             Some(p)
         } else {
-            let busy: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.curr[p as usize].is_some() && free(p)).collect();
+            let busy: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_some() && free(p)).collect();
             let mut lowest: Option<(i64, PcpuId)> = None;
             for p in busy {
-                let cur = self.curr[p as usize].expect("busy pCPU");
+                let cur = self.pcpu.curr[p as usize].expect("busy pCPU");
                 self.burn(cur, view.now);
                 let c = self.vcs[cur as usize].credit;
                 if lowest.is_none_or(|(l, _)| c < l) {
@@ -237,7 +231,7 @@ impl Credit2 {
             lowest.filter(|&(l, _)| l + self.migrate_resist <= self.vcs[v as usize].credit).map(|(_, p)| p)
         };
         if let Some(p) = target {
-            self.tickled[p as usize] = true;
+            self.pcpu.tickled[p as usize] = true;
             self.vcs[v as usize].tickled_cpu = Some(p);
             out.resched.push(p);
         }
@@ -251,7 +245,7 @@ impl Credit2 {
         let times = if debt < -CREDIT_INIT { 1 + (-debt) / CREDIT_INIT } else { 1 };
         for i in 0..self.rqs[rq].members.len() {
             let v = self.rqs[rq].members[i];
-            if self.curr.contains(&Some(v)) {
+            if self.pcpu.curr.contains(&Some(v)) {
                 self.burn(v, now);
             }
             let vc = &mut self.vcs[v as usize];
@@ -272,7 +266,7 @@ impl Credit2 {
         let best_credit = |b: Option<VcpuId>| b.map_or(-(1i64 << 30), |v| self.vcs[v as usize].credit);
         for &v in &self.rqs[rq].queue {
             let vc = &self.vcs[v as usize];
-            if vc.tickled_cpu.is_some_and(|t| t != p && self.tickled[t as usize]) {
+            if vc.tickled_cpu.is_some_and(|t| t != p && self.pcpu.tickled[t as usize]) {
                 continue;
             }
             if vc.cpu != p && best_credit(best) + self.migrate_resist > vc.credit {
@@ -320,7 +314,7 @@ impl Credit2 {
     /// migrate(): a running vCPU is flagged and its pCPU rescheduled; a
     /// queued one moves with its share of the load and is tickled there.
     fn migrate(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, to: usize) {
-        if let Some(p) = self.curr.iter().position(|&c| c == Some(v)) {
+        if let Some(p) = self.pcpu.curr.iter().position(|&c| c == Some(v)) {
             self.vcs[v as usize].migrate_to = Some(to);
             out.resched.push(p as PcpuId);
             return;
@@ -416,7 +410,7 @@ impl Credit2 {
 
     /// Runnable: running, or queued (vcpu_runnable()).
     fn vc_runnable(&self, v: VcpuId) -> bool {
-        self.vcs[v as usize].on_runq || self.curr.contains(&Some(v))
+        self.vcs[v as usize].on_runq || self.pcpu.curr.contains(&Some(v))
     }
 
     /// csched2_runtime(): until the next queued vCPU would lead, clamped.
@@ -456,8 +450,7 @@ impl HostPolicy for Credit2 {
 
     fn block(&mut self, view: &HostView, _out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.burn(v, view.now);
-        self.curr[p as usize] = None;
-        self.switched_out[p as usize] = true;
+        self.pcpu.halted(p);
         self.update_load(self.vcs[v as usize].rq, Some(v), -1, view.now);
         // A move balance_load() asked for happens all the same (vcpu_migrate()
         // from context_saved()).
@@ -470,16 +463,15 @@ impl HostPolicy for Credit2 {
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         let now = view.now;
         let pi = p as usize;
-        self.tickled[pi] = false;
+        let mut switched_out = self.pcpu.begin(p);
         if let Some(c) = prev {
             self.burn(c, now);
         }
-        let mut switched_out = std::mem::take(&mut self.switched_out[pi]);
         // A running vCPU balance_load() moved leaves for its new runqueue
         // (it is not runnable here meanwhile: _VPF_migrating).
         let prev = match prev.map(|c| (c, self.vcs[c as usize].migrate_to.take())) {
             Some((c, Some(to))) => {
-                self.curr[pi] = None;
+                self.pcpu.curr[pi] = None;
                 switched_out = true;
                 self.update_load(self.vcs[c as usize].rq, Some(c), -1, now);
                 self.reassign(view, c, to);
@@ -526,20 +518,15 @@ impl HostPolicy for Credit2 {
                 vc.running_since = now;
             }
         }
-        self.curr[pi] = next;
+        self.pcpu.curr[pi] = next;
         // context_saved(): a preempted vCPU goes back on the queue and may
         // be picked up by another pCPU (runq_tickle()).
         if let Some(c) = prev.filter(|&c| Some(c) != next) {
             self.runq_insert(c);
             self.tickle(view, out, c);
         }
-        self.slice_gen[pi] += 1;
-        if let Some(n) = next {
-            let t = self.runtime(n, now, prev == Some(n));
-            out.timers.push((now + t, T_SLICE | self.slice_gen[pi] << 16 | p as u64));
-        }
-        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
-        out.resched.retain(|&q| q != p);
+        let slice = next.map(|n| (T_SLICE, now + self.runtime(n, now, prev == Some(n))));
+        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
         // After a reset, balance_load() (with the chosen vCPU already marked
         // as scheduled here: if it is moved, this pCPU schedules again).
         if reset {
@@ -554,18 +541,13 @@ impl HostPolicy for Credit2 {
 
     fn timer(&mut self, _view: &HostView, out: &mut HostOut, token: u64) {
         match token & KIND {
-            T_SLICE => {
-                let p = (token & 0xffff) as usize;
-                if (token & !KIND) >> 16 == self.slice_gen[p] {
-                    out.resched.push(p as PcpuId);
-                }
-            }
+            T_SLICE => out.resched.extend(self.pcpu.slice_due(token)),
             _ => unreachable!("unknown credit2 timer token {token:#x}"),
         }
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
         let rq = &self.rqs[self.rq_of_pcpu[p as usize]];
-        rq.queue.iter().filter(|&&v| self.vcs[v as usize].cpu == p).count() as u32 + self.curr[p as usize].is_some() as u32
+        rq.queue.iter().filter(|&&v| self.vcs[v as usize].cpu == p).count() as u32 + self.pcpu.curr[p as usize].is_some() as u32
     }
 }

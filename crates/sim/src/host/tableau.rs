@@ -25,7 +25,7 @@
 
 use vmsched_plan::Table;
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView};
+use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -56,15 +56,13 @@ pub struct Tableau {
     owner: Vec<Option<PcpuId>>,
     /// A pCPU waiting for the vCPU to be released by its owner.
     wanted_by: Vec<Option<PcpuId>>,
-    curr: Vec<Option<VcpuId>>,
+    pcpu: PcpuBook,
     /// Second-level round-robin position per pCPU: the last table vCPU it ran.
     rr_last: Vec<Option<u32>>,
     /// The second-level turn running on each pCPU: (vCPU, end of its turn).
     turn: Vec<Option<(VcpuId, u64)>>,
     /// A turn cut short by a table slot: (vCPU, time left); it resumes first.
     cut_turn: Vec<Option<(VcpuId, u64)>>,
-    gen: Vec<u64>,
-    switched_out: Vec<bool>,
     capped: bool,
     costs: DecisionCosts,
 }
@@ -99,12 +97,10 @@ impl Tableau {
             awake: vec![false; nv],
             owner: vec![None; nv],
             wanted_by: vec![None; nv],
-            curr: vec![None; n],
+            pcpu: PcpuBook::new(n),
             rr_last: vec![None; n],
             turn: vec![None; n],
             cut_turn: vec![None; n],
-            gen: vec![0; n],
-            switched_out: vec![false; n],
             capped: prm.capped,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
         };
@@ -154,7 +150,7 @@ impl Tableau {
         self.rr_last.fill(None);
         self.turn.fill(None);
         self.cut_turn.fill(None);
-        out.resched.extend(0..self.curr.len() as PcpuId);
+        out.resched.extend(0..self.pcpu.curr.len() as PcpuId);
     }
 
     /// The vCPU whose allocation covers `now` on table core `core`, if any.
@@ -239,7 +235,7 @@ impl HostPolicy for Tableau {
             let entry = self.entry_of_vcpu[v as usize];
             let core = self.table.trailing_core(entry, self.local(view.now))?;
             let p = self.table.cores[core].core;
-            self.curr[p as usize].is_none().then_some(p)
+            self.pcpu.curr[p as usize].is_none().then_some(p)
         });
         if let Some(p) = target {
             self.costs.charge_wakeup(out, p);
@@ -250,8 +246,7 @@ impl HostPolicy for Tableau {
     fn block(&mut self, _view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.awake[v as usize] = false;
         self.owner[v as usize] = None;
-        self.curr[p as usize] = None;
-        self.switched_out[p as usize] = true;
+        self.pcpu.halted(p);
         if let Some(q) = self.wanted_by[v as usize].take() {
             out.resched.push(q);
         }
@@ -261,7 +256,7 @@ impl HostPolicy for Tableau {
         let now = view.now;
         let pi = p as usize;
         self.switch_if_due(out, now);
-        let switched_out = std::mem::take(&mut self.switched_out[pi]);
+        let switched_out = self.pcpu.begin(p);
         if let Some(c) = prev {
             self.owner[c as usize] = None;
         }
@@ -271,7 +266,7 @@ impl HostPolicy for Tableau {
             }
         }
         let Some(core) = self.core_of_pcpu[pi] else {
-            self.curr[pi] = None;
+            self.pcpu.curr[pi] = None;
             return None;
         };
         let boundary = self.next_boundary(core, now);
@@ -286,7 +281,7 @@ impl HostPolicy for Tableau {
                     // A split vCPU hops: its allocation on q is over and
                     // ours begins, so it moves here still running (q then
                     // reschedules).
-                    self.curr[q as usize] = None;
+                    self.pcpu.curr[q as usize] = None;
                     next = Some(v);
                 }
                 Some(_) => {
@@ -314,11 +309,7 @@ impl HostPolicy for Tableau {
                 self.wanted_by[n as usize] = None;
             }
         }
-        self.curr[pi] = next;
-        self.gen[pi] += 1;
-        out.timers.push((until, T_BOUNDARY | self.gen[pi] << 16 | p as u64));
-        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
-        out.resched.retain(|&q| q != p);
+        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, Some((T_BOUNDARY, until)));
         next
     }
 
@@ -326,12 +317,7 @@ impl HostPolicy for Tableau {
 
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
         match token & KIND {
-            T_BOUNDARY => {
-                let p = (token & 0xffff) as usize;
-                if (token & !KIND) >> 16 == self.gen[p] {
-                    out.resched.push(p as PcpuId);
-                }
-            }
+            T_BOUNDARY => out.resched.extend(self.pcpu.slice_due(token)),
             T_PUSH => {
                 let table = self.changes[(token & !KIND) as usize].1.clone();
                 self.push_table(out, table, view.now);
