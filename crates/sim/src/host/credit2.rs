@@ -551,3 +551,29 @@ impl HostPolicy for Credit2 {
         rq.queue.iter().filter(|&&v| self.vcs[v as usize].cpu == p).count() as u32 + self.pcpu.curr[p as usize].is_some() as u32
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// __update_runq_load(): with W = 2^20 units of 1024 ns and 18
+    /// fractional bits, a count of 1 held for half a window moves an empty
+    /// average halfway; another half window moves it half the remaining way
+    /// (avg += delta*load/W - delta*avg/W with the old avg), and half a
+    /// window idle halves it; after more than
+    /// a window without an update the average restarts at the count.
+    #[test]
+    fn load_average_decays_over_a_window() {
+        let half = (1u64 << 19) << LOAD_GRANULARITY_SHIFT;
+        let mut l = LoadAvg::default();
+        l.update(1, half);
+        assert_eq!(l.avg, 1 << 17);
+        l.update(1, 2 * half);
+        assert_eq!(l.avg, (1 << 17) + (1 << 17) - (1 << 16));
+        // Idle for half a window: half of it decays.
+        l.update(0, 3 * half);
+        assert_eq!(l.avg, 3 << 15);
+        l.update(3, 6 * half);
+        assert_eq!(l.avg, 3 << LOAD_PRECISION_SHIFT);
+    }
+}
