@@ -406,6 +406,13 @@ pub struct Vm {
     /// pCPUs any vCPU of this VM may run on (default: all).
     #[serde(default)]
     pub cpus: Vec<u32>,
+    /// Soft affinity: pCPUs the VM's vCPUs prefer, within their hard
+    /// affinity (`pin`/`cpus`), as xl.cfg's `cpus_soft` sets it. Read by Xen
+    /// Credit, which tries them first when it tickles an idler and when it
+    /// steals work (the soft then hard balance steps of sched_credit.c);
+    /// empty means no preference.
+    #[serde(default)]
+    pub cpus_soft: Vec<u32>,
     /// CFS bandwidth control (cpu.max) applied on the host.
     pub bandwidth: Option<Bandwidth>,
     /// Tableau reservation of each vCPU: utilization U (0 < U <= 1) and
@@ -1369,7 +1376,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         if !vm.pin.is_empty() && vm.pin.len() != vm.vcpus as usize {
             return Err(err(format!("{p}.pin"), format!("has {} entries for {} vCPUs", vm.pin.len(), vm.vcpus)));
         }
-        for (field, list) in [("pin", &vm.pin), ("cpus", &vm.cpus)] {
+        for (field, list) in [("pin", &vm.pin), ("cpus", &vm.cpus), ("cpus_soft", &vm.cpus_soft)] {
             if let Some(bad) = list.iter().find(|&&c| c >= npcpu) {
                 return Err(err(format!("{p}.{field}"), format!("no pCPU {bad} (host has {npcpu})")));
             }
@@ -1607,6 +1614,22 @@ pub struct TableauParams {
     pub wakeup_us: f64,
     #[serde(default = "tableau_migrate_us")]
     pub migrate_us: f64,
+    /// Reservation changes during the run, in time order: each one makes the
+    /// planner produce a new table, which the dispatcher installs at a table
+    /// wrap-around (section 6, "Lock-free table switches").
+    #[serde(default)]
+    pub changes: Vec<TableauChange>,
+}
+
+/// `[[host.tableau.changes]]`: at `at_ms`, VM `vm`'s reservation becomes
+/// (`utilization`, `latency_ms`); the other VMs keep theirs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableauChange {
+    pub at_ms: f64,
+    pub vm: String,
+    pub utilization: f64,
+    pub latency_ms: f64,
 }
 fn tableau_schedule_us() -> f64 {
     1.43
@@ -1649,6 +1672,7 @@ fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
     }
     if s.host.policy == HostPolicyKind::Tableau {
         crate::tableau::plan_scenario(s).map_err(|e| err(e.path, e.reason))?;
+        crate::tableau::plan_changes(s)?;
     }
     if s.host.cfs.vm_groups && s.host.policy == HostPolicyKind::Anubis {
         // Anubis moves a vCPU's vruntime against the leftmost vCPU of the

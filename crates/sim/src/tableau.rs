@@ -17,6 +17,29 @@ pub fn plan_scenario(s: &Scenario) -> Result<vmsched_plan::Plan, ScenarioError> 
     })
 }
 
+/// The tables of the scenario's reservation changes (`host.tableau.changes`),
+/// each with the time it is pushed, in ns: change i applies changes 0..=i to
+/// the scenario's reservations and plans them. A change the planner rejects,
+/// out of order, outside the run or naming no VM, is an error at that change.
+pub fn plan_changes(s: &Scenario) -> Result<Vec<(u64, vmsched_plan::Table)>, ScenarioError> {
+    let mut current = s.clone();
+    let mut last_ms = 0.0;
+    let mut tables = Vec::new();
+    for (i, c) in s.host.tableau.changes.iter().enumerate() {
+        let at = |reason: String| ScenarioError { path: format!("host.tableau.changes[{i}]"), reason };
+        if !(c.at_ms >= last_ms && c.at_ms < s.duration_ms) {
+            return Err(at(format!("at_ms {} must be within the run ({} ms) and not before the previous change", c.at_ms, s.duration_ms)));
+        }
+        last_ms = c.at_ms;
+        let vm = current.vms.iter_mut().find(|v| v.name == c.vm).ok_or_else(|| at(format!("no VM named `{}`", c.vm)))?;
+        vm.utilization = Some(c.utilization);
+        vm.latency_ms = Some(c.latency_ms);
+        let plan = plan_scenario(&current).map_err(|e| at(format!("{} ({})", e.reason, e.path)))?;
+        tables.push(((c.at_ms * 1e6).round() as u64, plan.table));
+    }
+    Ok(tables)
+}
+
 /// The planner input of a scenario: every pCPU is a guest core, each socket
 /// is a group of cores sharing a cache, and each VM brings its vCPU count,
 /// reservation (U, L) and weight.

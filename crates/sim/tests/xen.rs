@@ -306,3 +306,101 @@ fn unplannable_reservations_are_scenario_errors() {
     let text = format!("{}{}", host("rtds", 1), hog_vm("a", "rtds_budget_ms=12\nrtds_period_ms=10"));
     assert_eq!(vmsched_sim::parse(&text, &[]).unwrap_err().path, "vm[0].rtds_budget_ms");
 }
+
+/// Credit with pause-loop exiting (Xen's fixed window: 4096 cycles, 1639 ns
+/// at 2.5 GHz): a 2-vCPU VM on one pCPU runs a spinning barrier after
+/// 500 us grains. The vCPU that arrives first spins one PLE window, exits,
+/// and yields (csched_vcpu_yield()); the rate limit (1 ms) does not hold it
+/// back, since it yields, and it queues behind its sibling, which runs its
+/// grain, completes the barrier and its next grain, spins, and yields back.
+#[test]
+fn credit_pause_loop_exit_yields_to_the_sibling() {
+    let ple = "[host.kvm]\nple_gap=128\nple_window_grow=1\n";
+    let vm = "[[vm]]\nname='par'\nvcpus=2\n[[vm.workload]]\nkind='parallel'\nthreads=2\npin_threads=true\nwork_us=500\nwork_dist='constant'\nsync='spin_barrier'\n";
+    let window = 1639;
+    let t = slices(&format!("{}{ple}{vm}", host("credit", 1)), 3);
+    let w = want(&[("par", 0, 500_000 + window), ("par", 500_000 + window, 1_500_000 + 2 * window), ("par", 1_500_000 + 2 * window, 2_500_000 + 3 * window)]);
+    assert_eq!(rows(&t, 0, 1)[..3], w[..]);
+    // Without PLE the first arrival spins through its 30 ms slice.
+    let t = slices(&format!("{}[host.kvm]\nple_gap=0\n{vm}", host("credit", 1)), 3);
+    assert_eq!(rows(&t, 0, 1), want(&[("par", 0, 3 * MS)]));
+}
+
+/// Credit soft affinity, on three pCPUs: a hog pinned to pCPU 0 keeps it
+/// busy; an I/O-like vCPU whose last pCPU is 0 wakes every 10 ms. Idlers 1
+/// and 2 exist, so it is not run on 0 but an idler is tickled to steal it:
+/// by hard affinity alone the first idler after the last tickled (pCPU 1),
+/// with `cpus_soft = [2]` pCPU 2, where it then stays (its processor).
+#[test]
+fn credit_soft_affinity_is_tried_before_hard_affinity() {
+    let run_on = |soft: &str| {
+        let text = format!(
+            "{}[[vm]]\nname='busy'\npin=[0]\n[[vm.workload]]\nkind='hog'\n[[vm]]\nname='f1'\n[[vm]]\nname='f2'\n\
+             [[vm]]\nname='x'\n{soft}\n[[vm.workload]]\nkind='bursty'\nstart_ms=5\nwork_dist='constant'\nwork_us=1000\nsleep_us=10000\n",
+            host("credit", 3)
+        );
+        let t = slices(&text, 100);
+        let on: Vec<u32> = (0..t.vm.len()).filter(|&i| t.vm[i] == "x").map(|i| t.pcpu[i]).collect();
+        assert!(on.len() >= 5, "{on:?}");
+        on
+    };
+    assert!(run_on("").iter().all(|&p| p == 1));
+    assert!(run_on("cpus_soft=[2]").iter().all(|&p| p == 2));
+}
+
+/// Credit2 balance_load(): two sockets of two pCPUs (one runqueue each);
+/// four hogs start on socket 0's runqueue and the other runqueue's VMs are
+/// idle. Without balancing the hogs would share two pCPUs (2.0 pCPUs in
+/// all); the runqueues' load averages diverge, balance_load() moves hogs
+/// across, and both runqueues run them. The averages decay over about a
+/// second while a balance runs at every credit reset, so a runqueue keeps
+/// pushing until its stale average catches up: hogs move in waves, and the
+/// host runs more than two pCPUs' worth of them, not four.
+#[test]
+fn credit2_balances_load_between_runqueues() {
+    let mut text = host_with("credit2", 2, "runqueue='socket'\n").replace("[host]\n", "[host]\nsockets=2\n");
+    for i in 0..8 {
+        // vCPU i starts on pCPU i % 4: hogs on 0, 1, 0, 1 (socket 0).
+        text += &if i % 4 < 2 { hog_vm(&format!("h{i}"), "") } else { format!("[[vm]]\nname='idle{i}'\n") };
+    }
+    let s = share_of(&text, 4000);
+    let hogs: Vec<f64> = (0..8).filter(|i| i % 4 < 2).map(|i| s[i]).collect();
+    assert!(hogs.iter().all(|&x| x > 0.5), "{hogs:?}");
+    assert!(hogs.iter().sum::<f64>() > 2.1, "{hogs:?}");
+    let t = slices(&text, 1000);
+    assert!((0..t.vm.len()).any(|i| t.pcpu[i] >= 2 && t.vm[i].starts_with('h')), "socket 1 never ran a hog");
+}
+
+/// Tableau table switch: two hogs reserve 30% each on one pCPU (capped);
+/// at 50 ms `a`'s reservation becomes 60%. The new table is handed over in
+/// the middle of the next round and takes effect at the wrap-around that
+/// ends it; each round before is the old table's, each after the new one's.
+#[test]
+fn tableau_switches_tables_at_a_wrap_around() {
+    let text = format!(
+        "{}[[host.tableau.changes]]\nat_ms=50\nvm='a'\nutilization=0.6\nlatency_ms=20\n{}{}",
+        host_with("tableau", 1, "capped=true\n"),
+        hog_vm("a", "utilization=0.3\nlatency_ms=20"),
+        hog_vm("b", "utilization=0.3\nlatency_ms=20")
+    );
+    let s = vmsched_sim::parse(&text, &[]).unwrap();
+    let old = vmsched_sim::tableau::plan_scenario(&s).unwrap().table;
+    let new = vmsched_sim::tableau::plan_changes(&s).unwrap().remove(0).1;
+    let reserved = |t: &vmsched_plan::Table, vm: &str| -> u64 {
+        t.cores[0].allocations.iter().filter(|a| t.vcpus[a.vcpu as usize].vm == vm).map(|a| a.end_ns - a.start_ns).sum()
+    };
+    assert!(reserved(&new, "a") > reserved(&old, "a"));
+    let (l1, l2) = (old.table_length_ns, new.table_length_ns);
+    let switch = (50 * MS / l1 + 2) * l1;
+    let t = slices(&text, (switch + 2 * l2).div_ceil(MS) + 1);
+    for vm in ["a", "b"] {
+        let iv = service(&t, vm);
+        assert_eq!(served_in(&iv, switch - l1, switch), reserved(&old, vm), "{vm}: the round before the switch");
+        assert_eq!(served_in(&iv, switch - 2 * l1, switch - l1), reserved(&old, vm), "{vm}: the round of the push");
+        for k in 0..2 {
+            assert_eq!(served_in(&iv, switch + k * l2, switch + (k + 1) * l2), reserved(&new, vm), "{vm}: round {k} after");
+        }
+    }
+    let bad = text.replace("vm='a'\nutilization=0.6", "vm='a'\nutilization=0.9");
+    assert_eq!(vmsched_sim::parse(&bad, &[]).unwrap_err().path, "host.tableau.changes[0]");
+}

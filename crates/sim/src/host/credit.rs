@@ -7,12 +7,18 @@
 //! peers (csched_load_balance()), and capped domains that overspend are
 //! parked until they earn credit again.
 //!
-//! Simplifications: no soft affinity; a running vCPU is not moved to an idle
-//! SMT core at the tick (the `_csched_cpu_pick()` check in
-//! csched_vcpu_acct()); no yield hint (the engine has no yield hypercall).
+//! A vCPU that yields (the SCHEDOP_yield hypercall, and the pause-loop exit,
+//! which Xen's VMX handler turns into the same call) skips the rate limit
+//! and queues behind one lower-priority vCPU (CSCHED_FLAG_VCPU_YIELD). A
+//! VM's soft affinity (`cpus_soft`) is tried before its hard affinity when
+//! an idler is tickled and when work is stolen (the two balance steps).
+//!
+//! Simplifications: a waking vCPU stays on its last pCPU's runqueue
+//! (`_csched_cpu_pick()` is not modelled, at wakeup or at the tick in
+//! csched_vcpu_acct()); work is stolen only by a pCPU that schedules.
 
 use super::irs::IrsSender;
-use super::{keeps_running_until_notified, DecisionCosts, HostOut, HostPolicy, HostView};
+use super::{keeps_running_until_notified, DecisionCosts, Exit, Hcall, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -58,6 +64,33 @@ struct Vc {
     active: bool,
     /// When it last started running (runstate.state_entry_time).
     running_since: u64,
+    /// Asked to yield since it was last scheduled (CSCHED_FLAG_VCPU_YIELD).
+    yielding: bool,
+    /// Soft affinity (vc->cpu_soft_affinity), if it is a useful one.
+    soft: Option<Vec<bool>>,
+}
+
+/// The two balance steps (CSCHED_BALANCE_SOFT_AFFINITY, then
+/// CSCHED_BALANCE_HARD_AFFINITY).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Soft,
+    Hard,
+}
+const STEPS: [Step; 2] = [Step::Soft, Step::Hard];
+
+/// __runq_insert(): the position in a runqueue of priorities `queued` for a
+/// vCPU of priority `pri`: behind every vCPU of equal or higher priority
+/// and, when it yields, behind one lower-priority vCPU too, if there is one
+/// (the idle vCPU, which ends every Xen runqueue, is not counted here).
+fn insert_position(queued: impl IntoIterator<Item = i8>, pri: i8, yielding: bool) -> usize {
+    let queued: Vec<i8> = queued.into_iter().collect();
+    let at = queued.iter().position(|&o| pri > o).unwrap_or(queued.len());
+    if yielding && at < queued.len() {
+        at + 1
+    } else {
+        at
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -84,12 +117,9 @@ pub struct Credit {
     /// Domains with active vCPUs, in prv->active_sdom order.
     active_doms: Vec<usize>,
     runq: Vec<Vec<VcpuId>>,
-    curr: Vec<Option<VcpuId>>,
+    pcpu: PcpuBook,
     /// prv->idlers.
     idle: Vec<bool>,
-    slice_gen: Vec<u64>,
-    /// A vCPU left the pCPU outside a decision (it halted).
-    switched_out: Vec<bool>,
     runq_sort: u64,
     runq_sort_last: Vec<u64>,
     last_tickle: PcpuId,
@@ -123,6 +153,7 @@ impl Credit {
                 Dom { weight: vm.weight as i64, cap, active: Vec::new() }
             })
             .collect();
+        let n = b.pcpus as usize;
         let vcs = b
             .vm_of
             .iter()
@@ -140,9 +171,10 @@ impl Credit {
                 on_runq: false,
                 active: false,
                 running_since: 0,
+                yielding: false,
+                soft: useful_soft_affinity(&s.vms[vm as usize], n),
             })
             .collect();
-        let n = b.pcpus as usize;
         Credit {
             tslice_ns,
             tick_ns: tslice_ns / ticks,
@@ -155,10 +187,8 @@ impl Credit {
             doms,
             active_doms: Vec::new(),
             runq: vec![Vec::new(); n],
-            curr: vec![None; n],
+            pcpu: PcpuBook::new(n),
             idle: vec![true; n],
-            slice_gen: vec![0; n],
-            switched_out: vec![false; n],
             runq_sort: 0,
             runq_sort_last: vec![0; n],
             last_tickle: 0,
@@ -180,11 +210,11 @@ impl Credit {
         vc.burn_from = now;
     }
 
-    /// __runq_insert(): behind every vCPU of equal or higher priority.
+    /// __runq_insert() (see [`insert_position`]).
     fn runq_insert(&mut self, v: VcpuId) {
         let vc = &self.vcs[v as usize];
         let q = &self.runq[vc.cpu as usize];
-        let at = q.iter().position(|&o| vc.pri > self.vcs[o as usize].pri).unwrap_or(q.len());
+        let at = insert_position(q.iter().map(|&o| self.vcs[o as usize].pri), vc.pri, vc.yielding);
         self.runq[vc.cpu as usize].insert(at, v);
         self.vcs[v as usize].on_runq = true;
     }
@@ -204,7 +234,7 @@ impl Credit {
     fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let cpu = self.vcs[v as usize].cpu;
         let new_pri = self.vcs[v as usize].pri;
-        let cur_pri = self.pri_of(self.curr[cpu as usize]);
+        let cur_pri = self.pri_of(self.pcpu.curr[cpu as usize]);
         let n = self.idle.len() as u32;
         let any_idle = self.idle.iter().any(|&i| i);
         if cur_pri == PRI_IDLE || (!any_idle && new_pri > cur_pri) {
@@ -214,42 +244,69 @@ impl Credit {
         if !any_idle {
             return;
         }
-        // cpumask_cycle() from the last tickled pCPU over the idlers new may use.
-        let start = self.last_tickle;
-        let idler = (1..=n).map(|i| (start + i) % n).find(|&q| self.idle[q as usize] && view.may_run(v, q));
-        match idler {
-            Some(q) => {
-                self.last_tickle = q;
-                out.resched.push(q);
+        for step in STEPS {
+            if step == Step::Soft && self.vcs[v as usize].soft.is_none() {
+                continue;
             }
-            None if new_pri > cur_pri => out.resched.push(cpu),
-            None => {}
+            // cpumask_cycle() from the last tickled pCPU over the idlers new
+            // may use in this step; with none in its soft affinity, the hard
+            // step decides.
+            let start = self.last_tickle;
+            let idler = (1..=n).map(|i| (start + i) % n).find(|&q| self.idle[q as usize] && self.may_use(view, v, q, step));
+            match idler {
+                Some(q) => {
+                    self.last_tickle = q;
+                    out.resched.push(q);
+                    return;
+                }
+                None if step == Step::Soft => {}
+                None if new_pri > cur_pri => out.resched.push(cpu),
+                None => {}
+            }
         }
+    }
+
+    /// csched_balance_cpumask(): whether `p` is in the step's mask of `v`
+    /// (soft and hard affinity, or hard affinity alone).
+    fn may_use(&self, view: &HostView, v: VcpuId, p: PcpuId, step: Step) -> bool {
+        view.may_run(v, p)
+            && match (step, &self.vcs[v as usize].soft) {
+                (Step::Soft, Some(soft)) => soft[p as usize],
+                _ => true,
+            }
     }
 
     /// csched_load_balance() / csched_runq_steal(): the first queued vCPU
     /// of strictly higher priority than `pri` on a busy peer, peers of the
-    /// same socket (NUMA node) first, each in pCPU order.
+    /// same socket (NUMA node) first, each in pCPU order; first among the
+    /// vCPUs whose soft affinity includes `p`, then by hard affinity.
     fn steal(&mut self, view: &HostView, p: PcpuId, pri: i8) -> Option<VcpuId> {
         let m = view.machine;
         let socket = m.socket_of[p as usize];
         let n = m.pcpus;
-        let peers = (0..n)
+        let peers: Vec<PcpuId> = (0..n)
             .filter(|&q| m.socket_of[q as usize] == socket)
-            .chain((0..n).filter(|&q| m.socket_of[q as usize] != socket));
-        for q in peers {
-            // Don't steal from an idle pCPU: it is about to run its own work.
-            if q == p || self.idle[q as usize] {
-                continue;
-            }
-            for &v in &self.runq[q as usize] {
-                if self.vcs[v as usize].pri <= pri {
-                    break;
+            .chain((0..n).filter(|&q| m.socket_of[q as usize] != socket))
+            .collect();
+        for step in STEPS {
+            for &q in &peers {
+                // Don't steal from an idle pCPU: it is about to run its own work.
+                if q == p || self.idle[q as usize] {
+                    continue;
                 }
-                if view.may_run(v, p) {
-                    self.runq_remove(v);
-                    self.vcs[v as usize].cpu = p;
-                    return Some(v);
+                for &v in &self.runq[q as usize] {
+                    if self.vcs[v as usize].pri <= pri {
+                        break;
+                    }
+                    // A vCPU without a useful soft affinity waits for the hard step.
+                    if step == Step::Soft && self.vcs[v as usize].soft.is_none() {
+                        continue;
+                    }
+                    if self.may_use(view, v, p, step) {
+                        self.runq_remove(v);
+                        self.vcs[v as usize].cpu = p;
+                        return Some(v);
+                    }
                 }
             }
         }
@@ -360,7 +417,7 @@ impl Credit {
     fn park(&mut self, out: &mut HostOut, v: VcpuId) {
         self.vcs[v as usize].parked = true;
         let cpu = self.vcs[v as usize].cpu;
-        if self.curr[cpu as usize] == Some(v) {
+        if self.pcpu.curr[cpu as usize] == Some(v) {
             out.resched.push(cpu);
         } else {
             self.runq_remove(v);
@@ -372,7 +429,7 @@ impl Credit {
     fn unpark(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         self.vcs[v as usize].parked = false;
         let vc = &self.vcs[v as usize];
-        if vc.awake && !vc.on_runq && self.curr[vc.cpu as usize] != Some(v) {
+        if vc.awake && !vc.on_runq && self.pcpu.curr[vc.cpu as usize] != Some(v) {
             self.runq_insert(v);
             self.tickle(view, out, v);
         }
@@ -382,8 +439,8 @@ impl Credit {
     /// its BOOST and becomes active; runqueues are re-sorted once after
     /// each accounting.
     fn tick_all(&mut self, now: u64) {
-        for p in 0..self.curr.len() {
-            if let Some(v) = self.curr[p] {
+        for p in 0..self.pcpu.curr.len() {
+            if let Some(v) = self.pcpu.curr[p] {
                 if self.vcs[v as usize].pri == PRI_BOOST {
                     self.vcs[v as usize].pri = PRI_UNDER;
                 }
@@ -434,8 +491,7 @@ impl HostPolicy for Credit {
     fn block(&mut self, view: &HostView, _out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.burn(v, view.now);
         self.vcs[v as usize].awake = false;
-        self.curr[p as usize] = None;
-        self.switched_out[p as usize] = true;
+        self.pcpu.halted(p);
     }
 
     /// csched_schedule().
@@ -446,20 +502,23 @@ impl HostPolicy for Credit {
             self.burn(c, now);
         }
         let runnable_prev = prev.filter(|&c| !self.vcs[c as usize].parked);
-        let switched_out = std::mem::take(&mut self.switched_out[pi]);
-        self.slice_gen[pi] += 1;
-        let gen = self.slice_gen[pi];
+        let switched_out = self.pcpu.begin(p);
         // Rate limiting: a vCPU that ran less than ratelimit_us keeps the
-        // pCPU (never for a timer shorter than CSCHED_MIN_TIMER).
+        // pCPU (never for a timer shorter than CSCHED_MIN_TIMER), unless it
+        // yields (it may be about to spin, Xen 4.9).
         if let Some(c) = runnable_prev {
             let runtime = now - self.vcs[c as usize].running_since;
-            if self.ratelimit_ns > 0 && runtime < self.ratelimit_ns {
+            if self.ratelimit_ns > 0 && runtime < self.ratelimit_ns && !self.vcs[c as usize].yielding {
                 let slice = if runtime < MIN_TIMER_NS { MIN_TIMER_NS } else { self.ratelimit_ns - runtime };
-                out.timers.push((now + slice, T_SLICE | gen << 16 | p as u64));
-                self.costs.charge_decision(out, p, switched_out);
+                self.pcpu.end(out, &self.costs, p, prev, Some(c), switched_out, Some((T_SLICE, now + slice)));
                 return Some(c);
             }
             self.runq_insert(c);
+        }
+        // The yield hint lasts one decision ("clear YIELD flag before
+        // scheduling out").
+        if let Some(c) = prev {
+            self.vcs[c as usize].yielding = false;
         }
         let head = self.runq[pi].first().copied();
         // IRS (Algorithm 1): a runnable vCPU about to lose the pCPU to the
@@ -468,7 +527,7 @@ impl HostPolicy for Credit {
         if let (Some(c), Some(sa)) = (runnable_prev, &self.activations) {
             if head != Some(c) && keeps_running_until_notified(view, out, c, || sa.warning(view, c)) {
                 self.runq_remove(c);
-                self.costs.charge_decision(out, p, switched_out);
+                self.pcpu.end(out, &self.costs, p, prev, Some(c), switched_out, None);
                 return Some(c);
             }
         }
@@ -495,11 +554,9 @@ impl HostPolicy for Credit {
             if prev != Some(n) {
                 vc.running_since = now;
             }
-            out.timers.push((now + self.tslice_ns, T_SLICE | gen << 16 | p as u64));
         }
-        self.curr[pi] = next;
-        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
-        out.resched.retain(|&q| q != p);
+        let slice = next.map(|_| (T_SLICE, now + self.tslice_ns));
+        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
         next
     }
 
@@ -517,17 +574,60 @@ impl HostPolicy for Credit {
                 self.tick_all(view.now);
                 out.timers.push((view.now + self.tick_ns, T_TICK));
             }
-            T_SLICE => {
-                let p = (token & 0xffff) as usize;
-                if (token & !KIND) >> 16 == self.slice_gen[p] {
-                    out.resched.push(p as PcpuId);
-                }
-            }
+            T_SLICE => out.resched.extend(self.pcpu.slice_due(token)),
             _ => unreachable!("unknown credit timer token {token:#x}"),
         }
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
-        self.runq[p as usize].len() as u32 + self.curr[p as usize].is_some() as u32
+        self.runq[p as usize].len() as u32 + self.pcpu.curr[p as usize].is_some() as u32
+    }
+
+    /// do_yield() (SCHEDOP_yield) and the pause-loop exit, which Xen's VMX
+    /// handler turns into the same call (EXIT_REASON_PAUSE_INSTRUCTION in
+    /// vmx_vmexit_handler()): csched_vcpu_yield() sets the yield flag and
+    /// the pCPU schedules at once. Pause-loop exits happen only with PLE on
+    /// (`host.kvm.ple_gap`, see docs/scenario.md).
+    fn on_exit(&mut self, _view: &HostView, out: &mut HostOut, v: VcpuId, exit: Exit) {
+        if matches!(exit, Exit::PauseLoop | Exit::Hypercall(Hcall::Yield)) {
+            let cpu = self.vcs[v as usize].cpu;
+            if self.pcpu.curr[cpu as usize] == Some(v) {
+                self.vcs[v as usize].yielding = true;
+                out.resched.push(cpu);
+            }
+        }
+    }
+}
+
+/// The VM's soft affinity when it is useful (__vcpu_has_soft_affinity()):
+/// it leaves out some pCPU the vCPU may use, and keeps some it may use.
+/// Hard affinity is per VM (`cpus`) or per vCPU (`pin`); a pinned vCPU has
+/// no choice to make, so soft affinity is never useful to it.
+fn useful_soft_affinity(vm: &crate::scenario::Vm, n: usize) -> Option<Vec<bool>> {
+    if vm.cpus_soft.is_empty() || !vm.pin.is_empty() {
+        return None;
+    }
+    let hard: Vec<bool> = (0..n as u32).map(|p| vm.cpus.is_empty() || vm.cpus.contains(&p)).collect();
+    let soft: Vec<bool> = (0..n as u32).map(|p| vm.cpus_soft.contains(&p)).collect();
+    let hard_within_soft = (0..n).all(|p| !hard[p] || soft[p]);
+    let overlaps = (0..n).any(|p| hard[p] && soft[p]);
+    (!hard_within_soft && overlaps).then_some(soft)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// __runq_insert(): behind equal priorities; a yielding vCPU also
+    /// behind one lower-priority vCPU, but not past the end.
+    #[test]
+    fn a_yielding_vcpu_queues_behind_one_lower_priority_vcpu() {
+        let q = [PRI_BOOST, PRI_UNDER, PRI_OVER, PRI_OVER];
+        assert_eq!(insert_position(q, PRI_UNDER, false), 2);
+        assert_eq!(insert_position(q, PRI_UNDER, true), 3);
+        assert_eq!(insert_position(q, PRI_BOOST, false), 1);
+        assert_eq!(insert_position(q, PRI_BOOST, true), 2);
+        assert_eq!(insert_position(q, PRI_OVER, true), 4);
+        assert_eq!(insert_position([], PRI_UNDER, true), 0);
     }
 }

@@ -7,12 +7,18 @@
 //! candidate would have more credit, within [CSCHED2_MIN_TIMER,
 //! CSCHED2_MAX_TIMER] and never below the rate limit.
 //!
-//! Simplifications: vCPUs keep the runqueue of their initial pCPU (no
-//! periodic balance_load() between runqueues, no soft affinity); no caps
+//! Runqueues balance their load (balance_load(), at each credit reset): each
+//! runqueue and vCPU keeps a decaying average of its runnable count, and
+//! when the averages of two runqueues differ by more than the tolerance the
+//! vCPU push, pull or swap that narrows the gap most is made.
+//!
+//! Simplifications: a waking vCPU stays in its runqueue (csched2_cpu_pick()'s
+//! choice of the least-loaded runqueue at wakeup is not modelled, so vCPUs
+//! change runqueues only by balance_load()); no soft affinity; no caps
 //! (Credit2 gained caps in Xen 4.10, after the version the Tableau paper
 //! measured, which ran Credit2 uncapped only).
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView};
+use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 use crate::scenario::Credit2Runqueue;
@@ -31,6 +37,24 @@ const CARRYOVER_MAX: i64 = MIN_TIMER_NS;
 /// pCPU takes it from another one (csched2_schedule()).
 const MIGRATE_COMPENSATION: i64 = 50_000;
 
+// Load tracking (sched_credit2.c, "Load tracking and load balancing"): time
+// samples in units of 2^LOADAVG_GRANULARITY_SHIFT ns, a decaying window of
+// 2^(LOADAVG_WINDOW_SHIFT - LOADAVG_GRANULARITY_SHIFT) such units (about a
+// second), loads in fixed point with LOADAVG_PRECISION_SHIFT fractional bits.
+/// LOADAVG_GRANULARITY_SHIFT = 10.
+const LOAD_GRANULARITY_SHIFT: u32 = 10;
+/// LOADAVG_WINDOW_SHIFT = 30 (boot option credit2_load_window_shift), less
+/// the granularity shift (csched2_init()).
+const LOAD_WINDOW_SHIFT: u32 = 30 - LOAD_GRANULARITY_SHIFT;
+/// LOADAVG_PRECISION_SHIFT = 18 (boot option credit2_load_precision_shift).
+const LOAD_PRECISION_SHIFT: u32 = 18;
+/// opt_underload_balance_tolerance = 0 (credit2_balance_under): below full
+/// load, runqueues balance when their averages differ by a whole vCPU.
+const UNDERLOAD_BALANCE_TOLERANCE: i32 = 0;
+/// opt_overload_balance_tolerance = -3 (credit2_balance_over): at or above
+/// full load, when they differ by 1/8 of a vCPU.
+const OVERLOAD_BALANCE_TOLERANCE: i32 = -3;
+
 const T_SLICE: u64 = 1 << 56;
 const KIND: u64 = 0xff << 56;
 
@@ -46,6 +70,35 @@ struct Vc {
     running_since: u64,
     /// The pCPU tickled for it, until that pCPU schedules.
     tickled_cpu: Option<PcpuId>,
+    load: LoadAvg,
+    /// balance_load() moves it while it runs: it goes to this runqueue when
+    /// it leaves its pCPU (CSFLAG_runq_migrate_request).
+    migrate_to: Option<usize>,
+}
+
+/// A decaying average of a runnable count (svc->avgload, rqd->avgload),
+/// load << LOAD_PRECISION_SHIFT, as of `last` (in granularity units).
+#[derive(Debug, Clone, Copy, Default)]
+struct LoadAvg {
+    avg: i64,
+    last: i64,
+}
+
+impl LoadAvg {
+    /// __update_runq_load() / __update_svc_load(): the count was `load`
+    /// since the last update. A window or more ago restarts the average;
+    /// otherwise avg += delta*load/W - delta*avg/W.
+    fn update(&mut self, load: i64, now: u64) {
+        let now = (now >> LOAD_GRANULARITY_SHIFT) as i64;
+        let loadp = load << LOAD_PRECISION_SHIFT;
+        if self.last + (1 << LOAD_WINDOW_SHIFT) < now {
+            self.avg = loadp;
+        } else {
+            let delta = now - self.last;
+            self.avg += ((delta * loadp) >> LOAD_WINDOW_SHIFT) - ((delta * self.avg) >> LOAD_WINDOW_SHIFT);
+        }
+        self.last = now;
+    }
 }
 
 struct Runqueue {
@@ -55,16 +108,16 @@ struct Runqueue {
     /// Queued vCPUs, most credit first.
     queue: Vec<VcpuId>,
     max_weight: i64,
+    /// rqd->load: runnable vCPUs assigned here, running ones included.
+    nr_runnable: i64,
+    load: LoadAvg,
 }
 
 pub struct Credit2 {
     vcs: Vec<Vc>,
     rqs: Vec<Runqueue>,
     rq_of_pcpu: Vec<usize>,
-    curr: Vec<Option<VcpuId>>,
-    tickled: Vec<bool>,
-    switched_out: Vec<bool>,
-    slice_gen: Vec<u64>,
+    pcpu: PcpuBook,
     ratelimit_ns: u64,
     migrate_resist: i64,
     costs: DecisionCosts,
@@ -91,6 +144,8 @@ impl Credit2 {
                 members: Vec::new(),
                 queue: Vec::new(),
                 max_weight: 1,
+                nr_runnable: 0,
+                load: LoadAvg::default(),
             })
             .collect();
         let mut vcs = Vec::new();
@@ -99,17 +154,25 @@ impl Credit2 {
             rqs[rq].members.push(v as VcpuId);
             rqs[rq].max_weight = rqs[rq].max_weight.max(w as i64);
             // A new vCPU starts with CSCHED2_CREDIT_INIT (csched2_alloc_vdata()).
-            vcs.push(Vc { weight: w as i64, credit: CREDIT_INIT, burn_from: 0, rq, cpu, on_runq: false, running_since: 0, tickled_cpu: None });
+            vcs.push(Vc {
+                weight: w as i64,
+                credit: CREDIT_INIT,
+                burn_from: 0,
+                rq,
+                cpu,
+                on_runq: false,
+                running_since: 0,
+                tickled_cpu: None,
+                load: LoadAvg::default(),
+                migrate_to: None,
+            });
         }
         let n = b.pcpus as usize;
         Credit2 {
             vcs,
             rqs,
             rq_of_pcpu,
-            curr: vec![None; n],
-            tickled: vec![false; n],
-            switched_out: vec![false; n],
-            slice_gen: vec![0; n],
+            pcpu: PcpuBook::new(n),
             ratelimit_ns: (prm.ratelimit_us * 1e3).round() as u64,
             migrate_resist: (prm.migrate_resist_us * 1e3).round() as i64,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
@@ -148,17 +211,17 @@ impl Credit2 {
     fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let rq = self.vcs[v as usize].rq;
         let own = self.vcs[v as usize].cpu;
-        let free = |p: PcpuId| !self.tickled[p as usize] && view.may_run(v, p);
-        let idle: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.curr[p as usize].is_none() && free(p)).collect();
+        let free = |p: PcpuId| !self.pcpu.tickled[p as usize] && view.may_run(v, p);
+        let idle: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_none() && free(p)).collect();
         let target = if idle.contains(&own) {
             Some(own)
         } else if let Some(&p) = idle.first() {
             Some(p)
         } else {
-            let busy: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.curr[p as usize].is_some() && free(p)).collect();
+            let busy: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_some() && free(p)).collect();
             let mut lowest: Option<(i64, PcpuId)> = None;
             for p in busy {
-                let cur = self.curr[p as usize].expect("busy pCPU");
+                let cur = self.pcpu.curr[p as usize].expect("busy pCPU");
                 self.burn(cur, view.now);
                 let c = self.vcs[cur as usize].credit;
                 if lowest.is_none_or(|(l, _)| c < l) {
@@ -168,7 +231,7 @@ impl Credit2 {
             lowest.filter(|&(l, _)| l + self.migrate_resist <= self.vcs[v as usize].credit).map(|(_, p)| p)
         };
         if let Some(p) = target {
-            self.tickled[p as usize] = true;
+            self.pcpu.tickled[p as usize] = true;
             self.vcs[v as usize].tickled_cpu = Some(p);
             out.resched.push(p);
         }
@@ -182,7 +245,7 @@ impl Credit2 {
         let times = if debt < -CREDIT_INIT { 1 + (-debt) / CREDIT_INIT } else { 1 };
         for i in 0..self.rqs[rq].members.len() {
             let v = self.rqs[rq].members[i];
-            if self.curr.contains(&Some(v)) {
+            if self.pcpu.curr.contains(&Some(v)) {
                 self.burn(v, now);
             }
             let vc = &mut self.vcs[v as usize];
@@ -203,7 +266,7 @@ impl Credit2 {
         let best_credit = |b: Option<VcpuId>| b.map_or(-(1i64 << 30), |v| self.vcs[v as usize].credit);
         for &v in &self.rqs[rq].queue {
             let vc = &self.vcs[v as usize];
-            if vc.tickled_cpu.is_some_and(|t| t != p && self.tickled[t as usize]) {
+            if vc.tickled_cpu.is_some_and(|t| t != p && self.pcpu.tickled[t as usize]) {
                 continue;
             }
             if vc.cpu != p && best_credit(best) + self.migrate_resist > vc.credit {
@@ -218,6 +281,136 @@ impl Credit2 {
             break;
         }
         best
+    }
+
+    /// update_load(): runqueue `rq`'s runnable count changes by `change`
+    /// now; vCPU `v`'s own average, if given, records whether it was
+    /// runnable until now (not if it is waking, yes if it is going to sleep).
+    fn update_load(&mut self, rq: usize, v: Option<VcpuId>, change: i64, now: u64) {
+        let r = &mut self.rqs[rq];
+        r.load.update(r.nr_runnable, now);
+        r.nr_runnable += change;
+        if let Some(v) = v {
+            self.vcs[v as usize].load.update((change < 0) as i64, now);
+        }
+    }
+
+    /// __runq_deassign() then __runq_assign(): `v` belongs to runqueue `to`
+    /// from now on, on the first pCPU of it that it may run on
+    /// (cpumask_any()); each runqueue's max_weight follows its members.
+    fn reassign(&mut self, view: &HostView, v: VcpuId, to: usize) {
+        let from = self.vcs[v as usize].rq;
+        self.rqs[from].members.retain(|&o| o != v);
+        self.rqs[from].max_weight = self.rqs[from].members.iter().map(|&o| self.vcs[o as usize].weight).max().unwrap_or(1);
+        let cpu = self.rqs[to].pcpus.iter().copied().find(|&p| view.may_run(v, p)).expect("balance moves a vCPU only where it may run");
+        let vc = &mut self.vcs[v as usize];
+        vc.rq = to;
+        vc.cpu = cpu;
+        vc.tickled_cpu = None;
+        self.rqs[to].members.push(v);
+        self.rqs[to].max_weight = self.rqs[to].max_weight.max(self.vcs[v as usize].weight);
+    }
+
+    /// migrate(): a running vCPU is flagged and its pCPU rescheduled; a
+    /// queued one moves with its share of the load and is tickled there.
+    fn migrate(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, to: usize) {
+        if let Some(p) = self.pcpu.curr.iter().position(|&c| c == Some(v)) {
+            self.vcs[v as usize].migrate_to = Some(to);
+            out.resched.push(p as PcpuId);
+            return;
+        }
+        let now = view.now;
+        let queued = self.vcs[v as usize].on_runq;
+        if queued {
+            self.runq_remove(v);
+            self.update_load(self.vcs[v as usize].rq, None, -1, now);
+        }
+        self.reassign(view, v, to);
+        if queued {
+            self.update_load(to, None, 1, now);
+            self.runq_insert(v);
+            self.tickle(view, out, v);
+        }
+    }
+
+    /// vcpu_is_migrateable(): not flagged already, and allowed on some pCPU
+    /// of the runqueue.
+    fn may_migrate(&self, view: &HostView, v: VcpuId, to: usize) -> bool {
+        self.vcs[v as usize].migrate_to.is_none() && self.rqs[to].pcpus.iter().any(|&p| view.may_run(v, p))
+    }
+
+    /// balance_load(), from pCPU `p` at a credit reset: find the runqueue
+    /// whose average load is furthest from ours; if the gap passes the
+    /// tolerance (a whole vCPU below full load, 1/8 at or above it), make
+    /// the push, pull or swap of vCPUs that leaves the smallest gap.
+    fn balance_load(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId) {
+        let now = view.now;
+        let l = self.rq_of_pcpu[p as usize];
+        let nr = self.rqs[l].nr_runnable;
+        self.rqs[l].load.update(nr, now);
+        let mut load_delta = 0;
+        let mut other = None;
+        for o in (0..self.rqs.len()).filter(|&o| o != l) {
+            let nr = self.rqs[o].nr_runnable;
+            self.rqs[o].load.update(nr, now);
+            let delta = (self.rqs[l].load.avg - self.rqs[o].load.avg).abs();
+            if delta > load_delta {
+                load_delta = delta;
+                other = Some(o);
+            }
+        }
+        let Some(o) = other else { return };
+        let load_max = self.rqs[l].load.avg.max(self.rqs[o].load.avg);
+        let cpus_max = self.rqs[l].pcpus.len().max(self.rqs[o].pcpus.len()) as i64;
+        let tolerance = if load_max < cpus_max << LOAD_PRECISION_SHIFT { UNDERLOAD_BALANCE_TOLERANCE } else { OVERLOAD_BALANCE_TOLERANCE };
+        if load_delta < 1 << (LOAD_PRECISION_SHIFT as i32 + tolerance) {
+            return;
+        }
+        // consider_load(): the gap left by pushing `push` and pulling `pull`.
+        let (l_avg, o_avg) = (self.rqs[l].load.avg, self.rqs[o].load.avg);
+        let gap = |push: i64, pull: i64| ((l_avg - push + pull) - (o_avg + push - pull)).abs();
+        let mut best: (i64, Option<VcpuId>, Option<VcpuId>) = (load_delta, None, None);
+        let mut consider = |d: i64, push: Option<VcpuId>, pull: Option<VcpuId>| {
+            if d < best.0 {
+                best = (d, push, pull);
+            }
+        };
+        let mut pulls_updated = false;
+        for push in self.rqs[l].members.clone() {
+            let runnable = self.vc_runnable(push) as i64;
+            self.vcs[push as usize].load.update(runnable, now);
+            if !self.may_migrate(view, push, o) {
+                continue;
+            }
+            let push_avg = self.vcs[push as usize].load.avg;
+            consider(gap(push_avg, 0), Some(push), None);
+            for pull in self.rqs[o].members.clone() {
+                if !pulls_updated {
+                    let runnable = self.vc_runnable(pull) as i64;
+                    self.vcs[pull as usize].load.update(runnable, now);
+                }
+                if !self.may_migrate(view, pull, l) {
+                    continue;
+                }
+                let pull_avg = self.vcs[pull as usize].load.avg;
+                if !pulls_updated {
+                    consider(gap(0, pull_avg), None, Some(pull));
+                }
+                consider(gap(push_avg, pull_avg), Some(push), Some(pull));
+            }
+            pulls_updated = true;
+        }
+        if let Some(v) = best.1 {
+            self.migrate(view, out, v, o);
+        }
+        if let Some(v) = best.2 {
+            self.migrate(view, out, v, l);
+        }
+    }
+
+    /// Runnable: running, or queued (vcpu_runnable()).
+    fn vc_runnable(&self, v: VcpuId) -> bool {
+        self.vcs[v as usize].on_runq || self.pcpu.curr.contains(&Some(v))
     }
 
     /// csched2_runtime(): until the next queued vCPU would lead, clamped.
@@ -250,28 +443,49 @@ impl HostPolicy for Credit2 {
 
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         self.costs.charge_wakeup(out, self.vcs[v as usize].cpu);
+        self.update_load(self.vcs[v as usize].rq, Some(v), 1, view.now);
         self.runq_insert(v);
         self.tickle(view, out, v);
     }
 
     fn block(&mut self, view: &HostView, _out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.burn(v, view.now);
-        self.curr[p as usize] = None;
-        self.switched_out[p as usize] = true;
+        self.pcpu.halted(p);
+        self.update_load(self.vcs[v as usize].rq, Some(v), -1, view.now);
+        // A move balance_load() asked for happens all the same (vcpu_migrate()
+        // from context_saved()).
+        if let Some(to) = self.vcs[v as usize].migrate_to.take() {
+            self.reassign(view, v, to);
+        }
     }
 
     /// csched2_schedule().
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         let now = view.now;
         let pi = p as usize;
-        self.tickled[pi] = false;
+        let mut switched_out = self.pcpu.begin(p);
         if let Some(c) = prev {
             self.burn(c, now);
         }
-        let switched_out = std::mem::take(&mut self.switched_out[pi]);
+        // A running vCPU balance_load() moved leaves for its new runqueue
+        // (it is not runnable here meanwhile: _VPF_migrating).
+        let prev = match prev.map(|c| (c, self.vcs[c as usize].migrate_to.take())) {
+            Some((c, Some(to))) => {
+                self.pcpu.curr[pi] = None;
+                switched_out = true;
+                self.update_load(self.vcs[c as usize].rq, Some(c), -1, now);
+                self.reassign(view, c, to);
+                self.update_load(to, Some(c), 1, now);
+                self.runq_insert(c);
+                self.tickle(view, out, c);
+                None
+            }
+            _ => prev,
+        };
         // Rate limiting: a vCPU that ran less than ratelimit_us continues.
         let limited = prev.filter(|&c| self.ratelimit_ns > 0 && now - self.vcs[c as usize].running_since < self.ratelimit_ns);
         let mut next = limited.or_else(|| self.candidate(view, p, prev));
+        let mut reset = false;
         if let Some(n) = next {
             if Some(n) != prev {
                 self.runq_remove(n);
@@ -279,6 +493,7 @@ impl HostPolicy for Credit2 {
             if self.vcs[n as usize].credit <= CREDIT_RESET {
                 let rq = self.vcs[n as usize].rq;
                 self.reset_credit(rq, n, now);
+                reset = true;
                 // The reset may change who leads; pick again from the new credits.
                 if limited.is_none() {
                     if Some(n) != prev {
@@ -303,20 +518,20 @@ impl HostPolicy for Credit2 {
                 vc.running_since = now;
             }
         }
-        self.curr[pi] = next;
+        self.pcpu.curr[pi] = next;
         // context_saved(): a preempted vCPU goes back on the queue and may
         // be picked up by another pCPU (runq_tickle()).
         if let Some(c) = prev.filter(|&c| Some(c) != next) {
             self.runq_insert(c);
             self.tickle(view, out, c);
         }
-        self.slice_gen[pi] += 1;
-        if let Some(n) = next {
-            let t = self.runtime(n, now, prev == Some(n));
-            out.timers.push((now + t, T_SLICE | self.slice_gen[pi] << 16 | p as u64));
+        let slice = next.map(|n| (T_SLICE, now + self.runtime(n, now, prev == Some(n))));
+        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
+        // After a reset, balance_load() (with the chosen vCPU already marked
+        // as scheduled here: if it is moved, this pCPU schedules again).
+        if reset {
+            self.balance_load(view, out, p);
         }
-        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
-        out.resched.retain(|&q| q != p);
         next
     }
 
@@ -326,18 +541,39 @@ impl HostPolicy for Credit2 {
 
     fn timer(&mut self, _view: &HostView, out: &mut HostOut, token: u64) {
         match token & KIND {
-            T_SLICE => {
-                let p = (token & 0xffff) as usize;
-                if (token & !KIND) >> 16 == self.slice_gen[p] {
-                    out.resched.push(p as PcpuId);
-                }
-            }
+            T_SLICE => out.resched.extend(self.pcpu.slice_due(token)),
             _ => unreachable!("unknown credit2 timer token {token:#x}"),
         }
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
         let rq = &self.rqs[self.rq_of_pcpu[p as usize]];
-        rq.queue.iter().filter(|&&v| self.vcs[v as usize].cpu == p).count() as u32 + self.curr[p as usize].is_some() as u32
+        rq.queue.iter().filter(|&&v| self.vcs[v as usize].cpu == p).count() as u32 + self.pcpu.curr[p as usize].is_some() as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// __update_runq_load(): with W = 2^20 units of 1024 ns and 18
+    /// fractional bits, a count of 1 held for half a window moves an empty
+    /// average halfway; another half window moves it half the remaining way
+    /// (avg += delta*load/W - delta*avg/W with the old avg), and half a
+    /// window idle halves it; after more than
+    /// a window without an update the average restarts at the count.
+    #[test]
+    fn load_average_decays_over_a_window() {
+        let half = (1u64 << 19) << LOAD_GRANULARITY_SHIFT;
+        let mut l = LoadAvg::default();
+        l.update(1, half);
+        assert_eq!(l.avg, 1 << 17);
+        l.update(1, 2 * half);
+        assert_eq!(l.avg, (1 << 17) + (1 << 17) - (1 << 16));
+        // Idle for half a window: half of it decays.
+        l.update(0, 3 * half);
+        assert_eq!(l.avg, 3 << 15);
+        l.update(3, 6 * half);
+        assert_eq!(l.avg, 3 << LOAD_PRECISION_SHIFT);
     }
 }

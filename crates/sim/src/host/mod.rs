@@ -408,3 +408,63 @@ impl DecisionCosts {
         }
     }
 }
+
+/// The per-pCPU bookkeeping every Xen-family policy (Credit, Credit2, RTDS,
+/// Tableau) does around its decisions: the vCPU each pCPU runs, the pCPUs
+/// tickled (asked to schedule) that have not scheduled yet, a vCPU that left
+/// a pCPU outside a decision (it halted), whose descheduling work the next
+/// decision there pays, and a generation per pCPU that makes the slice timer
+/// of an earlier decision stale.
+pub struct PcpuBook {
+    pub curr: Vec<Option<VcpuId>>,
+    pub tickled: Vec<bool>,
+    switched_out: Vec<bool>,
+    gen: Vec<u64>,
+}
+
+/// A slice timer's token: the policy's kind in the top byte, the decision's
+/// generation, the pCPU in the low 16 bits.
+const SLICE_TOKEN_KIND: u64 = 0xff << 56;
+
+impl PcpuBook {
+    pub fn new(pcpus: usize) -> Self {
+        PcpuBook { curr: vec![None; pcpus], tickled: vec![false; pcpus], switched_out: vec![false; pcpus], gen: vec![0; pcpus] }
+    }
+
+    /// The vCPU running on `p` halted.
+    pub fn halted(&mut self, p: PcpuId) {
+        self.curr[p as usize] = None;
+        self.switched_out[p as usize] = true;
+    }
+
+    /// A decision on `p` begins: its tickle is answered and the slice timers
+    /// of earlier decisions there go stale. Returns whether a vCPU left `p`
+    /// since the last decision.
+    pub fn begin(&mut self, p: PcpuId) -> bool {
+        let pi = p as usize;
+        self.tickled[pi] = false;
+        self.gen[pi] += 1;
+        std::mem::take(&mut self.switched_out[pi])
+    }
+
+    /// The decision on `p` is `next` (after `prev`): it runs there, the
+    /// decision's cost is charged (with the descheduling work if a vCPU left
+    /// the pCPU), the slice timer `(kind, at)` is armed, and requests to
+    /// reschedule `p` made during the decision are answered by it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn end(&mut self, out: &mut HostOut, costs: &DecisionCosts, p: PcpuId, prev: Option<VcpuId>, next: Option<VcpuId>, switched_out: bool, slice: Option<(u64, u64)>) {
+        self.curr[p as usize] = next;
+        if let Some((kind, at)) = slice {
+            out.timers.push((at, kind | self.gen[p as usize] << 16 | p as u64));
+        }
+        costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
+        out.resched.retain(|&q| q != p);
+    }
+
+    /// The pCPU whose slice timer `token` is, if no decision there made it
+    /// stale.
+    pub fn slice_due(&self, token: u64) -> Option<PcpuId> {
+        let p = (token & 0xffff) as usize;
+        ((token & !SLICE_TOKEN_KIND) >> 16 == self.gen[p]).then_some(p as PcpuId)
+    }
+}

@@ -6,7 +6,7 @@
 //! replenishment timer), and wakeups tickle an idle pCPU or the one running
 //! the latest deadline (runq_tickle()).
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView};
+use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -35,10 +35,7 @@ pub struct Rtds {
     vcs: Vec<Vc>,
     /// Runnable vCPUs with budget (or extra time), by (level, deadline, id).
     runq: Vec<VcpuId>,
-    curr: Vec<Option<VcpuId>>,
-    tickled: Vec<bool>,
-    switched_out: Vec<bool>,
-    budget_gen: Vec<u64>,
+    pcpu: PcpuBook,
     extratime: bool,
     costs: DecisionCosts,
 }
@@ -61,10 +58,7 @@ impl Rtds {
         Rtds {
             vcs,
             runq: Vec::new(),
-            curr: vec![None; n],
-            tickled: vec![false; n],
-            switched_out: vec![false; n],
-            budget_gen: vec![0; n],
+            pcpu: PcpuBook::new(n),
             extratime: prm.extratime,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
         }
@@ -129,17 +123,17 @@ impl Rtds {
     /// else the pCPU running the lowest-priority vCPU if the new one
     /// outranks it.
     fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, last: Option<PcpuId>) {
-        let n = self.curr.len() as PcpuId;
-        let usable = |p: PcpuId| view.may_run(v, p) && !self.tickled[p as usize];
+        let n = self.pcpu.curr.len() as PcpuId;
+        let usable = |p: PcpuId| view.may_run(v, p) && !self.pcpu.tickled[p as usize];
         let idle = last
-            .filter(|&p| usable(p) && self.curr[p as usize].is_none())
-            .or_else(|| (0..n).find(|&p| usable(p) && self.curr[p as usize].is_none()));
+            .filter(|&p| usable(p) && self.pcpu.curr[p as usize].is_none())
+            .or_else(|| (0..n).find(|&p| usable(p) && self.pcpu.curr[p as usize].is_none()));
         let target = idle.or_else(|| {
-            let latest = (0..n).filter(|&p| usable(p)).max_by_key(|&p| self.key(self.curr[p as usize].expect("no idle pCPU left")))?;
-            (self.key(v) < self.key(self.curr[latest as usize].unwrap())).then_some(latest)
+            let latest = (0..n).filter(|&p| usable(p)).max_by_key(|&p| self.key(self.pcpu.curr[p as usize].expect("no idle pCPU left")))?;
+            (self.key(v) < self.key(self.pcpu.curr[latest as usize].unwrap())).then_some(latest)
         });
         if let Some(p) = target {
-            self.tickled[p as usize] = true;
+            self.pcpu.tickled[p as usize] = true;
             out.resched.push(p);
         }
     }
@@ -176,8 +170,7 @@ impl HostPolicy for Rtds {
         self.vcs[v as usize].awake = false;
         // A sleeping vCPU leaves the replenishment queue.
         self.vcs[v as usize].repl_gen += 1;
-        self.curr[p as usize] = None;
-        self.switched_out[p as usize] = true;
+        self.pcpu.halted(p);
     }
 
     /// rt_schedule(): the current vCPU keeps the pCPU while it has budget
@@ -185,12 +178,10 @@ impl HostPolicy for Rtds {
     /// budget does.
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         let now = view.now;
-        let pi = p as usize;
-        self.tickled[pi] = false;
+        let switched_out = self.pcpu.begin(p);
         if let Some(c) = prev {
             self.burn(c, now);
         }
-        let switched_out = std::mem::take(&mut self.switched_out[pi]);
         let head = self.pick(view, p);
         let keep = prev.filter(|&c| self.has_budget(c) && head.is_none_or(|h| self.key(c) < self.key(h)));
         let next = keep.or(head);
@@ -205,15 +196,12 @@ impl HostPolicy for Rtds {
                 self.tickle(view, out, c, Some(p));
             }
         }
-        self.curr[pi] = next;
-        self.budget_gen[pi] += 1;
         if let Some(n) = next {
             self.vcs[n as usize].last_start = now;
             self.vcs[n as usize].cpu = p;
-            out.timers.push((now + self.vcs[n as usize].cur_budget, T_BUDGET | self.budget_gen[pi] << 16 | p as u64));
         }
-        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
-        out.resched.retain(|&q| q != p);
+        let slice = next.map(|n| (T_BUDGET, now + self.vcs[n as usize].cur_budget));
+        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
         next
     }
 
@@ -221,19 +209,14 @@ impl HostPolicy for Rtds {
 
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
         match token & KIND {
-            T_BUDGET => {
-                let p = (token & 0xffff) as usize;
-                if (token & !KIND) >> 16 == self.budget_gen[p] {
-                    out.resched.push(p as PcpuId);
-                }
-            }
+            T_BUDGET => out.resched.extend(self.pcpu.slice_due(token)),
             T_REPL => {
                 let v = (token & 0xff_ffff) as VcpuId;
                 if (token & !KIND) >> 24 != self.vcs[v as usize].repl_gen || !self.vcs[v as usize].awake {
                     return;
                 }
                 // repl_timer_handler(): the new period begins.
-                let running_on = self.curr.iter().position(|&c| c == Some(v));
+                let running_on = self.pcpu.curr.iter().position(|&c| c == Some(v));
                 if let Some(p) = running_on {
                     self.burn(v, view.now);
                     self.update_deadline(v, view.now);
@@ -260,6 +243,6 @@ impl HostPolicy for Rtds {
 
     fn nr_running(&self, p: PcpuId) -> u32 {
         // One global queue: report it on pCPU 0 only, so the sum is right.
-        (if p == 0 { self.runq.len() as u32 } else { 0 }) + self.curr[p as usize].is_some() as u32
+        (if p == 0 { self.runq.len() as u32 } else { 0 }) + self.pcpu.curr[p as usize].is_some() as u32
     }
 }

@@ -16,19 +16,36 @@
 //! ended yet, the new core runs second-level work (or idles) and asks to be
 //! notified, and the owner reschedules it when it lets the vCPU go. Wakeups notify the pCPU whose
 //! slot the vCPU owns now, or, uncapped, its second-level core if that idles.
-//! The reservation set is fixed for a run, so the table never switches.
+//!
+//! A reservation change (`host.tableau.changes`) makes the planner produce a
+//! new table; as in section 6's lock-free table switch, it is handed to the
+//! cores in the middle of the current table's next round and every core
+//! switches to it when that round wraps around. The new table's rounds start
+//! there.
 
 use vmsched_plan::Table;
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView};
+use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
 const T_BOUNDARY: u64 = 1 << 56;
+/// A reservation change is pushed (the low bits index `changes`).
+const T_PUSH: u64 = 2 << 56;
+/// The pending table's switch time.
+const T_SWITCH: u64 = 3 << 56;
 const KIND: u64 = 0xff << 56;
 
 pub struct Tableau {
     table: Table,
+    /// Where the current table's first round began.
+    epoch_ns: u64,
+    /// Tables of the reservation changes, with the times they are pushed.
+    changes: Vec<(u64, Table)>,
+    /// The pushed table and the wrap-around at which it takes over.
+    next_table: Option<(u64, Table)>,
+    /// Each VM's name and first engine vCPU, to map a table's entries.
+    vm_first: Vec<(String, VcpuId)>,
     /// Table core index of each pCPU (None: the planner gave it nothing).
     core_of_pcpu: Vec<Option<usize>>,
     /// Engine vCPU of each table vCPU entry, and back.
@@ -39,15 +56,13 @@ pub struct Tableau {
     owner: Vec<Option<PcpuId>>,
     /// A pCPU waiting for the vCPU to be released by its owner.
     wanted_by: Vec<Option<PcpuId>>,
-    curr: Vec<Option<VcpuId>>,
+    pcpu: PcpuBook,
     /// Second-level round-robin position per pCPU: the last table vCPU it ran.
     rr_last: Vec<Option<u32>>,
     /// The second-level turn running on each pCPU: (vCPU, end of its turn).
     turn: Vec<Option<(VcpuId, u64)>>,
     /// A turn cut short by a table slot: (vCPU, time left); it resumes first.
     cut_turn: Vec<Option<(VcpuId, u64)>>,
-    gen: Vec<u64>,
-    switched_out: Vec<bool>,
     capped: bool,
     costs: DecisionCosts,
 }
@@ -55,56 +70,101 @@ pub struct Tableau {
 impl Tableau {
     pub fn new(b: &HostBuild) -> Self {
         let plan = crate::tableau::plan_scenario(b.scenario).unwrap_or_else(|e| panic!("scenario was validated: {e}"));
-        Self::from_table(plan.table, b)
+        let changes = crate::tableau::plan_changes(b.scenario).unwrap_or_else(|e| panic!("scenario was validated: {e}"));
+        Tableau { changes, ..Self::from_table(plan.table, b) }
     }
 
     pub fn from_table(table: Table, b: &HostBuild) -> Self {
         let prm = &b.host.tableau;
-        let first_vcpu = |vm: &str| {
-            let vi = b.scenario.vms.iter().position(|v| v.name == vm).expect("planned VM exists") as u32;
-            b.vm_of.iter().position(|&x| x == vi).expect("VM has vCPUs") as VcpuId
-        };
-        let vcpu_of_entry: Vec<VcpuId> = table.vcpus.iter().map(|e| first_vcpu(&e.vm) + e.vcpu).collect();
-        let mut entry_of_vcpu = vec![u32::MAX; b.vm_of.len()];
-        for (e, &v) in vcpu_of_entry.iter().enumerate() {
-            entry_of_vcpu[v as usize] = e as u32;
-        }
+        let vm_first = b
+            .scenario
+            .vms
+            .iter()
+            .enumerate()
+            .map(|(vi, vm)| (vm.name.clone(), b.vm_of.iter().position(|&x| x == vi as u32).expect("VM has vCPUs") as VcpuId))
+            .collect();
         let n = b.pcpus as usize;
-        let mut core_of_pcpu = vec![None; n];
-        for (i, c) in table.cores.iter().enumerate() {
-            core_of_pcpu[c.core as usize] = Some(i);
-        }
         let nv = b.vm_of.len();
-        Tableau {
+        let mut t = Tableau {
             table,
-            core_of_pcpu,
-            vcpu_of_entry,
-            entry_of_vcpu,
+            epoch_ns: 0,
+            changes: Vec::new(),
+            next_table: None,
+            vm_first,
+            core_of_pcpu: vec![None; n],
+            vcpu_of_entry: Vec::new(),
+            entry_of_vcpu: vec![u32::MAX; nv],
             awake: vec![false; nv],
             owner: vec![None; nv],
             wanted_by: vec![None; nv],
-            curr: vec![None; n],
+            pcpu: PcpuBook::new(n),
             rr_last: vec![None; n],
             turn: vec![None; n],
             cut_turn: vec![None; n],
-            gen: vec![0; n],
-            switched_out: vec![false; n],
             capped: prm.capped,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+        };
+        t.map_entries();
+        t
+    }
+
+    /// Maps the table's cores to pCPUs and its vCPU entries to engine vCPUs.
+    fn map_entries(&mut self) {
+        let first = |vm: &str| self.vm_first.iter().find(|(name, _)| name == vm).expect("planned VM exists").1;
+        self.vcpu_of_entry = self.table.vcpus.iter().map(|e| first(&e.vm) + e.vcpu).collect();
+        self.entry_of_vcpu.fill(u32::MAX);
+        for (e, &v) in self.vcpu_of_entry.iter().enumerate() {
+            self.entry_of_vcpu[v as usize] = e as u32;
         }
+        self.core_of_pcpu.fill(None);
+        for (i, c) in self.table.cores.iter().enumerate() {
+            self.core_of_pcpu[c.core as usize] = Some(i);
+        }
+    }
+
+    /// The time into the current table's rounds.
+    fn local(&self, now: u64) -> u64 {
+        now - self.epoch_ns
+    }
+
+    /// A new table is pushed at `now`: it is handed to the cores in the
+    /// middle of the current table's next round, so every core takes it
+    /// at the wrap-around that ends that round.
+    fn push_table(&mut self, out: &mut HostOut, table: Table, now: u64) {
+        let len = self.table.table_length_ns;
+        let switch_at = self.epoch_ns + (self.local(now) / len + 2) * len;
+        self.next_table = Some((switch_at, table));
+        out.timers.push((switch_at, T_SWITCH));
+    }
+
+    /// Installs the pushed table if its wrap-around has come; every pCPU
+    /// then schedules from it. Second-level turns belong to the old table.
+    fn switch_if_due(&mut self, out: &mut HostOut, now: u64) {
+        if !self.next_table.as_ref().is_some_and(|&(at, _)| at <= now) {
+            return;
+        }
+        let (at, table) = self.next_table.take().expect("checked");
+        self.table = table;
+        self.epoch_ns = at;
+        self.map_entries();
+        self.rr_last.fill(None);
+        self.turn.fill(None);
+        self.cut_turn.fill(None);
+        out.resched.extend(0..self.pcpu.curr.len() as PcpuId);
     }
 
     /// The vCPU whose allocation covers `now` on table core `core`, if any.
     fn slot_owner(&self, core: usize, now: u64) -> Option<(VcpuId, u64)> {
         let len = self.table.table_length_ns;
-        let a = self.table.lookup(core, now)?;
-        Some((self.vcpu_of_entry[a.vcpu as usize], now - now % len + a.end_ns))
+        let t = self.local(now);
+        let a = self.table.lookup(core, t)?;
+        Some((self.vcpu_of_entry[a.vcpu as usize], now - t % len + a.end_ns))
     }
 
     /// The next allocation start or end on the core after `now`.
     fn next_boundary(&self, core: usize, now: u64) -> u64 {
         let len = self.table.table_length_ns;
-        let off = now % len;
+        let off = self.local(now) % len;
         let allocs = &self.table.cores[core].allocations;
         let i = allocs.partition_point(|a| a.end_ns <= off);
         let edge = match allocs.get(i) {
@@ -124,7 +184,7 @@ impl Tableau {
     /// what was left of it, so that the free time is shared evenly.
     /// Returns the vCPU and the length of its turn.
     fn second_level(&mut self, core: usize, p: PcpuId, now: u64) -> Option<(VcpuId, u64)> {
-        let cands = self.table.second_level_candidates(core, now);
+        let cands = self.table.second_level_candidates(core, self.local(now));
         if let Some((v, left)) = self.cut_turn[p as usize].take() {
             if self.free_for(v, p) && cands.contains(&self.entry_of_vcpu[v as usize]) {
                 return Some((v, left));
@@ -158,9 +218,14 @@ impl HostPolicy for Tableau {
         "tableau"
     }
 
-    fn start(&mut self, _view: &HostView, _out: &mut HostOut) {}
+    fn start(&mut self, _view: &HostView, out: &mut HostOut) {
+        for (i, &(at, _)) in self.changes.iter().enumerate() {
+            out.timers.push((at, T_PUSH | i as u64));
+        }
+    }
 
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        self.switch_if_due(out, view.now);
         self.awake[v as usize] = true;
         let target = self.slot_pcpu(v, view.now).or_else(|| {
             if self.capped {
@@ -168,9 +233,9 @@ impl HostPolicy for Tableau {
                 return None;
             }
             let entry = self.entry_of_vcpu[v as usize];
-            let core = self.table.trailing_core(entry, view.now)?;
+            let core = self.table.trailing_core(entry, self.local(view.now))?;
             let p = self.table.cores[core].core;
-            self.curr[p as usize].is_none().then_some(p)
+            self.pcpu.curr[p as usize].is_none().then_some(p)
         });
         if let Some(p) = target {
             self.costs.charge_wakeup(out, p);
@@ -181,8 +246,7 @@ impl HostPolicy for Tableau {
     fn block(&mut self, _view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.awake[v as usize] = false;
         self.owner[v as usize] = None;
-        self.curr[p as usize] = None;
-        self.switched_out[p as usize] = true;
+        self.pcpu.halted(p);
         if let Some(q) = self.wanted_by[v as usize].take() {
             out.resched.push(q);
         }
@@ -191,7 +255,8 @@ impl HostPolicy for Tableau {
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         let now = view.now;
         let pi = p as usize;
-        let switched_out = std::mem::take(&mut self.switched_out[pi]);
+        self.switch_if_due(out, now);
+        let switched_out = self.pcpu.begin(p);
         if let Some(c) = prev {
             self.owner[c as usize] = None;
         }
@@ -201,7 +266,7 @@ impl HostPolicy for Tableau {
             }
         }
         let Some(core) = self.core_of_pcpu[pi] else {
-            self.curr[pi] = None;
+            self.pcpu.curr[pi] = None;
             return None;
         };
         let boundary = self.next_boundary(core, now);
@@ -216,7 +281,7 @@ impl HostPolicy for Tableau {
                     // A split vCPU hops: its allocation on q is over and
                     // ours begins, so it moves here still running (q then
                     // reschedules).
-                    self.curr[q as usize] = None;
+                    self.pcpu.curr[q as usize] = None;
                     next = Some(v);
                 }
                 Some(_) => {
@@ -244,24 +309,20 @@ impl HostPolicy for Tableau {
                 self.wanted_by[n as usize] = None;
             }
         }
-        self.curr[pi] = next;
-        self.gen[pi] += 1;
-        out.timers.push((until, T_BOUNDARY | self.gen[pi] << 16 | p as u64));
-        self.costs.charge_decision(out, p, switched_out || (prev.is_some() && prev != next));
-        out.resched.retain(|&q| q != p);
+        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, Some((T_BOUNDARY, until)));
         next
     }
 
     fn tick(&mut self, _view: &HostView, _out: &mut HostOut, _p: PcpuId) {}
 
-    fn timer(&mut self, _view: &HostView, out: &mut HostOut, token: u64) {
+    fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
         match token & KIND {
-            T_BOUNDARY => {
-                let p = (token & 0xffff) as usize;
-                if (token & !KIND) >> 16 == self.gen[p] {
-                    out.resched.push(p as PcpuId);
-                }
+            T_BOUNDARY => out.resched.extend(self.pcpu.slice_due(token)),
+            T_PUSH => {
+                let table = self.changes[(token & !KIND) as usize].1.clone();
+                self.push_table(out, table, view.now);
             }
+            T_SWITCH => self.switch_if_due(out, view.now),
             _ => unreachable!("unknown tableau timer token {token:#x}"),
         }
     }
