@@ -48,6 +48,14 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "tableau-fig6-bg-io" in "tableau",
     "tableau-fig6-bg-cpu" in "tableau",
     "tableau-fig7" in "tableau",
+    "irs-fig1",
+    "irs-fig7",
+    "irs-fig8",
+    "irs-fig9",
+    "irs-fig10",
+    "irs-fig11",
+    "irs-fig12",
+    "irs-fig13",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {
