@@ -13,6 +13,7 @@ use crate::guest::GuestPolicy;
 use crate::host::anubis::Anubis;
 use crate::host::balance::Balance;
 use crate::host::cfs::{BandwidthGroup, CfsHooks, HostCfs};
+use crate::host::coscheduling::{RelaxedCo, RelaxedCoParams};
 use crate::guest::irs::IrsGuest;
 use crate::host::irs::{IrsBase, IrsParams, IrsSender};
 use crate::host::credit::Credit;
@@ -87,6 +88,11 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
             "Urgent-vCPU-first on host CFS (ASPLOS'13 demand-based coordinated scheduling): IPI-driven urgent queue, Resched-DP, TLB-Co, Resched-Co, urgent tslice and allowance, with (LC) balance scheduling",
             params_of::<UvfParams>(),
         ),
+        HostPolicyKind::RelaxedCo => (
+            "relaxed_co",
+            "VMware's relaxed co-scheduling (ESX 3.x-5.x) on host CFS, the IRS paper's baseline: per-vCPU progress (running or halted), skew to the slowest sibling checked every poll_us, leaders co-stopped past costop_us and co-started at costart_us, the slowest sibling boosted",
+            params_of::<RelaxedCoParams>(),
+        ),
     };
     PolicyInfo { name, level: Level::Host, description, params }
 }
@@ -114,7 +120,7 @@ fn guest_info(kind: GuestPolicyKind) -> PolicyInfo {
 
 /// Every registered policy, host ones first.
 pub fn policies() -> Vec<PolicyInfo> {
-    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis, HostPolicyKind::Irs, HostPolicyKind::Uvf, HostPolicyKind::Credit, HostPolicyKind::Credit2, HostPolicyKind::Rtds, HostPolicyKind::Tableau]
+    let hosts = [HostPolicyKind::Cfs, HostPolicyKind::Anubis, HostPolicyKind::Irs, HostPolicyKind::Uvf, HostPolicyKind::RelaxedCo, HostPolicyKind::Credit, HostPolicyKind::Credit2, HostPolicyKind::Rtds, HostPolicyKind::Tableau]
         .into_iter()
         .map(host_info);
     let guests = [GuestPolicyKind::Linux, GuestPolicyKind::Vsched, GuestPolicyKind::Irs].into_iter().map(guest_info);
@@ -147,6 +153,7 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
             IrsBase::Credit => Box::new(Credit::with_activations(&b, IrsSender::new(&b.host.irs))),
         },
         HostPolicyKind::Uvf => Box::new(host_cfs(&b, Uvf::new(&b.host.uvf, b.pcpus, b.weights.len()))),
+        HostPolicyKind::RelaxedCo => Box::new(host_cfs(&b, RelaxedCo::new(&b.host.relaxed_co, b.weights.len()))),
         HostPolicyKind::Credit => Box::new(Credit::new(&b)),
         HostPolicyKind::Credit2 => Box::new(Credit2::new(&b)),
         HostPolicyKind::Rtds => Box::new(Rtds::new(&b)),

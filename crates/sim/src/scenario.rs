@@ -96,6 +96,10 @@ pub struct Host {
     pub tableau: TableauParams,
     #[serde(default)]
     pub uvf: UvfParams,
+    /// Parameters of host policy `relaxed_co` (VMware's relaxed
+    /// co-scheduling on host CFS).
+    #[serde(default)]
+    pub relaxed_co: crate::host::coscheduling::RelaxedCoParams,
 }
 
 impl Default for Host {
@@ -142,6 +146,9 @@ pub enum HostPolicyKind {
     Tableau,
     /// CFS with urgent-vCPU-first coordination and balance scheduling.
     Uvf,
+    /// CFS with VMware's relaxed co-scheduling (co-stop leaders, boost the
+    /// slowest sibling).
+    RelaxedCo,
 }
 
 /// `[host.anubis]`: the Anubis host policy (Xing et al., "Maximizing VMs' IO

@@ -57,6 +57,14 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "vsched-fig12",
     "vsched-fig18",
     "vsched-fig19",
+    "irs-fig1",
+    "irs-fig7",
+    "irs-fig8",
+    "irs-fig9",
+    "irs-fig10",
+    "irs-fig11",
+    "irs-fig12",
+    "irs-fig13",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

@@ -126,3 +126,46 @@ fn irs_cuts_the_stall_of_a_task_on_a_preempted_vcpu() {
     assert!(cpu(&plain) < 0.6 * 100e6, "plain {}", cpu(&plain));
     assert!(cpu(&irs) > 1.6 * cpu(&plain), "irs {} plain {}", cpu(&irs), cpu(&plain));
 }
+
+/// Two CPU-bound threads on two vCPUs (a spinning program's shape: the
+/// sibling never idles); a hog VM shares pCPU 0. On an activation the task
+/// of vCPU 0 moves to running vCPU 1, and vCPU 0, left idle, blocks: it must
+/// not pull the task straight back (the real migrator moves it only after
+/// the vCPU has blocked, section 4.2), so the task keeps running on vCPU 1
+/// while vCPU 0 waits.
+#[test]
+fn a_task_moved_to_a_busy_sibling_is_not_pulled_back_by_the_vcpu_it_left() {
+    for host in ["irs", "irs@credit"] {
+        let two = |h: &str, g: &str| {
+            let text = scenario(h, g).replace("kind = \"hog\"\n[[vm]]", "kind = \"hog\"\nthreads = 2\n[[vm]]");
+            let s = vmsched_sim::parse(&text, &[]).unwrap();
+            let out = vmsched_sim::run(s, &RunOptions { record: true, ..Default::default() }, &mut |_, _| {}).unwrap();
+            out.tables.unwrap()
+        };
+        let plain_host = if host.ends_with("@credit") { "credit@credit" } else { "cfs" };
+        let cpu = |t: &Tables| {
+            let i = t.tasks.task.iter().position(|n| n == "app/hog0/0").unwrap();
+            t.tasks.cpu_time_ns[i] as f64
+        };
+        let (plain, irs) = (two(plain_host, "linux"), two(host, "irs"));
+        let migrations = |t: &Tables| t.tasks.migrations[t.tasks.task.iter().position(|n| n == "app/hog0/0").unwrap()];
+        assert!(migrations(&irs) > 0, "{host}");
+        assert!(cpu(&irs) > 1.15 * cpu(&plain), "{host}: irs {} plain {}", cpu(&irs), cpu(&plain));
+    }
+}
+
+/// Every `irs-` experiment and variant (IRS on Credit and CFS, PLE, relaxed
+/// co-scheduling) runs under the engine's invariant checks.
+#[test]
+fn irs_builtins_validate() {
+    for b in vmsched_sim::scenarios::BUILTINS.iter().filter(|b| b.name.starts_with("irs-")) {
+        let base = vmsched_sim::parse(b.toml, &[]).unwrap();
+        let mut cases = vec![Vec::new()];
+        cases.extend(base.variants.values().map(|sets| sets.iter().map(|(k, v)| format!("{k}={v}")).collect()));
+        for sets in cases {
+            let s = vmsched_sim::parse(b.toml, &sets).unwrap();
+            let opts = RunOptions { validate: true, duration_ns: Some(60_000_000), ..Default::default() };
+            vmsched_sim::run(s, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{} {sets:?}: {e}", b.name));
+        }
+    }
+}

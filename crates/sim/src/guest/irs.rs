@@ -75,6 +75,14 @@ impl LinuxHooks for IrsGuest {
         // SCHEDOP_yield (section 3.2); a vCPU that blocks halts, which
         // answers the activation by itself.
         let left = k.nr_running(v) - u32::from(target.is_some());
+        if target.is_some() && left == 0 {
+            // The real context switcher deschedules the task while it is
+            // still attached to this vCPU (marked migrating), and the migrator
+            // moves it only after the vCPU has blocked (section 4.2); so the
+            // vCPU going idle finds nothing to pull and blocks. Here the move
+            // is immediate, so the idle vCPU must not pull it straight back.
+            k.leave_without_balancing(v);
+        }
         acts.push(GuestAct::Hypercall { from: v, call: Hcall::ActivationDone { blocked: left == 0 } });
         acts
     }

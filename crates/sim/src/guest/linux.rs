@@ -63,6 +63,9 @@ struct GuestRq {
     irq: Pelt,
     capacity: u32,
     next_balance: [u64; 2],
+    /// The vCPU switches its task out to hand its pCPU back (IRS's context
+    /// switcher): its next pick goes idle without a newidle balance.
+    leaving: bool,
 }
 
 impl GuestRq {
@@ -454,6 +457,13 @@ impl LinuxKernel {
         this == 0
     }
 
+    /// `v` is handing its pCPU back after switching its task out: its next
+    /// pick idles without pulling (cleared at its next tick, should no pick
+    /// follow).
+    pub fn leave_without_balancing(&mut self, v: u32) {
+        self.rqs[v as usize].leaving = true;
+    }
+
     /// newidle_balance(): an idle vCPU pulls from the busiest vCPU in the VM.
     fn newidle_balance(&mut self, view: &GuestView, v: u32) {
         let span = self.span(v, 1);
@@ -579,7 +589,8 @@ impl GuestPolicy for LinuxKernel {
                 self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
             }
         }
-        if self.rqs[v as usize].nr_running() == 0 {
+        let leaving = std::mem::take(&mut self.rqs[v as usize].leaving);
+        if self.rqs[v as usize].nr_running() == 0 && !leaving {
             self.newidle_balance(view, v);
         }
         let rq = &mut self.rqs[v as usize];
@@ -677,6 +688,7 @@ impl GuestPolicy for LinuxKernel {
     /// scheduler_tick() on a running vCPU: slice accounting, periodic load
     /// balance (with capacity update), misfit detection and nohz-idle kick.
     fn tick(&mut self, view: &GuestView, v: u32) -> TickOut {
+        self.rqs[v as usize].leaving = false;
         let mut out = TickOut { resched: self.slice_expired(view, v), ..TickOut::default() };
         let now = view.now;
         for level in 0..2 {

@@ -11,6 +11,7 @@
 pub mod anubis;
 pub mod balance;
 pub mod cfs;
+pub mod coscheduling;
 pub mod irs;
 pub mod credit;
 pub mod credit2;
@@ -196,6 +197,18 @@ impl<'a> HostView<'a> {
     pub fn times(&self, v: VcpuId) -> (u64, u64, u64) {
         let vc = &self.facts().vcpus[v as usize];
         (vc.cpu_ns, vc.steal_ns, vc.halted_ns)
+    }
+
+    /// Time the vCPU has made progress up to now, as VMware's relaxed
+    /// co-scheduling counts it: running on a pCPU or halted (guest idle);
+    /// runnable but not running (steal) is the only time without progress.
+    pub fn progress_ns(&self, v: VcpuId) -> u64 {
+        let vc = &self.facts().vcpus[v as usize];
+        let open = match self.state(v) {
+            HostState::Running | HostState::Halted => self.now - vc.accounted_until(),
+            HostState::Preempted => 0,
+        };
+        vc.cpu_ns + vc.halted_ns + open
     }
 
     /// The guest task the vCPU is running (introspection), if any.

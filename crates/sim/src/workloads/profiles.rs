@@ -109,6 +109,17 @@ pub const PROFILES: &[WorkloadProfile] = &[
         description: "PostMark mail-server file operations (Anubis Table 3): one single-threaded closed loop of small-file creates, reads, appends and deletes, each a short disk operation (100 us) with the interrupt on vCPU 0 and 30 us of file-system work: an approximation",
         settings: &[("kind", "'disk_read'"), ("threads", "1"), ("irq_vcpu", "0"), ("device_us", "100.0"), ("work_us", "30.0")],
     },
+    // The server programs of the IRS paper (Middleware'17, sections 5.1 and 5.3).
+    WorkloadProfile {
+        name: "specjbb",
+        description: "SPECjbb2005 as the IRS paper ran it (Middleware'17 section 5.3): 4 warehouses, one worker thread per vCPU of a 4-vCPU VM, request processing 'a few hundreds of milliseconds to a few seconds' (bimodal: 90% at 200 ms, 10% at 2.2 s, mean 400 ms), independent requests. Offered load 8 requests/s, 80% of the four workers' capacity with no interference: an approximation (SPECjbb drives its warehouses closed-loop). The occasional table-lock synchronization the paper mentions is left out",
+        settings: &[("kind", "'server'"), ("threads", "4"), ("work_us", "400000.0"), ("work_dist", "'bimodal'"), ("rate_per_s", "8.0")],
+    },
+    WorkloadProfile {
+        name: "ab",
+        description: "Apache httpd under the Apache benchmark ab as the IRS paper ran it (Middleware'17 section 5.3): MaxClients 512, so 512 worker threads in a 4-vCPU VM, each request a small static file and independent of the others (no synchronization). Service time 100 us (exponential) and 30000 requests/s (75% of four vCPUs): approximations; ab's 1000 concurrent connections keep the server busy, modelled as open-loop Poisson arrivals on the NIC's vCPU 0",
+        settings: &[("kind", "'server'"), ("threads", "512"), ("work_us", "100.0"), ("rate_per_s", "30000.0")],
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static WorkloadProfile> {

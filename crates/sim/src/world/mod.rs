@@ -115,6 +115,10 @@ impl Vcpu {
     pub fn activation_pending(&self) -> bool {
         self.activation_deadline.is_some()
     }
+    /// When the time accounts were last brought up to date.
+    pub fn accounted_until(&self) -> u64 {
+        self.acct_last
+    }
 }
 
 /// What a task is doing.

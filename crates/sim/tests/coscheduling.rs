@@ -1,0 +1,140 @@
+//! Relaxed co-scheduling (VMware ESX, the IRS paper's baseline): an exact
+//! small schedule with a co-stop, a co-start and a laggard boost, and the
+//! skew bound over random CPU-bound VMs.
+
+use proptest::prelude::*;
+use serde_json::Value;
+use vmsched_sim::world::record::Tables;
+use vmsched_sim::{run, RunOptions};
+
+const MS: u64 = 1_000_000;
+
+fn sim(text: &str) -> (Value, Tables) {
+    let s = vmsched_sim::parse(text, &[]).unwrap();
+    let end = s.duration_ms as u64 * MS;
+    let opts = RunOptions { validate: true, record: true, trace_window: Some((0, end)), ..Default::default() };
+    let out = run(s, &opts, &mut |_, _| {}).unwrap();
+    (out.summary, out.tables.unwrap())
+}
+
+/// Intervals (state, start, end) of vCPU `vcpu` of VM `vm`, in time order.
+fn states<'a>(t: &'a Tables, vm: &str, vcpu: u32) -> Vec<(&'a str, u64, u64)> {
+    let st = t.vcpu_states.as_ref().unwrap();
+    let mut rows: Vec<_> = (0..st.vm.len()).filter(|&r| st.vm[r] == vm && st.vcpu[r] == vcpu).map(|r| (st.state[r], st.start_ns[r], st.end_ns[r])).collect();
+    rows.sort_by_key(|r| r.1);
+    rows
+}
+
+/// Progress (running or halted time) of a vCPU up to `at`.
+fn progress(rows: &[(&str, u64, u64)], at: u64) -> u64 {
+    rows.iter().filter(|r| r.0 != "preempted" && r.1 < at).map(|r| r.2.min(at) - r.1).sum()
+}
+
+/// App VM: two CPU-bound threads on vCPUs 0 and 1, pinned to pCPUs 0 and 1;
+/// a hog VM shares pCPU 0, so vCPU 0 falls behind while vCPU 1 runs alone.
+fn exact(boost: bool) -> String {
+    format!(
+        r#"
+name = "relaxed-co-exact"
+duration_ms = 40
+[host]
+cores_per_socket = 2
+policy = "relaxed_co"
+relaxed_co = {{ boost_laggard = {boost} }}
+[[vm]]
+name = "app"
+vcpus = 2
+pin = [0, 1]
+[[vm.workload]]
+kind = "hog"
+threads = 2
+pin_threads = true
+[[vm]]
+name = "bg"
+pin = [0]
+[[vm.workload]]
+kind = "hog"
+"#
+    )
+}
+
+/// vCPU 0 waits 8-12 ms while the hog runs: at the 12 ms check app vCPU 1
+/// leads by 4 ms > 3 ms and is co-stopped (pCPU 1 idles, nothing else may
+/// run there), vCPU 0 is boosted onto pCPU 0 at once; at 14 ms vCPU 1 leads
+/// by 2 ms and is co-started.
+#[test]
+fn a_leading_vcpu_is_costopped_and_its_laggard_boosted() {
+    let (s, t) = sim(&exact(true));
+    let app0 = states(&t, "app", 0);
+    let app1 = states(&t, "app", 1);
+    let bg = states(&t, "bg", 0);
+    // CFS alone: app vCPU 0 woke first and runs its slice, the hog follows.
+    assert_eq!(app0[0], ("running", 0, 8 * MS));
+    assert_eq!(bg[1], ("running", 8 * MS, 12 * MS));
+    // The co-stop, and its end at the co-start threshold.
+    assert_eq!(app1[0], ("running", 0, 12 * MS));
+    assert_eq!(app1[1], ("preempted", 12 * MS, 14 * MS));
+    assert_eq!(app1[2].1, 14 * MS);
+    // The boost: the laggard takes pCPU 0 from the hog at the co-stop.
+    assert_eq!(app0[2], ("running", 12 * MS, 16 * MS));
+    let rc = &s["vms"][0]["relaxed_co"];
+    assert!(rc["costops"].as_u64().unwrap() >= 2, "{rc}");
+    assert_eq!(rc["max_skew_us"], 4000.0);
+
+    // Without the boost the hog keeps pCPU 0 past the co-stop.
+    let (_, t) = sim(&exact(false));
+    let app1 = states(&t, "app", 1);
+    assert_eq!(app1[1], ("preempted", 12 * MS, app1[1].2));
+    assert!(states(&t, "bg", 0).iter().any(|r| r.0 == "running" && r.1 < 12 * MS && r.2 > 12 * MS));
+}
+
+/// Plain CFS lets the same skew grow without bound.
+#[test]
+fn plain_cfs_lets_the_skew_grow() {
+    let (_, t) = sim(&exact(true).replace("policy = \"relaxed_co\"", "policy = \"cfs\""));
+    let (a0, a1) = (states(&t, "app", 0), states(&t, "app", 1));
+    let end = 40 * MS;
+    assert!(progress(&a1, end) - progress(&a0, end) > 15 * MS);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// For CPU-bound VMs (no vCPU halts), no vCPU ever leads the slowest
+    /// sibling by more than the co-stop threshold plus one poll interval: a
+    /// check stops every vCPU past the threshold, and between checks a skew
+    /// grows at most at the rate of time.
+    #[test]
+    fn skew_stays_within_threshold_plus_one_poll(
+        cores in 2u32..5,
+        app_vcpus in 2u32..5,
+        app_pins in proptest::collection::vec(0u32..4, 4),
+        bg in proptest::collection::vec((0u32..4, 1u32..3, prop_oneof![Just(512u32), Just(1024), Just(2048)]), 1..4),
+        poll_us in 500u32..4000,
+        costop_us in 1000u32..5000,
+    ) {
+        let costart_us = costop_us / 2;
+        let pin = |p: u32| p % cores;
+        let mut text = format!(
+            "name='rc-prop'\nduration_ms=60\n[host]\ncores_per_socket={cores}\npolicy='relaxed_co'\nrelaxed_co={{ poll_us={poll_us}, costop_us={costop_us}, costart_us={costart_us} }}\n\
+             [[vm]]\nname='app'\nvcpus={app_vcpus}\npin=[{}]\n[[vm.workload]]\nkind='hog'\nthreads={app_vcpus}\npin_threads=true\n",
+            (0..app_vcpus).map(|i| pin(app_pins[i as usize]).to_string()).collect::<Vec<_>>().join(","),
+        );
+        for (i, &(p, n, w)) in bg.iter().enumerate() {
+            text += &format!("[[vm]]\nname='bg{i}'\nvcpus={n}\nweight={w}\npin=[{}]\n[[vm.workload]]\nkind='hog'\nthreads={n}\n",
+                (0..n).map(|k| pin(p + k).to_string()).collect::<Vec<_>>().join(","));
+        }
+        let (_, t) = sim(&text);
+        let rows: Vec<_> = (0..app_vcpus).map(|v| states(&t, "app", v)).collect();
+        let bound = (costop_us as u64 + poll_us as u64) * 1000;
+        // Progress is piecewise linear: its extremes are at interval ends.
+        let mut instants: Vec<u64> = rows.iter().flatten().flat_map(|r| [r.1, r.2]).collect();
+        instants.sort_unstable();
+        instants.dedup();
+        for at in instants {
+            let p: Vec<u64> = rows.iter().map(|r| progress(r, at)).collect();
+            let skew = p.iter().max().unwrap() - p.iter().min().unwrap();
+            prop_assert!(skew <= bound, "skew {skew} ns at {at} ns > {bound} ns; {text}");
+        }
+    }
+}
