@@ -100,7 +100,9 @@ async def _load_and_capture(ws_url: str, url: str, settle_s: float) -> PageLoad:
         areas = await call("Runtime.evaluate", returnByValue=True, expression="""
             Array.from(document.querySelectorAll('.js-plotly-plot .nsewdrag')).map(e => {
               const r = e.getBoundingClientRect();
-              return {x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height};
+              const title = e.closest('.js-plotly-plot').querySelector('.gtitle');
+              return {x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height,
+                      title: title ? title.textContent : ''};
             })""")
         size = await call("Runtime.evaluate", returnByValue=True,
                           expression="[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")

@@ -89,3 +89,59 @@ def test_compare_report_colours_better_and_worse(cli, tmp_path):
                "--duration", SHORT, "--out", out).exit_code == 0
     html = (out / "report.html").read_text()
     assert 'class="num better"' in html or 'class="num worse"' in html
+
+
+def across_seeds(cli, tmp_path, *args):
+    import json
+    result = cli("compare", *args, "--duration", SHORT, "--out", tmp_path / "out", "--json", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_identical_variants_never_differ_significantly(cli, tmp_path):
+    document = across_seeds(cli, tmp_path, "default", "--variant", "a=host.hz=250", "--variant", "b=host.hz=250",
+                            "--seeds", "3", "--seed", "11")
+    assert document["seeds"] == [11, 12, 13]
+    rows = document["across_seeds"]
+    later = [row for row in rows if row["variant"] == "b"]
+    assert later and all(row["n"] == 3 for row in later)
+    assert not any(row["significant"] for row in later)
+    assert all(row["diff_mean"] == 0 for row in later)
+    # The seeds really differ: the server's tail latency varies from seed to seed.
+    p99 = next(row for row in rows if row["variant"] == "a" and row["metric"] == "web/nginx-like: latency p99")
+    assert p99["ci95"] > 0
+
+
+def test_a_built_difference_is_significant_and_matches_separate_runs(cli, tmp_path):
+    # Twice the requests: the web VM serves twice as many and uses more CPU, on every seed.
+    variants = {"light": "vm[0].workload[0].rate_per_s=2000", "busy": "vm[0].workload[0].rate_per_s=4000"}
+    document = across_seeds(cli, tmp_path, "default", *(f"--variant={name}={spec}" for name, spec in variants.items()),
+                            "--seeds", "4,9,2")
+    rows = {(row["metric"], row["variant"]): row for row in document["across_seeds"]}
+    served, share = rows[("web/nginx-like: throughput", "busy")], rows[("web: CPU share", "busy")]
+    assert served["significant"] and served["verdict"] == "better"
+    assert served["ratio_mean"] == pytest.approx(2, rel=0.1)
+    assert share["significant"] and share["diff_mean"] > 0
+    # Mean, paired difference and ratio equal those computed from separate runs.
+    separate = {(name, seed): {m.name: m.value for m in headline_metrics(vmsched.run(
+        "default", seed=seed, duration=SHORT, set=[spec], record=False).summary)}
+        for name, spec in variants.items() for seed in (4, 9, 2)}
+    for metric in ("batch: CPU share", "web: steal", "web/nginx-like: latency p99"):
+        heavy = [separate[("busy", seed)][metric] for seed in (4, 9, 2)]
+        equal = [separate[("light", seed)][metric] for seed in (4, 9, 2)]
+        row = rows[(metric, "busy")]
+        assert row["mean"] == pytest.approx(sum(heavy) / 3, rel=1e-12)
+        assert row["diff_mean"] == pytest.approx(sum(h - e for h, e in zip(heavy, equal)) / 3, rel=1e-9)
+        assert row["ratio_mean"] == pytest.approx(sum(h / e for h, e in zip(heavy, equal)) / 3, rel=1e-9)
+    # The statistics are kept beside the first seed's runs and shown in the report.
+    out = tmp_path / "out"
+    assert (out / "compare_seeds.parquet").is_file() and (out / "busy" / "summary.json").is_file()
+    assert "Across seeds" in (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize("seeds, message", [("1", "at least 2 seeds"), ("x", "expected a count"),
+                                            ("3,3", "repeated"), ("1,-1", "from 0 to 2^64-1")])
+def test_bad_seeds_are_refused(cli, tmp_path, seeds, message):
+    result = cli("compare", "default", "--variant", "a=host.hz=250", "--seeds", seeds, "--out", tmp_path / "out")
+    assert result.exit_code == 2 and message in result.stderr, result.output
+    assert not (tmp_path / "out").exists()

@@ -308,3 +308,26 @@ def test_plan_takes_a_builtin_name(cli, tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["vcpus"]
     assert_user_error(cli("plan", "no-such-builtin", "--out", out), "no-such-builtin")
+
+
+def test_ctrl_c_during_the_seeds_of_a_comparison_leaves_nothing(tmp_path):
+    """The other seeds run in worker processes: Ctrl-C there ends them and the
+    comparison's directory, the first seed's finished runs included."""
+    out = tmp_path / "cmp"
+    process = subprocess.Popen([*VMSCHED, "compare", "default", "--variant", "a=host.hz=250", "--variant", "b=host.hz=1000",
+                                "--seeds", "3", "--workers", "2", "--duration", "10s", "--out", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if "running the other seeds" in line:
+            break
+    time.sleep(1)  # the workers are running
+    assert process.poll() is None, lines
+    process.send_signal(signal.SIGINT)
+    lines += process.stderr.readlines()
+    assert process.wait(timeout=30) == 130
+    shown = [line.strip() for line in lines if line.strip() and "\r" not in line]
+    assert shown[-1] == "error: interrupted; nothing was written", lines
+    assert not any("Traceback" in line for line in lines)
+    assert list(tmp_path.iterdir()) == []

@@ -86,9 +86,11 @@ def test_report_at_16_vms_uses_small_multiples_and_one_colour_per_vm(sixteen_vm_
     assert all(color in html for color in VM_PALETTE[:16])
     page = browser_load(sixteen_vm_run / "report.html", settle_s=4.0)
     assert page.errors == []
-    # Three per-VM charts of 16 panels each (a quarter of the page wide), each drawn.
+    # Three per-VM charts of 16 panels each (a quarter of the page wide), each drawn,
+    # and a fourth of lock preemptions where the run has any.
+    with_locks = any(locks["lhp_count"] or locks["lwp_count"] for locks in summary["locks"].values())
     panels = [area for area in page.chart_areas if area["width"] < 400]
-    assert len(panels) == 3 * 16
+    assert len(panels) == (4 if with_locks else 3) * 16
     image = Image.open(io.BytesIO(page.screenshot_png))
     for area in panels:
         assert colored_fraction(image, area) > MIN_COLORED_FRACTION, area
@@ -120,3 +122,62 @@ def test_report_shows_pcpu_lanes_in_vm_colours(sixteen_vm_run):
     lanes = next(chart for chart in html.split("Plotly.newPlot(") if "pCPU lanes" in chart)
     assert '"pCPU 63"' in lanes and '"pCPU 0"' in lanes
     assert VM_PALETTE[0] in lanes and VM_PALETTE[15] in lanes
+
+
+def chart_area(page, title_start: str) -> dict:
+    matches = [area for area in page.chart_areas if area["title"].startswith(title_start)]
+    assert len(matches) == 1, [area["title"] for area in page.chart_areas]
+    return matches[0]
+
+
+@pytest.fixture(scope="module")
+def lock_run(tmp_path_factory):
+    from typer.testing import CliRunner
+    from vmsched.cli import app
+    out = tmp_path_factory.mktemp("locks") / "run"
+    # Native ticket spinlocks without pause-loop exiting: lock holders are preempted.
+    result = CliRunner().invoke(app, ["run", "lock-holder-preemption", "--duration", "300ms", "--report",
+                                      "--set", "vm[0].guest.kernel='linux-3.2'", "--set", "host.kvm.ple_gap=0",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_report_draws_task_lanes_irq_pending_and_lock_preemptions(lock_run, browser_load):
+    import json
+
+    import polars as pl
+    html = (lock_run / "report.html").read_text()
+    summary = json.loads((lock_run / "summary.json").read_text())
+    page = browser_load(lock_run / "report.html")
+    assert_charts_drawn(page, expected_charts=7)
+    image = Image.open(io.BytesIO(page.screenshot_png))
+    for title in ("Guest task lanes of locky", "Interrupt pending time", "Lock-holder preemptions"):
+        assert colored_fraction(image, chart_area(page, title)) > MIN_COLORED_FRACTION, title
+    # The lock chart draws the samples' per-interval counts, which add up to (at most)
+    # the summary's totals.
+    samples = pl.read_parquet(lock_run / "samples.parquet")
+    lhp = samples.filter((pl.col("metric") == "vm_lhp") & (pl.col("vm") == "locky"))["value"].sum()
+    assert 0 < lhp <= summary["locks"]["locky"]["lhp_count"]
+    # One lane per vCPU of the VM, one colour per task (the program's four threads).
+    lanes = next(chart for chart in html.split("Plotly.newPlot(") if "Guest task lanes" in chart)
+    lanes = lanes.replace(", ", ",").replace('": "', '":"')
+    assert all(f'"vCPU {v}"' in lanes for v in range(4))
+    assert lanes.count('"legendgroup":"tasks"') == 4
+
+
+def test_report_task_lanes_of_a_chosen_vm(cli, lock_run):
+    assert cli("report", lock_run, "--vm", "bg").exit_code == 0
+    html = (lock_run / "report.html").read_text()
+    assert "Guest task lanes of bg" in html and "Guest task lanes of locky" not in html
+    result = cli("report", lock_run, "--vm", "nope")
+    assert result.exit_code == 2 and "--vm: 'nope'" in result.stderr and "locky, bg" in result.stderr
+
+
+def test_lock_chart_only_where_locks_were_preempted(lock_run):
+    import vmsched
+    from vmsched.report import RunData, load_run, lock_preemptions
+    assert lock_preemptions([load_run(lock_run)]) is not None
+    # CPU hogs take no lock: nothing to draw.
+    hogs = vmsched.run("two-vms-one-pcpu", duration="100ms")
+    assert lock_preemptions([RunData("hogs", hogs.summary, hogs.config, hogs.recorded_tables())]) is None

@@ -276,13 +276,14 @@ def kernels(
 def report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A directory written by `vmsched run`.")],
     window: Annotated[Optional[str], typer.Option(help="vCPU timeline window START:END (re-runs the scenario).")] = None,
+    vm: Annotated[Optional[str], typer.Option(help="VM whose guest task lanes are drawn (default: the first).")] = None,
 ) -> None:
     """Write RUN_DIR/report.html: one self-contained page with the run's plots."""
     from .report import write_report
     if not (run_dir / "summary.json").is_file():
         raise fail(f"{run_dir}: no summary.json; pass a directory written by `vmsched run`")
     chosen = _window(window) if window else None
-    status.print(f"wrote {_user_input(lambda: write_report(run_dir, window=chosen))}")
+    status.print(f"wrote {_user_input(lambda: write_report(run_dir, window=chosen, task_vm=vm))}")
 
 
 @app.command(name="compare")
@@ -299,16 +300,27 @@ def compare_cmd(
     allow_large: AllowLargeOption = False,
     window: Annotated[str, typer.Option(help="Window of the vCPU timelines in the report.")] = "0ms:50ms",
     as_json: JsonOption = False,
+    seeds: Annotated[Optional[str], typer.Option(
+        help="Run every variant on N seeds (from --seed on) or on a list such as 1,2,3, and report the mean "
+             "and 95% CI of each metric, difference and ratio.")] = None,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Worker processes for the runs of --seeds (default: one per CPU).")] = None,
 ) -> None:
     """Run one scenario and seed under each variant; print metrics with ratios to the first."""
     from . import api
-    from .compare import resolve_variants, rich_table, run_comparison, write_comparison
+    from .compare import (parse_seeds, resolve_variants, rich_table, run_comparison, run_seed_comparison,
+                          seed_rich_table, write_comparison)
     from .rundir import OutputDir
     chosen_window = _window(window)
     source = _user_input(lambda: api.load_scenario(scenario))
     config = _user_input(lambda: api.normalize(source, set_ or []))
     _user_input(lambda: api.check_seed(seed))
     _user_input(lambda: resolve_variants(source, config, variant or []))
+    seed_list = _user_input(lambda: parse_seeds(seeds, seed if seed is not None else config["seed"])) if seeds else None
+    if seed_list:
+        seed = seed_list[0]
+    if workers is not None and workers < 1:
+        raise fail(f"--workers: {workers} must be at least 1")
     out_dir = out if out is not None else str(
         _default_out(f"compare-{config['name']}", seed if seed is not None else config["seed"]))
     output = _user_input(lambda: OutputDir(out_dir, force))
@@ -317,12 +329,23 @@ def compare_cmd(
             source, variant or [], seed=seed, set=set_ or [], duration=duration, validate=check_invariants,
             trace_window=chosen_window, allow_large=allow_large,
             on_start=lambda v: status.print(f"running variant {v.name}")))
+        across_seeds = None
+        if seed_list:
+            status.print(f"running the other seeds: {', '.join(map(str, seed_list[1:]))}")
+            across_seeds = _user_input(lambda: run_seed_comparison(
+                source, seeds=seed_list, set=set_ or [], duration=duration, store_dir=staging / "seeds",
+                first=comparison, workers=workers))
         if not as_json:
             console.print(rich_table(comparison))
-        write_comparison(comparison, staging)
+            if across_seeds:
+                console.print(seed_rich_table(across_seeds))
+        write_comparison(comparison, staging, across_seeds)
     status.print(f"wrote {Path(out_dir) / 'report.html'}")
     if as_json:
-        print(json.dumps({"out": out_dir, "metrics": comparison.frame.to_dicts()}, indent=2))
+        document = {"out": out_dir, "metrics": comparison.frame.to_dicts()}
+        if across_seeds:
+            document |= {"seeds": across_seeds.seeds, "across_seeds": across_seeds.frame.to_dicts()}
+        print(json.dumps(document, indent=2))
 
 
 @app.command()

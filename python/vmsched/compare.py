@@ -100,6 +100,171 @@ def compare(scenario: str | Path = api.DEFAULT_SCENARIO, variants: Iterable[str]
     return run_comparison(scenario, variants, seed, set, duration, validate).frame
 
 
+def parse_seeds(spec: str, first_seed: int) -> list[int]:
+    """`--seeds N`: N consecutive seeds from `first_seed`; `--seeds 3,7,11`: those seeds."""
+    try:
+        if "," in spec:
+            seeds = [int(part) for part in spec.split(",")]
+        else:
+            seeds = list(range(first_seed, first_seed + int(spec)))
+    except ValueError:
+        raise UserError(f"--seeds: {spec!r}: expected a count such as 5 or a list such as 1,2,3") from None
+    if len(set(seeds)) != len(seeds):
+        raise UserError(f"--seeds: {spec!r}: a seed is repeated")
+    if len(seeds) < 2:
+        raise UserError(f"--seeds: {spec!r}: a confidence interval needs at least 2 seeds")
+    for seed in seeds:
+        if not 0 <= seed < 2**64:
+            raise UserError(f"--seeds: {seed}: a seed must be an integer from 0 to 2^64-1")
+    return seeds
+
+
+@dataclass
+class SeedComparison:
+    """Every variant run on the same seeds; statistics are paired by seed."""
+    variants: list[Variant]
+    seeds: list[int]
+    summaries: dict[tuple[str, int], dict]  # (variant, seed) -> summary
+
+    @cached_property
+    def frame(self) -> pl.DataFrame:
+        """One row per (metric, variant): over the seeds, the mean of the value and the
+        half-width of its 95% CI; for the later variants, the mean and CI of the per-seed
+        difference to the first variant and of the per-seed ratio (seeds where the first
+        is 0 left out), `significant` where the difference's CI excludes zero, and the
+        verdict (better/worse) of a significant difference."""
+        from .sweeps import mean_ci95
+        by_run = {run: {m.name: m for m in headline_metrics(summary)} for run, summary in self.summaries.items()}
+        base = self.variants[0].name
+        names = list(dict.fromkeys(name for variant in self.variants for seed in self.seeds
+                                   for name in by_run[(variant.name, seed)]))
+        rows = []
+        for name in names:
+            for index, variant in enumerate(self.variants):
+                own = [by_run[(variant.name, seed)].get(name) for seed in self.seeds]
+                known = [m for m in own if m is not None]
+                if not known:
+                    continue
+                mean, ci95, n = mean_ci95(m.value for m in known)
+                row = {"metric": name, "unit": known[0].unit, "better": known[0].better, "variant": variant.name,
+                       "n": n, "mean": mean, "ci95": ci95, "diff_mean": None, "diff_ci95": None,
+                       "ratio_mean": None, "ratio_ci95": None, "significant": False, "verdict": ""}
+                if index:
+                    pairs = [(m.value, reference.value) for seed, m in zip(self.seeds, own)
+                             if m is not None and m.value is not None
+                             and (reference := by_run[(base, seed)].get(name)) is not None
+                             and reference.value is not None]
+                    diff_mean, diff_ci95, _ = mean_ci95(value - reference for value, reference in pairs)
+                    ratio_mean, ratio_ci95, _ = mean_ci95(value / reference for value, reference in pairs if reference)
+                    significant = diff_ci95 is not None and abs(diff_mean) > diff_ci95
+                    verdict = ""
+                    if significant and row["better"]:
+                        verdict = "better" if (diff_mean > 0) == (row["better"] == "↑") else "worse"
+                    row.update(diff_mean=diff_mean, diff_ci95=diff_ci95, ratio_mean=ratio_mean,
+                               ratio_ci95=ratio_ci95, significant=significant, verdict=verdict)
+                rows.append(row)
+        return pl.DataFrame(rows, schema=SEED_FRAME_SCHEMA)
+
+
+SEED_FRAME_SCHEMA = {"metric": pl.String, "unit": pl.String, "better": pl.String, "variant": pl.String,
+                     "n": pl.Int64, "mean": pl.Float64, "ci95": pl.Float64, "diff_mean": pl.Float64,
+                     "diff_ci95": pl.Float64, "ratio_mean": pl.Float64, "ratio_ci95": pl.Float64,
+                     "significant": pl.Boolean, "verdict": pl.String}
+
+
+def run_seed_comparison(scenario: str | Path | api.Scenario, variants: Iterable[str] = (),
+                        seeds: Iterable[int] = (), set: Iterable[str] | None = None,
+                        duration: int | str | None = None, store_dir: str | Path = "compare-seeds",
+                        first: Comparison | None = None, workers: int | None = None,
+                        progress: Callable[[int, int, int], None] | None = None) -> SeedComparison:
+    """Each variant on each seed, through the sweep engine (a resumable store in
+    `store_dir`, runs in parallel worker processes). The runs of `first` (a Comparison
+    of the same variants on the first seed) are reused, not repeated."""
+    from .overrides import parse_duration_ns
+    from .sweeps import PlannedRun, RunTask, execute_runs, run_key
+    source = scenario if isinstance(scenario, api.Scenario) else api.load_scenario(scenario)
+    common = list(set or [])
+    chosen = first.variants if first else resolve_variants(source, api.normalize(source, common), variants)
+    seeds = list(seeds)
+    duration_ns = parse_duration_ns(duration) if isinstance(duration, str) else duration
+    summaries: dict[tuple[str, int], dict] = {}
+    if first:
+        summaries.update({(variant.name, seeds[0]): result.summary
+                          for variant, result in zip(first.variants, first.results)})
+    planned = []
+    for variant in chosen:
+        overrides = tuple([*common, *variant.overrides])
+        config = api.normalize(source, overrides)
+        effective_ns = duration_ns if duration_ns is not None else round(config["duration_ms"] * 1e6)
+        for seed in seeds:
+            if (variant.name, seed) not in summaries:
+                task = RunTask(run_key(config, seed, effective_ns), source.text, source.source, overrides, seed,
+                               duration_ns)
+                planned.append(PlannedRun(config["name"], variant.name, seed, (), task))
+    store = execute_runs(planned, store_dir, workers=workers, progress=progress)
+    for run in planned:
+        record = store.load(run.task.key)
+        if record["status"] != "ok":
+            raise UserError(f"{source.source}: variant {run.variant}, seed {run.seed}: {record['error']}")
+        summaries[(run.variant, run.seed)] = record["summary"]
+    return SeedComparison(chosen, seeds, summaries)
+
+
+def _plus_minus(mean: float | None, ci95: float | None) -> str:
+    if ci95 is None:
+        return format_value(mean)
+    return f"{format_value(mean)} ± {format_value(ci95)}"
+
+
+def _signed(mean: float | None, ci95: float | None) -> str:
+    if mean is None:
+        return "–"
+    text = f"{mean:+,.4g}" if abs(mean) < 1e4 else f"{mean:+,.0f}"
+    return text if ci95 is None else f"{text} ± {format_value(ci95)}"
+
+
+def seed_rows(comparison: SeedComparison) -> tuple[list[str], list[list[str | tuple[str, str]]]]:
+    """Headers and cells of the across-seeds table (terminal and HTML): per variant its
+    mean ± CI; for later variants the difference and ratio to the first, with ± CI, a
+    significant difference starred and tagged better/worse."""
+    names = [variant.name for variant in comparison.variants]
+    headers = ["metric", "unit", "better"]
+    for index, name in enumerate(names):
+        headers += [name] if index == 0 else [name, "difference", "ratio"]
+    rows = []
+    for (metric,), group in comparison.frame.group_by("metric", maintain_order=True):
+        by_variant = {row["variant"]: row for row in group.iter_rows(named=True)}
+        first = group.row(0, named=True)
+        cells: list[str | tuple[str, str]] = [metric, first["unit"], first["better"]]
+        for index, name in enumerate(names):
+            row = by_variant.get(name)
+            cells.append(_plus_minus(row["mean"], row["ci95"]) if row else "–")
+            if index:
+                if row is None:
+                    cells += ["–", "–"]
+                    continue
+                difference = _signed(row["diff_mean"], row["diff_ci95"]) + (" *" if row["significant"] else "")
+                cells.append((difference, row["verdict"]))
+                ratio_text = "–" if row["ratio_mean"] is None else (
+                    f"×{row['ratio_mean']:.3f}" + ("" if row["ratio_ci95"] is None else f" ± {row['ratio_ci95']:.3f}"))
+                cells.append(ratio_text)
+        rows.append(cells)
+    return headers, rows
+
+
+def seed_rich_table(comparison: SeedComparison) -> Table:
+    headers, rows = seed_rows(comparison)
+    scenario = comparison.summaries[(comparison.variants[0].name, comparison.seeds[0])]["scenario"]
+    table = Table(title=f"{scenario}: mean ± 95% CI over seeds {', '.join(map(str, comparison.seeds))} "
+                        "(* the difference's CI excludes zero)", title_justify="left")
+    for index, header in enumerate(headers):
+        table.add_column(header, justify="left" if index < 2 else "center" if index == 2 else "right")
+    for cells in rows:
+        table.add_row(*(f"[{_VERDICT_STYLE[cell[1]]}]{cell[0]}[/]" if isinstance(cell, tuple) and cell[1]
+                        else cell[0] if isinstance(cell, tuple) else cell for cell in cells))
+    return table
+
+
 def rich_table(comparison: Comparison) -> Table:
     names = [variant.name for variant in comparison.variants]
     frame = comparison.frame
@@ -132,17 +297,26 @@ def rich_table(comparison: Comparison) -> Table:
 _VERDICT_STYLE = {"better": "green", "worse": "red"}
 
 
-def write_comparison(comparison: Comparison, out_dir: Path) -> Path:
+def write_comparison(comparison: Comparison, out_dir: Path, across_seeds: SeedComparison | None = None) -> Path:
     """OUT/NAME/ per variant (as `vmsched run` writes it), OUT/compare.parquet (the long
-    frame) and OUT/report.html overlaying the variants; returns the report's path."""
-    from .report import RunData, write_report  # plotly loads only when a report is written
+    frame), with seeds OUT/compare_seeds.parquet (the statistics), and OUT/report.html
+    overlaying the variants; returns the report's path."""
+    from .report import RunData, _table, write_report  # plotly loads only when a report is written
 
     for variant, result in zip(comparison.variants, comparison.results):
         result.save(out_dir / variant.name, tables=api.RECORD_TABLES)
     write_tables({"compare": comparison.frame}, out_dir)
+    seeds_html = ""
+    if across_seeds is not None:
+        write_tables({"compare_seeds": across_seeds.frame}, out_dir)
+        headers, rows = seed_rows(across_seeds)
+        seeds_html = (f"<p>Mean ± 95% confidence interval over seeds {', '.join(map(str, across_seeds.seeds))}; "
+                      "differences and ratios to the first variant are paired by seed, and * marks a "
+                      "difference whose interval excludes zero. The charts show the first seed.</p>"
+                      + _table(headers, rows, numeric_from=3))
     from . import __version__
     runs = [RunData(variant.name, result.summary, result.config, result.recorded_tables(),
                     {**result.meta(), "vmsched_version": __version__})
             for variant, result in zip(comparison.variants, comparison.results)]
     scenario = comparison.results[0].summary["scenario"]
-    return write_report(out_dir, runs, title=f"vmsched compare: {scenario}")
+    return write_report(out_dir, runs, title=f"vmsched compare: {scenario}", across_seeds_html=seeds_html)

@@ -41,6 +41,7 @@ def _print_report(console: Console, report: dict, table: dict, explain: bool) ->
     console.print(f"allocations: {report['allocations']}   slices: {report['slices']}")
     console.print(f"dedicated cores: {report['dedicated']}   splits (C=D): {len(report['splits'])}   "
                   f"clusters: {clusters}   placement attempts: {report['attempts']}")
+    console.print(f"budgets raised to the coalescing threshold: {coalesce['budgets_raised']}")
     console.print(f"coalescing below {coalesce['threshold_ns'] / 1e3:.2f} us: grown {coalesce['grown']}, "
                   f"absorbed {coalesce['absorbed']}, traded {coalesce['traded']}, left short {coalesce['kept_short']}")
     console.print(f"table size: {report['table_bytes']} bytes (binary)   "

@@ -16,11 +16,12 @@ from plotly.subplots import make_subplots
 
 from . import api
 from .atomic import write_atomic
+from .errors import UserError
 from .metrics import change, format_value, headline_metrics
 from .tables import read_tables
 
 # Tables the report reads from a run directory, when present.
-REPORT_TABLES = ("requests", "samples", "vcpu_states", "pcpu_slices")
+REPORT_TABLES = ("requests", "samples", "vcpu_states", "pcpu_slices", "task_slices", "irqs")
 STATE_COLORS = {"running": "#2ca02c", "preempted": "#d62728", "halted": "#c7c7c7"}
 CDF_POINTS = 500  # points per latency CDF: enough to draw, small enough to embed
 DEFAULT_TIMELINE_NS = 50_000_000
@@ -101,6 +102,15 @@ def _figure_html(fig: go.Figure, first: bool) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=first, config={"displaylogo": False})
 
 
+def _cdf_points(values: pl.Series) -> tuple[pl.Series, list[float]]:
+    """At most CDF_POINTS (value, fraction at or below it) pairs of sorted `values`, the
+    largest always included."""
+    step = max(1, len(values) // CDF_POINTS)
+    picked = values.gather_every(step).append(values.tail(1))
+    ranks = [min(1.0, (i * step + 1) / len(values)) for i in range(len(picked) - 1)] + [1.0]
+    return picked, ranks
+
+
 def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
     workloads = sorted({name for run in runs if not run.frame("requests").is_empty()
                         for name in run.frame("requests")["workload"].unique().to_list()})
@@ -129,9 +139,7 @@ def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
                 values = rows[column].drop_nulls().sort()
                 if values.is_empty() or (column != "latency_ns" and values.equals(rows["latency_ns"].sort())):
                     continue
-                step = max(1, len(values) // CDF_POINTS)
-                picked = values.gather_every(step).append(values.tail(1))
-                ranks = [min(1.0, (i * step + 1) / len(values)) for i in range(len(picked) - 1)] + [1.0]
+                picked, ranks = _cdf_points(values)
                 fig.add_trace(go.Scatter(x=(picked / 1e3).to_list(), y=ranks, mode="lines", line_shape="hv",
                                          line_dash=dash, name=f"{prefix}{label}",
                                          visible=True if column == "latency_ns" else "legendonly"))
@@ -162,10 +170,11 @@ def _smoothed(values: pl.Series) -> list[float]:
 
 
 def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
-                 dashed_metric: str | None = None) -> go.Figure:
+                 dashed_metric: str | None = None, dashed_label: str = "entitled", smooth: bool = True) -> go.Figure:
     """One line per VM in its colour, smoothed over a few samples, with the raw series
-    hidden in the legend; the dashed metric (entitlement) in the same colour. Above
-    OVERLAY_MAX_VMS VMs each VM gets its own panel."""
+    hidden in the legend (`smooth`; else the raw series alone); the dashed metric
+    (entitlement) in the same colour, named "VM dashed_label". Above OVERLAY_MAX_VMS VMs
+    each VM gets its own panel."""
     colors = vm_colors(runs)
     vms = list(colors)
     multiples = len(vms) > OVERLAY_MAX_VMS
@@ -190,17 +199,20 @@ def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
         for (vm,), rows in _metric_by_vm(run, metric).group_by("vm", maintain_order=True):
             x = (rows["time_ns"] / 1e6).to_list()
             common = dict(mode="lines", legendgroup=f"{prefix}{vm}")
-            fig.add_trace(go.Scatter(x=x, y=_smoothed(rows["value"]), name=f"{prefix}{vm}",
-                                     line=dict(color=colors[vm], dash=line), **common), **place(vm))
+            fig.add_trace(go.Scatter(x=x, y=_smoothed(rows["value"]) if smooth else rows["value"].to_list(),
+                                     name=f"{prefix}{vm}", line=dict(color=colors[vm], dash=line), **common),
+                          **place(vm))
+            if not smooth:
+                continue
             fig.add_trace(go.Scatter(x=x, y=rows["value"].to_list(), name=f"{prefix}{vm} raw", visible="legendonly",
                                      line=dict(color=colors[vm], width=1, dash=line), opacity=0.5, **common),
                           **place(vm))
         if dashed_metric:
             for (vm,), rows in _metric_by_vm(run, dashed_metric).group_by("vm", maintain_order=True):
                 fig.add_trace(go.Scatter(x=(rows["time_ns"] / 1e6).to_list(), y=rows["value"].to_list(),
-                                         mode="lines", legendgroup=f"{prefix}{vm}", name=f"{prefix}{vm} entitled",
+                                         mode="lines", legendgroup=f"{prefix}{vm}", name=f"{prefix}{vm} {dashed_label}",
                                          line=dict(color=colors[vm], dash="dash", width=1)), **place(vm))
-    subtitle = f" (mean of {SMOOTHING_SAMPLES} samples; raw series in the legend)" if not multiples else ""
+    subtitle = f" (mean of {SMOOTHING_SAMPLES} samples; raw series in the legend)" if smooth and not multiples else ""
     fig.update_layout(title=title + subtitle)
     if multiples:
         fig.update_xaxes(title_text="simulated time (ms)", row=-(-len(vms) // SMALL_MULTIPLE_COLUMNS))
@@ -270,6 +282,113 @@ def steal_heatmap(run: RunData) -> go.Figure | None:
     fig.update_layout(title=f"Steal per vCPU ({run.label})", xaxis_title="simulated time (ms)",
                       yaxis_autorange="reversed", height=max(300, min(1200, 12 * len(tracks) + 140)))
     return fig
+
+
+def _with_vm_names(frame: pl.DataFrame, run: RunData) -> pl.DataFrame:
+    """VM index -> name, as in the summary (tables name VMs by either)."""
+    if frame.is_empty() or not frame["vm"].dtype.is_integer():
+        return frame
+    names = [vm["name"] for vm in run.summary["vms"]]
+    return frame.with_columns(pl.col("vm").map_elements(names.__getitem__, return_dtype=pl.String))
+
+
+# Task lanes: the task bar fills most of a vCPU's lane; a thin strip along the lane's
+# lower edge shows when that vCPU was not running on a pCPU, so a task that is current
+# but stalled (its vCPU preempted) reads as such.
+TASK_BAR_WIDTH = 0.62
+STATE_STRIP_WIDTH = 0.18
+# More distinct tasks than this in one VM and the legend is left out (hover names them).
+TASK_LEGEND_MAX = 24
+
+
+def task_lanes(run: RunData, vm_name: str | None = None) -> go.Figure | None:
+    """Which guest task was current on each vCPU of one VM (the first VM with task
+    slices unless `vm_name` names one) over the report's window: one lane per vCPU, one
+    colour per task, and under it the vCPU's preempted and halted periods."""
+    slices = _with_vm_names(run.frame("task_slices"), run)
+    if slices.is_empty():
+        return None
+    present = set(slices["vm"].unique().to_list())
+    if vm_name is None:
+        vm_name = next((vm["name"] for vm in run.summary["vms"] if vm["name"] in present), None)
+    if vm_name not in present:
+        return None
+    slices = first_span(slices.filter(pl.col("vm") == vm_name), DEFAULT_TIMELINE_NS)
+    window_end = slices["end_ns"].max()
+    lane = lambda vcpus: [f"vCPU {v}" for v in vcpus]  # noqa: E731
+    tasks = sorted(slices["task"].unique().to_list())
+    fig = go.Figure()
+    for index, task in enumerate(tasks):
+        rows = slices.filter(pl.col("task") == task)
+        fig.add_trace(go.Bar(y=lane(rows["vcpu"].to_list()), base=(rows["start_ns"] / 1e6).to_list(),
+                             x=((rows["end_ns"] - rows["start_ns"]) / 1e6).to_list(), orientation="h", name=task,
+                             width=TASK_BAR_WIDTH, marker_color=VM_PALETTE[index % len(VM_PALETTE)],
+                             legendgroup="tasks", showlegend=len(tasks) <= TASK_LEGEND_MAX,
+                             hovertemplate=f"{html.escape(task)}<extra>%{{y}}</extra>"))
+    states = _with_vm_names(run.frame("vcpu_states"), run)
+    if not states.is_empty():
+        states = states.filter((pl.col("vm") == vm_name) & (pl.col("start_ns") < window_end))
+        for state in ("preempted", "halted"):
+            rows = states.filter(pl.col("state") == state)
+            if rows.is_empty():
+                continue
+            end = pl.min_horizontal("end_ns", pl.lit(window_end, dtype=rows["end_ns"].dtype))
+            rows = rows.with_columns(end.alias("end_ns"))
+            fig.add_trace(go.Bar(y=lane(rows["vcpu"].to_list()), base=(rows["start_ns"] / 1e6).to_list(),
+                                 x=((rows["end_ns"] - rows["start_ns"]) / 1e6).to_list(), orientation="h",
+                                 name=f"vCPU {state}", width=STATE_STRIP_WIDTH, offset=-0.5,
+                                 marker_color=STATE_COLORS[state], hovertemplate=f"{state}<extra>%{{y}}</extra>"))
+    vcpus = sorted(slices["vcpu"].unique().to_list(), reverse=True)  # vCPU 0 on top
+    window = (slices["start_ns"].min() / 1e6, window_end / 1e6)
+    fig.update_layout(title=f"Guest task lanes of {vm_name}: the task current on each vCPU, "
+                            f"{window[0]:.3f}–{window[1]:.3f} ms ({run.label})",
+                      barmode="overlay", xaxis_title="simulated time (ms)",
+                      yaxis=dict(categoryorder="array", categoryarray=lane(vcpus)),
+                      height=max(300, 34 * len(vcpus) + 160))
+    return fig
+
+
+def irq_pending_cdf(runs: list[RunData]) -> go.Figure | None:
+    """Distribution of how long interrupts waited for their vCPU to run (delivered -
+    sent), one CDF per interrupt kind, over the interrupts of the traced window."""
+    fig = go.Figure()
+    dashes = ["solid", "dot", "dashdot", "longdash"]
+    windows = []
+    for run_index, run in enumerate(runs):
+        irqs = run.frame("irqs")
+        if irqs.is_empty():
+            continue
+        windows.append(f"{len(irqs)} interrupts")
+        pending = irqs.with_columns((pl.col("delivered_ns") - pl.col("sent_ns")).alias("pending_ns"))
+        prefix = f"{run.label} · " if len(runs) > 1 else ""
+        for index, kind in enumerate(sorted(pending["kind"].unique().to_list())):
+            # On a log axis a zero wait (delivered at once) is drawn at 1 ns.
+            values = pending.filter(pl.col("kind") == kind)["pending_ns"].clip(lower_bound=1).sort()
+            picked, ranks = _cdf_points(values)
+            fig.add_trace(go.Scatter(x=(picked / 1e3).to_list(), y=ranks, mode="lines", line_shape="hv",
+                                     name=f"{prefix}{kind} ({len(values)})",
+                                     line=dict(color=VM_PALETTE[index % len(VM_PALETTE)],
+                                               dash=dashes[run_index % len(dashes)])))
+    if not fig.data:
+        return None
+    fig.update_layout(title=f"Interrupt pending time (sent until delivered to a running vCPU), by kind, "
+                            f"in the traced window ({', '.join(windows)})",
+                      xaxis_title="pending time (µs; a zero wait is drawn at 0.001)", xaxis_type="log",
+                      yaxis_title="fraction of interrupts", yaxis_range=[0, 1.02])
+    return fig
+
+
+def lock_preemptions(runs: list[RunData]) -> go.Figure | None:
+    """Lock-holder (solid) and lock-waiter (dashed) preemptions per sample interval and
+    VM, when the run had any."""
+    counts = [run.frame("samples").filter(pl.col("metric").is_in(["vm_lhp", "vm_lwp"]))["value"]
+              for run in runs if not run.frame("samples").is_empty()]
+    if not any(series.sum() > 0 for series in counts):
+        return None
+    interval_ms = runs[0].config.get("metrics", {}).get("sample_interval_ms")
+    per = f"{interval_ms:g} ms sample" if interval_ms else "sample"
+    return _lines_by_vm(runs, "vm_lhp", f"Lock-holder preemptions (solid) and lock-waiter preemptions (dashed) per {per}",
+                        f"preemptions per {per}", dashed_metric="vm_lwp", dashed_label="LWP", smooth=False)
 
 
 def run_metadata_html(run_dirs_meta: list[tuple[str, dict]]) -> str:
@@ -344,8 +463,9 @@ def config_as_read(config: dict) -> dict:
     return {**config, "vm": vms}
 
 
-def build_report(runs: list[RunData], title: str) -> str:
-    """The whole page. The first run is the reference for ratios and the timeline."""
+def build_report(runs: list[RunData], title: str, task_vm: str | None = None, across_seeds_html: str = "") -> str:
+    """The whole page. The first run is the reference for ratios and the timelines;
+    `task_vm` chooses the VM whose guest task lanes are drawn (default: the first)."""
     figures: list[go.Figure] = [*latency_cdfs(runs),
                                 _lines_by_vm(runs, "vm_cpu_share", "CPU share per VM against entitlement",
                                              "pCPUs", dashed_metric="vm_entitlement"),
@@ -353,8 +473,10 @@ def build_report(runs: list[RunData], title: str) -> str:
                                              "fraction of time"),
                                 _lines_by_vm(runs, "vcpu_runqueue", "Guest runqueue length per VM (mean over vCPUs)",
                                              "tasks")]
+    figures += [fig for fig in (lock_preemptions(runs), irq_pending_cdf(runs)) if fig is not None]
     figures += [fig for run in runs if (fig := steal_heatmap(run)) is not None]
     figures += [fig for run in runs[:1] if (fig := pcpu_lanes(run)) is not None]
+    figures += [fig for run in runs[:1] if (fig := task_lanes(run, task_vm)) is not None]
     figures += [fig for run in runs if (fig := vcpu_timeline(run)) is not None]
     charts = "".join(f'<div class="chart">{_figure_html(fig, first=(i == 0))}</div>'
                      for i, fig in enumerate(figures))
@@ -371,6 +493,7 @@ def build_report(runs: list[RunData], title: str) -> str:
 <p>Seed {first["seed"]}, {first["duration_ns"] / 1e9:g} simulated s.</p>
 <h2>Run</h2>{run_metadata_html([(run.label, run.meta) for run in runs])}
 <h2>Summary</h2>{summary_table_html(runs)}
+{f"<h2>Across seeds</h2>{across_seeds_html}" if across_seeds_html else ""}
 <h2>Charts</h2>{charts}
 <h2>Configuration</h2>{configs}
 </body></html>
@@ -378,23 +501,28 @@ def build_report(runs: list[RunData], title: str) -> str:
 
 
 def rerun_timelines(run_dir: Path, window: tuple[int, int]) -> dict[str, pl.DataFrame]:
-    """The vCPU states and pCPU slices in `window`, from a deterministic re-run of the
-    run in run_dir."""
+    """The trace tables (vCPU states, pCPU and task slices, interrupts) in `window`,
+    from a deterministic re-run of the run in run_dir."""
     reproduce = json.loads((run_dir / "run.json").read_text())
     result = api.run(api.Scenario(reproduce["scenario_text"], reproduce["source"]),
                      seed=reproduce["seed"], set=reproduce["overrides"],
                      duration=reproduce["duration_ns"], record=False, trace_window=window)
-    return {name: result.table(name) for name in ("vcpu_states", "pcpu_slices")}
+    return {name: result.table(name) for name in api.TRACE_TABLES}
 
 
 def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: str | None = None,
-                 window: tuple[int, int] | None = None) -> Path:
+                 window: tuple[int, int] | None = None, task_vm: str | None = None,
+                 across_seeds_html: str = "") -> Path:
     """Write RUN_DIR/report.html from the run directory, or from given runs (compare).
-    The timeline shows the run's traced window; with `window`, or when the run was not
-    traced, the run is repeated (same scenario and seed) to record that window."""
+    The timelines show the run's traced window; with `window`, or when the run was not
+    traced, the run is repeated (same scenario and seed) to record that window.
+    `task_vm` names the VM whose guest task lanes are drawn (default: the first)."""
     run_dir = Path(run_dir)
     if runs is None:
         run = load_run(run_dir)
+        names = [vm["name"] for vm in run.summary["vms"]]
+        if task_vm is not None and task_vm not in names:
+            raise UserError(f"--vm: {task_vm!r} is not a VM of this run (it has: {', '.join(names)})")
         if window or "vcpu_states" not in run.frames:
             window = window or (0, min(run.summary["duration_ns"], DEFAULT_TIMELINE_NS))
             run.frames.update(rerun_timelines(run_dir, window))
@@ -402,4 +530,4 @@ def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: 
             run.frames["vcpu_states"] = first_span(run.frames["vcpu_states"], DEFAULT_TIMELINE_NS)
         runs = [run]
     title = title or f"vmsched: {runs[0].summary['scenario']}"
-    return write_atomic(run_dir / "report.html", build_report(runs, title))
+    return write_atomic(run_dir / "report.html", build_report(runs, title, task_vm, across_seeds_html))

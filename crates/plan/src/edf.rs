@@ -88,7 +88,41 @@ pub fn merge_touching(slots: &mut Vec<Slot>) {
 /// optimal on a uniprocessor, means the pieces cannot share the core.
 /// Ties on deadline go to the lower vCPU index, so the schedule is deterministic.
 pub fn simulate(pieces: &[Piece], record: bool) -> Option<Vec<Slot>> {
-    let mut jobs: Vec<(u64, u64, usize, u64)> = Vec::new();
+    let jobs = jobs_of(pieces);
+    run_edf(&jobs, record, 0, &vec![false; jobs.len()]).ok()
+}
+
+/// Retries of [`simulate_min_slot`] before it settles for plain EDF: each retry
+/// makes one more job preempt at once, and a core rarely needs more than a few.
+const MAX_DEFERRAL_RETRIES: usize = 64;
+
+/// EDF with floating non-preemptive regions (limited-preemption EDF; Baruah,
+/// "The limited-preemption uniprocessor scheduling of sporadic task systems",
+/// ECRTS 2005): a running job is not preempted before its current allocation
+/// has lasted `min_slot_ns`, nor when less than `min_slot_ns` of it is left (it
+/// then finishes), so EDF itself cuts no allocation shorter than a dispatcher
+/// can honour (Tableau, Sec. 5: allocations below the context-switch cost cannot
+/// be enforced). A preemption is deferred only when the waiting job keeps its own
+/// deadline; a deferral that makes another job miss its deadline is withdrawn
+/// (that job then preempts at once) and the core is simulated again. Every
+/// deadline is met as in plain EDF, so each job still receives its budget
+/// inside its period; when the retries run out the plain EDF schedule is kept.
+pub fn simulate_min_slot(pieces: &[Piece], min_slot_ns: u64) -> Option<Vec<Slot>> {
+    let jobs = jobs_of(pieces);
+    let mut preempts_at_once = vec![false; jobs.len()];
+    for _ in 0..MAX_DEFERRAL_RETRIES {
+        match run_edf(&jobs, true, min_slot_ns, &preempts_at_once) {
+            Ok(slots) => return Some(slots),
+            Err(Some(blamed)) if !preempts_at_once[blamed] => preempts_at_once[blamed] = true,
+            Err(_) => break,
+        }
+    }
+    run_edf(&jobs, true, 0, &vec![false; jobs.len()]).ok()
+}
+
+/// (release, deadline, vcpu, cost) of every job in one table, sorted.
+fn jobs_of(pieces: &[Piece]) -> Vec<(u64, u64, usize, u64)> {
+    let mut jobs = Vec::new();
     for p in pieces {
         for k in 0..HYPERPERIOD_NS / p.period {
             let base = k * p.period;
@@ -96,9 +130,24 @@ pub fn simulate(pieces: &[Piece], record: bool) -> Option<Vec<Slot>> {
         }
     }
     jobs.sort_unstable();
+    jobs
+}
+
+/// The EDF simulation. With `min_slot_ns` > 0 a preemption of the running job is
+/// deferred as [`simulate_min_slot`] describes, except by the jobs flagged in
+/// `preempts_at_once`, which also end a region at their release. On a deadline
+/// miss: `Err(Some(job))`, the job to make preempt at once (the one that missed,
+/// or if it already does, the one whose preemption was deferred last before the
+/// missed deadline), or `Err(None)` when no deferral preceded the miss.
+fn run_edf(jobs: &[(u64, u64, usize, u64)], record: bool, min_slot_ns: u64, preempts_at_once: &[bool]) -> Result<Vec<Slot>, Option<usize>> {
     let mut remaining: Vec<u64> = jobs.iter().map(|j| j.3).collect();
     let mut ready = BinaryHeap::new();
     let mut slots: Vec<Slot> = Vec::new();
+    // (time, job whose preemption was deferred then)
+    let mut deferrals: Vec<(u64, usize)> = Vec::new();
+    let blame = |deferrals: &[(u64, usize)], deadline: u64| deferrals.iter().rev().find(|d| d.0 < deadline).map(|d| d.1);
+    // The job that ran last and when its current allocation began.
+    let mut running: Option<(usize, u64)> = None;
     let mut next = 0;
     let mut now = 0;
     loop {
@@ -106,18 +155,46 @@ pub fn simulate(pieces: &[Piece], record: bool) -> Option<Vec<Slot>> {
             ready.push(Reverse((jobs[next].1, jobs[next].2, next)));
             next += 1;
         }
+        // Jobs that finished while another one waited for them are still queued.
+        while ready.peek().is_some_and(|&Reverse((_, _, j))| remaining[j] == 0) {
+            ready.pop();
+        }
         let Some(&Reverse((deadline, vcpu, job))) = ready.peek() else {
             if next == jobs.len() {
-                return Some(slots);
+                return Ok(slots);
             }
             now = jobs[next].0;
+            running = None;
             continue;
         };
         if now + remaining[job] > deadline {
-            return None;
+            return Err(if preempts_at_once[job] { blame(&deferrals, deadline) } else { Some(job) });
         }
         let next_release = jobs.get(next).map_or(u64::MAX, |j| j.0);
-        let end = (now + remaining[job]).min(next_release);
+        // The running job keeps the core if preempting it now would cut an
+        // allocation shorter than min_slot_ns and the waiting job can wait.
+        let deferred = running.filter(|&(current, _)| current != job && remaining[current] > 0).and_then(|(current, since)| {
+            let run_until = if remaining[current] < min_slot_ns || remaining[current] - (since + min_slot_ns).saturating_sub(now) < min_slot_ns {
+                now + remaining[current]
+            } else {
+                (since + min_slot_ns).max(now)
+            };
+            // A job that must preempt at once is not kept waiting by a region.
+            let run_until = jobs[next..].iter().enumerate().take_while(|(_, j)| j.0 < run_until)
+                .find(|&(k, _)| preempts_at_once[next + k]).map_or(run_until, |(_, j)| j.0);
+            let waits = run_until - now;
+            (waits > 0 && !preempts_at_once[job] && run_until + remaining[job] <= deadline).then_some((current, run_until))
+        });
+        let (job, vcpu, end) = match deferred {
+            Some((current, run_until)) => {
+                deferrals.push((now, job));
+                (current, jobs[current].2, run_until)
+            }
+            None => (job, vcpu, (now + remaining[job]).min(next_release)),
+        };
+        if running.is_none_or(|(current, _)| current != job) {
+            running = Some((job, now));
+        }
         if record {
             match slots.last_mut() {
                 Some(last) if last.vcpu == vcpu && last.end == now => last.end = end,
@@ -127,7 +204,7 @@ pub fn simulate(pieces: &[Piece], record: bool) -> Option<Vec<Slot>> {
         remaining[job] -= end - now;
         now = end;
         if remaining[job] == 0 {
-            ready.pop();
+            running = None;
         }
     }
 }
@@ -153,5 +230,55 @@ mod tests {
         );
         let c = Task { vcpu: 2, period: h, budget: 1 }.whole();
         assert!(simulate(&[a, b, c], false).is_none());
+    }
+
+    /// A at period H/2 is preempted at H/4 and 3H/4 by B's job with the same
+    /// deadline (ties go to the lower vCPU) with 3 ns of its job left: plain EDF
+    /// leaves those 3 ns as allocations of their own; with a 100 ns minimum A
+    /// finishes first and B, which has room before its deadline, runs 3 ns later.
+    #[test]
+    fn limited_preemption_finishes_a_job_instead_of_leaving_a_sliver() {
+        let h = HYPERPERIOD_NS;
+        let (q, b_cost) = (h / 4, 1_000_000);
+        let b = Task { vcpu: 0, period: q, budget: b_cost }.whole();
+        let a = Task { vcpu: 1, period: h / 2, budget: q - b_cost + 3 }.whole();
+        let slot = |start, end, vcpu| Slot { start, end, vcpu };
+        assert_eq!(
+            simulate(&[a, b], true).unwrap(),
+            vec![
+                slot(0, b_cost, 0),
+                slot(b_cost, q, 1),
+                slot(q, q + b_cost, 0),
+                slot(q + b_cost, q + b_cost + 3, 1),
+                slot(2 * q, 2 * q + b_cost, 0),
+                slot(2 * q + b_cost, 3 * q, 1),
+                slot(3 * q, 3 * q + b_cost, 0),
+                slot(3 * q + b_cost, 3 * q + b_cost + 3, 1),
+            ]
+        );
+        assert_eq!(
+            simulate_min_slot(&[a, b], 100).unwrap(),
+            vec![
+                slot(0, b_cost, 0),
+                slot(b_cost, q + 3, 1),
+                slot(q + 3, q + 3 + b_cost, 0),
+                slot(2 * q, 2 * q + b_cost, 0),
+                slot(2 * q + b_cost, 3 * q + 3, 1),
+                slot(3 * q + 3, 3 * q + 3 + b_cost, 0),
+            ]
+        );
+    }
+
+    /// A zero-laxity piece (a C=D split head) must run the moment it is released,
+    /// so no region may delay it: the schedule is plain EDF's, sliver included.
+    #[test]
+    fn limited_preemption_never_delays_a_zero_laxity_piece() {
+        let h = HYPERPERIOD_NS;
+        let (q, b_cost) = (h / 4, 1_000_000);
+        let head = Piece { vcpu: 0, period: q, offset: 0, deadline: b_cost, cost: b_cost };
+        let a = Task { vcpu: 1, period: h / 2, budget: q - b_cost + 3 }.whole();
+        let plain = simulate(&[a, head], true).unwrap();
+        assert!(plain.iter().any(|s| s.end - s.start == 3));
+        assert_eq!(simulate_min_slot(&[a, head], 100).unwrap(), plain);
     }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::cluster;
 use crate::coalesce::{coalesce, CoalesceStats, Goal};
-use crate::edf::{simulate, Slot, Task};
+use crate::edf::{simulate_min_slot, Slot, Task};
 use crate::input::{InputError, PlanRequest};
 use crate::partition::{place, Placement as BinPlacement};
 use crate::periods::{candidate_periods, demand_per_table, map_vcpu, Mapping, HYPERPERIOD_NS};
@@ -80,6 +80,8 @@ pub struct SplitReport {
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 pub struct CoalesceReport {
     pub threshold_ns: u64,
+    /// vCPUs whose budget per period was below the threshold and was raised to it.
+    pub budgets_raised: usize,
     pub grown: usize,
     pub absorbed: usize,
     pub traded: usize,
@@ -137,12 +139,32 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, PlanError> {
         }));
     }
 
+    // A budget shorter than the shortest allocation a dispatcher can enforce (the
+    // coalescing threshold, Tableau Sec. 5 "Post-processing") cannot be honoured as
+    // it stands: such a vCPU is given that minimum per period instead, which only
+    // adds service and shortens its blackout, while the cores still hold every
+    // budget (in vCPU order; the budgets that no longer fit stay exact and their
+    // short allocations are left to coalescing).
+    let mut tasks = tasks;
+    let mut demand = demand;
+    let mut budgets_raised = 0;
+    for t in &mut tasks {
+        let enforceable = request.min_allocation_ns.min(t.period);
+        let extra = enforceable.saturating_sub(t.budget) * (HYPERPERIOD_NS / t.period);
+        if extra > 0 && demand + extra <= shared_cores as u64 * HYPERPERIOD_NS {
+            t.budget = enforceable;
+            demand += extra;
+            budgets_raised += 1;
+            mappings[t.vcpu] = Mapping::Periodic { period_ns: t.period, budget_ns: t.budget };
+        }
+    }
+
     let mut domains = initial_domains(request, shared_cores);
     let mut attempts = 1;
     let (placement, per_core_slots) = loop {
         let bins: Vec<Vec<usize>> = domains.iter().flatten().cloned().collect();
         if let Some(p) = place(&tasks, &bins, request.min_allocation_ns) {
-            if let Some(slots) = schedule_bins(&p, request.cores.len()) {
+            if let Some(slots) = schedule_bins(&p, request.cores.len(), request.min_allocation_ns) {
                 break (p, slots);
             }
         }
@@ -196,6 +218,7 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, PlanError> {
         attempts,
         coalesce: CoalesceReport {
             threshold_ns: request.min_allocation_ns,
+            budgets_raised,
             grown: stats.grown,
             absorbed: stats.absorbed,
             traded: stats.traded,
@@ -242,8 +265,9 @@ fn merge_closest_bins(domains: &mut Vec<Vec<Vec<usize>>>) -> bool {
     true
 }
 
-/// EDF on single cores, DP-Fair on clusters; slots indexed by guest core.
-fn schedule_bins(placement: &BinPlacement, core_count: usize) -> Option<Vec<Vec<Slot>>> {
+/// EDF on single cores (no allocation cut below `min_slot_ns` where the deadlines
+/// allow), DP-Fair on clusters; slots indexed by guest core.
+fn schedule_bins(placement: &BinPlacement, core_count: usize, min_slot_ns: u64) -> Option<Vec<Vec<Slot>>> {
     let mut per_core = vec![Vec::new(); core_count];
     for bin in &placement.bins {
         if bin.is_cluster() {
@@ -253,7 +277,7 @@ fn schedule_bins(placement: &BinPlacement, core_count: usize) -> Option<Vec<Vec<
                 per_core[bin.cores[k]] = slots;
             }
         } else {
-            per_core[bin.cores[0]] = simulate(&bin.pieces, true)?;
+            per_core[bin.cores[0]] = simulate_min_slot(&bin.pieces, min_slot_ns)?;
         }
     }
     Some(per_core)

@@ -2085,6 +2085,12 @@ fn check_limits(s: &Scenario) -> Result<(), ScenarioError> {
         return Err(err("host", format!("{} sockets x {} cores x {} threads = {pcpus} pCPUs; Linux supports at most {MAX_PCPUS} (CONFIG_NR_CPUS)", h.sockets, h.cores_per_socket, h.threads_per_core)));
     }
     in_range("host.threads_per_core", h.threads_per_core, 1, 2, "smt_factor models two SMT siblings per core, as on x86")?;
+    // Two busy siblings together do at least the work of one thread alone (SMT
+    // shares a core's units, it does not slow the core), so each runs at half
+    // its solo speed or more; a factor near 0 would stretch work past the clock.
+    if !(h.smt_factor >= 0.5 && h.smt_factor <= 1.0) {
+        return Err(err("host.smt_factor", format!("{} is outside 0.5..=1 (two busy SMT siblings together do at least one thread's work)", h.smt_factor)));
+    }
     in_range("host.capacity", h.capacity, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
     for (i, &c) in h.core_capacity.iter().enumerate() {
         in_range(&format!("host.core_capacity[{i}]"), c, 1, MAX_CAPACITY, "SCHED_CAPACITY_SCALE is the largest capacity")?;
@@ -2141,6 +2147,70 @@ fn check_limits(s: &Scenario) -> Result<(), ScenarioError> {
             if tasks > MAX_TASKS {
                 return Err(err(format!("{wp}.threads"), format!("the VM's workloads add up to {tasks} threads; a kernel has at most {MAX_TASKS} (PID_MAX_LIMIT)")));
             }
+        }
+    }
+    check_policy_limits(s)
+}
+
+/// Ranges of the policies' and paravirtual tables' numbers: every time converts to
+/// whole nanoseconds within the clock's range (a zero or infinite slice, bound or
+/// period stalls or overflows the engine), a per-decision cost stays below a
+/// millisecond as `overheads` do, and KVM's module parameters fit their C types.
+fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
+    let h = &s.host;
+    let decision_costs = [
+        ("host.credit", [h.credit.schedule_us, h.credit.wakeup_us, h.credit.migrate_us]),
+        ("host.credit2", [h.credit2.schedule_us, h.credit2.wakeup_us, h.credit2.migrate_us]),
+        ("host.rtds", [h.rtds.schedule_us, h.rtds.wakeup_us, h.rtds.migrate_us]),
+        ("host.tableau", [h.tableau.schedule_us, h.tableau.wakeup_us, h.tableau.migrate_us]),
+    ];
+    for (table, costs) in decision_costs {
+        for (field, us) in ["schedule_us", "wakeup_us", "migrate_us"].into_iter().zip(costs) {
+            let path = format!("{table}.{field}");
+            if checked_ns(&path, us, 1e3, false)? > MAX_OVERHEAD_NS {
+                return Err(err(path, format!("{us} us is more than 1000 us: a decision costing a millisecond or more is a tick's worth of time")));
+            }
+        }
+    }
+    checked_ns("host.credit2.migrate_resist_us", h.credit2.migrate_resist_us, 1e3, false)?;
+    checked_ns("host.irs.bound_us", h.irs.bound_us, 1e3, true)?;
+    checked_ns("host.uvf.urgent_tslice_us", h.uvf.urgent_tslice_us, 1e3, true)?;
+    checked_ns("host.uvf.resched_dp_us", h.uvf.resched_dp_us, 1e3, false)?;
+    checked_ns("host.uvf.urgent_allowance_ms", h.uvf.urgent_allowance_ms, 1e6, false)?;
+    in_range("overheads.pause_ns", s.overheads.pause_ns, 0, MAX_OVERHEAD_NS, "PAUSE takes at most a few hundred cycles")?;
+    // halt_poll_ns, its grow/shrink factors, ple_gap and the ple_window family are
+    // `unsigned int` module parameters (virt/kvm/kvm_main.c, arch/x86/kvm/vmx/vmx.c),
+    // as are the guest's guest_halt_poll_* (drivers/cpuidle/governors/haltpoll.c).
+    let uint = u32::MAX as u64;
+    let why = "a kernel module parameter of type unsigned int";
+    let k = &h.kvm;
+    for (field, v) in [("halt_poll_ns", k.halt_poll_ns), ("halt_poll_ns_grow", k.halt_poll_ns_grow), ("halt_poll_ns_grow_start", k.halt_poll_ns_grow_start),
+                       ("halt_poll_ns_shrink", k.halt_poll_ns_shrink), ("ple_gap", k.ple_gap), ("ple_window", k.ple_window),
+                       ("ple_window_grow", k.ple_window_grow), ("ple_window_shrink", k.ple_window_shrink), ("ple_window_max", k.ple_window_max)] {
+        in_range(&format!("host.kvm.{field}"), v, 0, uint, why)?;
+    }
+    // No x86 TSC has run at 10 GHz; the clock converts PLE windows (cycles) to time.
+    in_range("host.kvm.tsc_mhz", k.tsc_mhz, 1, 10_000, "a TSC frequency in MHz")?;
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let p = format!("vm[{vi}]");
+        checked_ns(&format!("{p}.rtds_period_ms"), vm.rtds_period_ms, 1e6, true)?;
+        checked_ns(&format!("{p}.rtds_budget_ms"), vm.rtds_budget_ms, 1e6, true)?;
+        let pv = &vm.guest.pv;
+        for (field, v) in [("halt_poll_ns", pv.halt_poll_ns), ("halt_poll_grow", pv.halt_poll_grow), ("halt_poll_grow_start", pv.halt_poll_grow_start),
+                           ("halt_poll_shrink", pv.halt_poll_shrink), ("spin_threshold", pv.spin_threshold)] {
+            in_range(&format!("{p}.guest.pv.{field}"), v, 0, uint, why)?;
+        }
+        let v = &vm.guest.vsched;
+        let vp = format!("{p}.guest.vsched");
+        for (field, ms) in [("vcap_period_ms", v.vcap_period_ms), ("vcap_heavy_ms", v.vcap_heavy_ms), ("heartbeat_stale_ms", v.heartbeat_stale_ms),
+                            ("vtop_period_ms", v.vtop_period_ms), ("vtop_timeout_ms", v.vtop_timeout_ms), ("vtop_max_timeout_ms", v.vtop_max_timeout_ms)] {
+            checked_ns(&format!("{vp}.{field}"), ms, 1e6, true)?;
+        }
+        checked_ns(&format!("{vp}.preemption_threshold_us"), v.preemption_threshold_us, 1e3, true)?;
+        // Capacities lie in 1..=SCHED_CAPACITY_SCALE, so no vCPU is more than
+        // 1024 times below the average.
+        if !(v.straggler_factor > 0.0 && v.straggler_factor <= MAX_CAPACITY as f64) {
+            return Err(err(format!("{vp}.straggler_factor"), format!("{} is outside (0, {MAX_CAPACITY}] (capacities lie in 1..={MAX_CAPACITY})", v.straggler_factor)));
         }
     }
     Ok(())

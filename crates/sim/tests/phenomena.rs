@@ -117,3 +117,33 @@ fn latency_probe_records_host_preemption_gaps() {
     let out = run(alone, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap().summary;
     assert_eq!(f(&out["workloads"][0]["latency_ns"]["count"]), 0.0);
 }
+
+#[test]
+fn lock_holder_preemptions_are_sampled_over_time() {
+    // The samples table spreads the summary's lhp_count and lwp_count over the
+    // run's intervals: the per-interval counts add up to at most the run's
+    // totals (events after the last sample are in the summary only), several
+    // intervals see preemptions, and a VM without contention records none.
+    let (native, no_ple) = ("vm[0].guest.kernel='linux-3.2'".to_string(), "host.kvm.ple_gap=0".to_string());
+    let s = vmsched_sim::parse(scenarios::find("lock-holder-preemption").unwrap().toml, &[native, no_ple]).unwrap();
+    let opts = RunOptions { record: true, duration_ns: Some(1_000_000_000), ..Default::default() };
+    let out = run(s, &opts, &mut |_, _| {}).unwrap();
+    let samples = &out.tables.unwrap().samples;
+    let per_interval = |metric: &str, vm: &str| -> Vec<f64> {
+        (0..samples.time_ns.len())
+            .filter(|&i| samples.metric[i] == metric && samples.vm[i] == vm)
+            .map(|i| samples.value[i])
+            .collect()
+    };
+    let locks = &out.summary["locks"]["locky"];
+    for (metric, total) in [("vm_lhp", "lhp_count"), ("vm_lwp", "lwp_count")] {
+        let counts = per_interval(metric, "locky");
+        let sum: f64 = counts.iter().sum();
+        let total = f(&locks[total]);
+        assert!(counts.iter().all(|&c| c >= 0.0 && c.fract() == 0.0), "{metric}: {counts:?}");
+        assert!(sum <= total && sum >= 0.9 * total, "{metric}: sampled {sum} of {total}");
+    }
+    assert!(per_interval("vm_lhp", "locky").iter().filter(|&&c| c > 0.0).count() > 10);
+    let other = out.summary["vms"][1]["name"].as_str().unwrap().to_string();
+    assert!(per_interval("vm_lhp", &other).iter().all(|&c| c == 0.0));
+}

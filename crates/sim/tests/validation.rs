@@ -37,6 +37,29 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("overheads.irq_handler_ns=9223372036854775807", "overheads.irq_handler_ns", "tick"),
     ("vm[0].latency_ms=1e-300", "vm[0].latency_ms", "1 ns"),
     ("vm[0].guest.rr_timeslice_ms=inf", "vm[0].guest.rr_timeslice_ms", "finite"),
+    // The policy tables added with the Xen schedulers, IRS, UVF and vSched: each
+    // of these once stalled the engine ("no progress"), overflowed its clock
+    // ("time went backwards") or ran with a meaningless value.
+    ("host.credit.schedule_us=inf", "host.credit.schedule_us", "finite"),
+    ("host.credit.wakeup_us=1e300", "host.credit.wakeup_us", "1e6 s"),
+    ("host.credit2.schedule_us=-1", "host.credit2.schedule_us", "finite"),
+    ("host.rtds.wakeup_us=nan", "host.rtds.wakeup_us", "finite"),
+    ("host.tableau.migrate_us=5000", "host.tableau.migrate_us", "tick"),
+    ("host.irs.bound_us=inf", "host.irs.bound_us", "finite"),
+    ("host.irs.bound_us=1e-300", "host.irs.bound_us", "1 ns"),
+    ("host.uvf.urgent_tslice_us=1e300", "host.uvf.urgent_tslice_us", "1e6 s"),
+    ("host.uvf.urgent_tslice_us=1e-300", "host.uvf.urgent_tslice_us", "1 ns"),
+    ("host.uvf.urgent_allowance_ms=1e300", "host.uvf.urgent_allowance_ms", "1e6 s"),
+    ("vm[0].guest.vsched.vtop_period_ms=1e-300", "vm[0].guest.vsched.vtop_period_ms", "1 ns"),
+    ("vm[0].guest.vsched.vtop_max_timeout_ms=nan", "vm[0].guest.vsched.vtop_max_timeout_ms", "finite"),
+    ("vm[0].guest.vsched.straggler_factor=1e300", "vm[0].guest.vsched.straggler_factor", "1024"),
+    ("vm[0].rtds_budget_ms=1e-300", "vm[0].rtds_budget_ms", "1 ns"),
+    ("vm[0].rtds_period_ms=1e300", "vm[0].rtds_period_ms", "1e6 s"),
+    ("overheads.pause_ns=4294967296", "overheads.pause_ns", "PAUSE"),
+    ("host.kvm.halt_poll_ns=4294967296", "host.kvm.halt_poll_ns", "unsigned int"),
+    ("vm[0].guest.pv.halt_poll_ns=4294967296", "vm[0].guest.pv.halt_poll_ns", "unsigned int"),
+    ("host.kvm.tsc_mhz=0", "host.kvm.tsc_mhz", "TSC"),
+    ("host.smt_factor=1e-300", "host.smt_factor", "SMT siblings"),
 ];
 
 fn refused(text: &str, overrides: &[&str]) -> vmsched_sim::ScenarioError {

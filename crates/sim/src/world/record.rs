@@ -127,12 +127,26 @@ pub struct Recorder {
     samples: Samples,
     last_cpu: Vec<u64>,
     last_steal: Vec<u64>,
+    /// Per VM: lock-holder and lock-waiter preemption counts at the last sample.
+    last_lhp: Vec<u64>,
+    last_lwp: Vec<u64>,
     last_time: u64,
 }
 
 impl Recorder {
     pub fn new(record: bool, window: Option<(u64, u64)>) -> Self {
-        Recorder { record: record || window.is_some(), sink: None, window, timeline: Timeline::default(), samples: Samples::default(), last_cpu: Vec::new(), last_steal: Vec::new(), last_time: 0 }
+        Recorder {
+            record: record || window.is_some(),
+            sink: None,
+            window,
+            timeline: Timeline::default(),
+            samples: Samples::default(),
+            last_cpu: Vec::new(),
+            last_steal: Vec::new(),
+            last_lhp: Vec::new(),
+            last_lwp: Vec::new(),
+            last_time: 0,
+        }
     }
 
     /// Streams the recorded rows to `sink` in chunks as the run goes; the
@@ -312,6 +326,8 @@ pub fn sample(w: &mut World) {
     if r.last_cpu.is_empty() {
         r.last_cpu = vec![0; w.vcpus.len()];
         r.last_steal = vec![0; w.vcpus.len()];
+        r.last_lhp = vec![0; w.vms.len()];
+        r.last_lwp = vec![0; w.vms.len()];
     }
     let s = &mut r.samples;
     let mut push = |metric: &'static str, vm: &str, vcpu: i64, pcpu: i64, value: f64| {
@@ -335,6 +351,12 @@ pub fn sample(w: &mut World) {
         }
         push("vm_cpu_share", &vm.name, -1, -1, used as f64 / dt);
         push("vm_entitlement", &vm.name, -1, -1, vm.entitlement);
+        // Lock-holder and lock-waiter preemptions in the interval (the summary's
+        // lhp_count and lwp_count, spread over time).
+        push("vm_lhp", &vm.name, -1, -1, (vm.lhp_count - r.last_lhp[vm_id]) as f64);
+        push("vm_lwp", &vm.name, -1, -1, (vm.lwp_count - r.last_lwp[vm_id]) as f64);
+        r.last_lhp[vm_id] = vm.lhp_count;
+        r.last_lwp[vm_id] = vm.lwp_count;
         for (metric, value) in w.host.vm_samples(vm_id as u32) {
             push(metric, &vm.name, -1, -1, value);
         }
