@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::fair::FairClass;
 use crate::scenario::CfsTunables;
 
 /// NICE_0_LOAD after scale_load_down (kernel/sched/sched.h).
@@ -28,6 +29,10 @@ pub struct Tunables {
     pub latency_ns: u64,
     pub min_granularity_ns: u64,
     pub wakeup_granularity_ns: u64,
+    /// The fair class the kernel runs (CFS or an EEVDF release).
+    pub fair: FairClass,
+    /// TICK_NSEC: the kernel's tick (EEVDF's lag clamp has it as floor).
+    pub tick_ns: u64,
 }
 
 impl Tunables {
@@ -40,6 +45,9 @@ impl Tunables {
             latency_ns: BASE_LATENCY_NS * factor,
             min_granularity_ns: BASE_MIN_GRANULARITY_NS * factor,
             wakeup_granularity_ns: BASE_WAKEUP_GRANULARITY_NS * factor,
+            fair: FairClass::Cfs,
+            // HZ=250, the x86 default of distribution kernels (see `hz`).
+            tick_ns: 4_000_000,
         }
     }
 
@@ -49,6 +57,8 @@ impl Tunables {
             latency_ns: o.latency_ns.unwrap_or(d.latency_ns),
             min_granularity_ns: o.min_granularity_ns.unwrap_or(d.min_granularity_ns),
             wakeup_granularity_ns: o.wakeup_granularity_ns.unwrap_or(d.wakeup_granularity_ns),
+            fair: o.fair.class(),
+            tick_ns: d.tick_ns,
         }
     }
 
@@ -70,6 +80,8 @@ pub struct Entity {
     pub sum_exec: u64,
     pub prev_sum_exec: u64,
     pub on_rq: bool,
+    /// What EEVDF adds to the entity (unused under CFS).
+    pub eevdf: crate::eevdf::EntityState,
 }
 
 /// calc_delta_fair(): wall delta scaled to virtual time by the entity weight.

@@ -63,15 +63,25 @@ const PLE: Setting = ("kvm.ple_gap", "128");
 /// fixed at ple_window.
 const PLE_FIXED_WINDOW: Setting = ("kvm.ple_window_grow", "1");
 
+/// The fair class: EEVDF replaced CFS's pick in Linux 6.6 (commit
+/// 147f3efaa241, "sched/fair: Implement an EEVDF-like scheduling policy");
+/// Linux 6.12 completed it (delayed dequeue, custom slices, PREEMPT_SHORT).
+const EEVDF_6_6: Setting = ("cfs.fair", "'eevdf-6.6'");
+const EEVDF_6_12: Setting = ("cfs.fair", "'eevdf-6.12'");
+
 const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
 const GUEST_4_4: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK];
 const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL];
+const GUEST_6_6: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, EEVDF_6_6];
+const GUEST_6_12: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, EEVDF_6_12];
 const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW];
 const HOST_3_18: &[Setting] = &[PLE, PV_UNHALT];
 const HOST_4_4: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL];
 const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];
 const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST];
+const HOST_6_6: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, EEVDF_6_6];
+const HOST_6_12: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, EEVDF_6_12];
 
 pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {
@@ -115,6 +125,18 @@ pub const PROFILES: &[KernelProfile] = &[
         description: "Linux 6.5 host (KVM) and guest: the last CFS release, whose fair.c the model follows (default)",
         host: HOST_5_10,
         guest: GUEST_5_10,
+    },
+    KernelProfile {
+        name: "linux-6.6",
+        description: "Linux 6.6 host (KVM) and guest: the first EEVDF release (cfs.fair = eevdf-6.6); paravirtual features as 6.5",
+        host: HOST_6_6,
+        guest: GUEST_6_6,
+    },
+    KernelProfile {
+        name: "linux-6.12",
+        description: "Linux 6.12 host (KVM) and guest: EEVDF completed with delayed dequeue, custom slices and PREEMPT_SHORT (cfs.fair = eevdf-6.12); paravirtual features as 6.5",
+        host: HOST_6_12,
+        guest: GUEST_6_12,
     },
     KernelProfile {
         name: "xen-4.9",

@@ -136,7 +136,7 @@ pub struct HostBuild<'a> {
 }
 
 pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
-    let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
+    let tun = Tunables { tick_ns: 1_000_000_000 / b.host.hz as u64, ..Tunables::with_overrides(b.pcpus, &b.host.cfs) };
     match b.host.policy {
         HostPolicyKind::Cfs => match b.host.cfs.balance {
             BalanceMode::Off => Box::new(HostCfs::new(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth)),

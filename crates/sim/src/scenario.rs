@@ -300,6 +300,34 @@ pub struct CfsTunables {
     /// policy `uvf` reads `host.uvf.balance` instead.
     #[serde(default)]
     pub balance: BalanceMode,
+    /// The fair class: `cfs` (Linux up to 6.5) or EEVDF as released in
+    /// Linux 6.6 or 6.12. Kernel profiles `linux-6.6` and `linux-6.12` set it.
+    #[serde(default)]
+    pub fair: FairKind,
+}
+
+/// The fair scheduling class a kernel runs (see [`crate::fair`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub enum FairKind {
+    #[default]
+    #[serde(rename = "cfs")]
+    Cfs,
+    #[serde(rename = "eevdf-6.6")]
+    Eevdf6_6,
+    #[serde(rename = "eevdf-6.12")]
+    Eevdf6_12,
+}
+
+impl FairKind {
+    pub fn class(self) -> crate::fair::FairClass {
+        use crate::eevdf::Features;
+        use crate::fair::FairClass;
+        match self {
+            FairKind::Cfs => FairClass::Cfs,
+            FairKind::Eevdf6_6 => FairClass::Eevdf(Features::LINUX_6_6),
+            FairKind::Eevdf6_12 => FairClass::Eevdf(Features::LINUX_6_12),
+        }
+    }
 }
 
 /// Costs of virtualization and scheduling events, charged as time in which the

@@ -5,7 +5,8 @@
 //! Source: kernel/sched/fair.c (Linux 6.5) unless noted.
 
 use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
-use crate::cfs::{CfsRq, Entity, Placement, Tunables};
+use crate::cfs::{Entity, Placement, Tunables};
+use crate::fair::FairRq;
 use crate::ids::{PcpuId, VcpuId, VmId};
 
 /// sd->busy_factor = 16 (sd_init(), kernel/sched/topology.c): a busy CPU
@@ -42,7 +43,8 @@ type MayMigrate<'a> = dyn FnMut(&CfsCore, VcpuId, PcpuId, PcpuId) -> bool + 'a;
 /// balancing. Hook sets read and steer it through its public methods.
 pub struct CfsCore {
     tun: Tunables,
-    rqs: Vec<CfsRq>,
+    /// One fair runqueue per pCPU, of the class the host kernel runs.
+    rqs: Vec<FairRq>,
     ents: Vec<Entity>,
     /// Runqueue each vCPU is on (or last ran on).
     cpu_of: Vec<PcpuId>,
@@ -63,7 +65,7 @@ impl CfsCore {
         }
         CfsCore {
             tun,
-            rqs: vec![CfsRq::default(); pcpus as usize],
+            rqs: (0..pcpus).map(|_| FairRq::new(&tun)).collect(),
             ents: weights.iter().map(|&w| Entity { weight: w, ..Default::default() }).collect(),
             cpu_of: initial_cpu.to_vec(),
             group_of,
@@ -79,24 +81,25 @@ impl CfsCore {
     /// update_curr() on pCPU p, charging bandwidth runtime too.
     pub fn update_curr(&mut self, view: &HostView, p: PcpuId) {
         let rq = &mut self.rqs[p as usize];
-        let before = rq.curr.map(|c| self.ents[c as usize].sum_exec);
+        let before = rq.curr().map(|c| self.ents[c as usize].sum_exec);
         rq.update_curr(&mut self.ents, view.now);
-        if let (Some(c), Some(b)) = (rq.curr, before) {
+        if let (Some(c), Some(b)) = (rq.curr(), before) {
             if let Some(g) = self.group_of[c as usize] {
                 self.groups[g as usize].runtime_left -= (self.ents[c as usize].sum_exec - b) as i64;
             }
         }
     }
 
-    /// `v` is runnable: queued on its runqueue or running there.
+    /// `v` is runnable: queued on its runqueue or running there (not a
+    /// halted vCPU whose dequeue EEVDF delayed).
     pub fn on_rq(&self, v: VcpuId) -> bool {
-        self.ents[v as usize].on_rq
+        self.ents[v as usize].on_rq && !self.ents[v as usize].eevdf.delayed
     }
 
     /// Sum of the weights of the runnable vCPUs of `p` (the running one
     /// included): the load CFS balances.
     pub fn load(&self, p: PcpuId) -> u64 {
-        self.rqs[p as usize].load
+        self.rqs[p as usize].load()
     }
 
     /// The leftmost queued (not running) vCPU of `p`.
@@ -109,7 +112,7 @@ impl CfsCore {
     }
 
     pub fn is_idle(&self, view: &HostView, p: PcpuId) -> bool {
-        view.running_on[p as usize].is_none() && self.rqs[p as usize].nr_running == 0
+        view.running_on[p as usize].is_none() && self.rqs[p as usize].nr_running() == 0
     }
 
     /// select_task_rq_fair() for a waking vCPU thread, reduced to
@@ -143,8 +146,7 @@ impl CfsCore {
         self.update_curr(view, p);
         self.rqs[p as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
         self.cpu_of[v as usize] = p;
-        let rq = &self.rqs[p as usize];
-        view.running_on[p as usize].is_none() || rq.wakeup_preempts(&self.ents, v, &self.tun)
+        view.running_on[p as usize].is_none() || self.rqs[p as usize].wakeup_preempts(&mut self.ents, v, &self.tun)
     }
 
     pub fn tunables(&self) -> &Tunables {
@@ -158,7 +160,7 @@ impl CfsCore {
 
     /// The vCPU CFS runs on `p` (its `cfs_rq->curr`).
     pub fn curr(&self, p: PcpuId) -> Option<VcpuId> {
-        self.rqs[p as usize].curr
+        self.rqs[p as usize].curr()
     }
 
     /// The leftmost queued vCPU on `p` (__pick_first_entity()).
@@ -173,12 +175,12 @@ impl CfsCore {
 
     /// Queued (not running) vCPUs on `p`, leftmost first.
     pub fn queued(&self, p: PcpuId) -> impl DoubleEndedIterator<Item = VcpuId> + '_ {
-        self.rqs[p as usize].queued()
+        self.rqs[p as usize].queued(&self.ents)
     }
 
     /// Whether `v` is queued on `p`, waiting to run.
     pub fn is_queued(&self, v: VcpuId, p: PcpuId) -> bool {
-        self.ents[v as usize].on_rq && self.cpu_of[v as usize] == p && self.rqs[p as usize].curr != Some(v)
+        self.on_rq(v) && self.cpu_of[v as usize] == p && self.rqs[p as usize].curr() != Some(v)
     }
 
     /// sched_slice() of `v` on its runqueue, in wall time.
@@ -207,11 +209,11 @@ impl CfsCore {
     /// A vCPU's vruntime relative to its runqueue's min_vruntime, what a
     /// migration keeps (migrate_task_rq_fair()).
     pub fn lag(&self, v: VcpuId, p: PcpuId) -> i64 {
-        self.ents[v as usize].vruntime as i64 - self.rqs[p as usize].min_vruntime as i64
+        self.ents[v as usize].vruntime as i64 - self.rqs[p as usize].min_vruntime() as i64
     }
 
     fn apply_lag(&mut self, v: VcpuId, p: PcpuId, lag: i64) {
-        let base = self.rqs[p as usize].min_vruntime as i64;
+        let base = self.rqs[p as usize].min_vruntime() as i64;
         self.ents[v as usize].vruntime = base.saturating_add(lag).max(0) as u64;
     }
 
@@ -229,29 +231,35 @@ impl CfsCore {
     /// A queued vCPU on `from` that may run on `to`, least urgent first (the
     /// tail of the timeline, as detach_tasks() takes from the list's tail).
     fn pullable(&self, view: &HostView, from: PcpuId, to: PcpuId, may: &mut MayMigrate) -> Option<VcpuId> {
-        self.rqs[from as usize].queued().rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize] && may(self, v, from, to))
+        self.rqs[from as usize].queued(&self.ents).rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize] && may(self, v, from, to))
     }
 
     /// load_balance() toward `p` over `span`: pull from the busiest CPU when
     /// moving one vCPU reduces the load imbalance.
     fn balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, span: &[PcpuId], may: &mut MayMigrate) -> bool {
-        let this_load = self.rqs[p as usize].load;
+        let this_load = self.rqs[p as usize].load();
         let busiest = span
             .iter()
             .copied()
-            .filter(|&q| q != p && self.rqs[q as usize].nr_running >= 2)
-            .max_by_key(|&q| (self.rqs[q as usize].load, std::cmp::Reverse(q)));
+            .filter(|&q| q != p && self.rqs[q as usize].nr_running() >= 2)
+            .max_by_key(|&q| (self.rqs[q as usize].load(), std::cmp::Reverse(q)));
         let Some(b) = busiest else { return false };
         let Some(v) = self.pullable(view, b, p, may) else { return false };
         let w = self.ents[v as usize].weight;
         // Moving w must leave the busiest no lighter than this CPU
         // (calculate_imbalance(): migrate only to reduce the imbalance).
-        if self.rqs[b as usize].load < this_load + 2 * w && this_load != 0 {
+        if self.rqs[b as usize].load() < this_load + 2 * w && this_load != 0 {
             return false;
         }
         self.migrate(view, v, b, p);
         out.resched.push(p);
         true
+    }
+
+    /// newidle_balance(): an idle CPU pulls before it idles.
+    fn newidle_balance<H: CfsHooks>(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, hooks: &H) {
+        let span = self.span(view, p, 1);
+        self.balance(view, out, p, &span, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
     }
 
     fn span(&self, view: &HostView, p: PcpuId, level: usize) -> Vec<PcpuId> {
@@ -265,13 +273,13 @@ impl CfsCore {
     fn throttle(&mut self, view: &HostView, out: &mut HostOut, g: usize) {
         let members = self.groups[g].cfg.members.clone();
         for v in members {
-            if self.throttled[v as usize] || !self.ents[v as usize].on_rq {
+            if self.throttled[v as usize] || !self.on_rq(v) {
                 continue;
             }
             self.throttled[v as usize] = true;
             self.groups[g].throttled.push(v);
             let p = self.cpu_of[v as usize];
-            if self.rqs[p as usize].curr == Some(v) {
+            if self.rqs[p as usize].curr() == Some(v) {
                 // Running: it leaves at the reschedule (put_prev sees it throttled).
                 out.resched.push(p);
             } else {
@@ -286,7 +294,7 @@ impl CfsCore {
             .cfg
             .members
             .iter()
-            .filter(|&&v| self.rqs[self.cpu_of[v as usize] as usize].curr == Some(v))
+            .filter(|&&v| self.rqs[self.cpu_of[v as usize] as usize].curr() == Some(v))
             .count() as i64;
         let st = &mut self.groups[g];
         st.expiry_gen += 1;
@@ -310,7 +318,7 @@ impl CfsCore {
         let members = self.groups[g].cfg.members.clone();
         for v in members {
             let p = self.cpu_of[v as usize];
-            if self.rqs[p as usize].curr == Some(v) {
+            if self.rqs[p as usize].curr() == Some(v) {
                 self.update_curr(view, p);
             }
         }
@@ -446,9 +454,15 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
                 return;
             }
         }
+        let prev = self.k.cpu_of[v as usize];
+        if self.k.rqs[prev as usize].is_delayed(&self.k.ents, v) {
+            // ttwu_runnable() (EEVDF 6.12): a halted vCPU whose dequeue was
+            // delayed is still queued and wakes where it is.
+            self.enqueue(view, out, v, prev, Placement::Wakeup);
+            return;
+        }
         let chosen = self.k.select_cpu(view, v);
         let p = self.hooks.select_cpu(&self.k, view, v, chosen);
-        let prev = self.k.cpu_of[v as usize];
         if p != prev {
             // A sleeper woken elsewhere keeps its lag (migrate_task_rq_fair()).
             self.k.update_curr(view, prev);
@@ -461,11 +475,12 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.k.update_curr(view, p);
+        let on_rq = self.k.on_rq(v);
         let rq = &mut self.k.rqs[p as usize];
-        if self.k.ents[v as usize].on_rq {
-            rq.dequeue(&mut self.k.ents, v, view.now);
+        if on_rq {
+            rq.dequeue_sleep(&mut self.k.ents, v, view.now);
         }
-        if rq.curr == Some(v) {
+        if rq.curr() == Some(v) {
             rq.put_prev(&mut self.k.ents, view.now);
         }
         self.k.group_changed(view, out, v);
@@ -474,28 +489,32 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         self.k.update_curr(view, p);
         if let Some(pv) = prev {
-            if self.k.rqs[p as usize].curr == Some(pv) {
+            if self.k.rqs[p as usize].curr() == Some(pv) {
                 if self.k.throttled[pv as usize] && self.k.ents[pv as usize].on_rq {
                     self.k.rqs[p as usize].dequeue(&mut self.k.ents, pv, view.now);
                 }
                 self.k.rqs[p as usize].put_prev(&mut self.k.ents, view.now);
             }
         }
-        if self.k.rqs[p as usize].nr_running == 0 {
-            // newidle_balance(): an idle CPU pulls before it idles.
-            let span = self.k.span(view, p, 1);
-            let hooks = &self.hooks;
-            self.k.balance(view, out, p, &span, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
+        let newidle = self.k.rqs[p as usize].nr_running() == 0;
+        if newidle {
+            self.k.newidle_balance(view, out, p, &self.hooks);
         }
-        let first = self.k.rqs[p as usize].pick(&self.k.ents, &self.k.tun);
+        let mut first = self.k.rqs[p as usize].pick(&mut self.k.ents, &self.k.tun, view.now);
+        if first.is_none() && !newidle {
+            // EEVDF's pick found only delayed (halted) vCPUs and dequeued
+            // them: the runqueue is empty now and pulls before idling.
+            self.k.newidle_balance(view, out, p, &self.hooks);
+            first = self.k.rqs[p as usize].pick(&mut self.k.ents, &self.k.tun, view.now);
+        }
         let mut next = self.hooks.pick(&mut self.k, view, out, p, first);
         if let (Some(pv), Some(n)) = (prev, next) {
-            if n != pv && self.k.ents[pv as usize].on_rq && self.keeps_running(view, out, p, pv, n) {
+            if n != pv && self.k.on_rq(pv) && self.keeps_running(view, out, p, pv, n) {
                 next = prev;
             }
         }
         if let Some(n) = next {
-            debug_assert!(self.k.rqs[p as usize].queued().any(|q| q == n), "a hook picked vCPU {n}, not queued on pCPU {p}");
+            debug_assert!(self.k.rqs[p as usize].queued(&self.k.ents).any(|q| q == n), "a hook picked vCPU {n}, not queued on pCPU {p}");
             self.k.rqs[p as usize].set_curr(&mut self.k.ents, n, view.now);
         }
         if let Some(pv) = prev {
@@ -530,7 +549,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         }
         // nohz_balancer_kick(): a CPU with more than one runnable thread wakes
         // an idle CPU to pull one.
-        if self.k.rqs[p as usize].nr_running >= 2 {
+        if self.k.rqs[p as usize].nr_running() >= 2 {
             let m = view.machine;
             for q in 0..m.pcpus {
                 if self.k.is_idle(view, q) {
@@ -550,16 +569,15 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     /// the yielder becomes the skip buddy of its own (yield_task_fair()).
     fn yield_to(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, target: VcpuId) -> bool {
         let tp = self.k.cpu_of[target as usize];
-        let e = &self.k.ents[target as usize];
-        if !e.on_rq || self.k.throttled[target as usize] || self.k.rqs[tp as usize].curr == Some(target) {
+        if !self.k.on_rq(target) || self.k.throttled[target as usize] || self.k.rqs[tp as usize].curr() == Some(target) {
             return false;
         }
-        self.k.rqs[tp as usize].next = Some(target);
+        self.k.rqs[tp as usize].set_next_buddy(target);
         let p = self.k.cpu_of[v as usize];
         // yield_task_fair() does nothing when the yielder is alone.
-        if self.k.rqs[p as usize].nr_running > 1 {
+        if self.k.rqs[p as usize].nr_running() > 1 {
             self.k.update_curr(view, p);
-            self.k.rqs[p as usize].skip = Some(v);
+            self.k.rqs[p as usize].yield_curr(&mut self.k.ents, view.now);
         }
         out.resched.push(p);
         if tp != p {
@@ -606,7 +624,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
-        self.k.rqs[p as usize].nr_running
+        self.k.rqs[p as usize].nr_running()
     }
 
     fn on_interrupt(&mut self, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {
