@@ -202,6 +202,15 @@ impl FairRq {
         }
     }
 
+    /// Validation: the EEVDF bookkeeping against a recomputation from the
+    /// entities `members` (those whose runqueue this is).
+    pub fn check(&self, ents: &[Entity], members: impl Iterator<Item = u32>) -> Result<(), String> {
+        match self {
+            FairRq::Cfs(_) => Ok(()),
+            FairRq::Eevdf(rq) => rq.check(ents, members),
+        }
+    }
+
     /// yield_to(): `id` becomes the next buddy of this runqueue.
     pub fn set_next_buddy(&mut self, id: u32) {
         match self {

@@ -874,6 +874,14 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
     fn report(&self) -> serde_json::Value {
         self.hooks.report(&self.kernel)
     }
+    fn check_invariants(&self) -> Result<(), String> {
+        let k = &self.kernel;
+        for (v, rq) in k.rqs.iter().enumerate() {
+            let members = (0..k.nr_tasks()).filter(|&t| k.tasks[t as usize].cpu == v as u32 && !k.tasks[t as usize].is_rt());
+            rq.cfs.check(&k.ents, members).map_err(|e| format!("vCPU {v}: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

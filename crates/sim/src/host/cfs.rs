@@ -646,6 +646,15 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     fn vm_samples(&self, vm: VmId) -> Vec<(&'static str, f64)> {
         self.hooks.vm_samples(vm)
     }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        let k = &self.k;
+        for (p, rq) in k.rqs.iter().enumerate() {
+            let members = (0..k.ents.len() as u32).filter(|&v| k.cpu_of[v as usize] == p as PcpuId);
+            rq.check(&k.ents, members).map_err(|e| format!("pCPU {p}: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
