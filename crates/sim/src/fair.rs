@@ -123,12 +123,17 @@ impl FairRq {
         }
     }
 
-    /// The entity the class would run next among the queued ones: CFS's
-    /// leftmost vruntime, EEVDF's earliest deadline.
-    pub fn first(&self) -> Option<u32> {
+    /// The queued entity the class would run next, were the running one
+    /// not competing: CFS's leftmost vruntime; EEVDF's earliest eligible
+    /// deadline (the earliest deadline when none is eligible).
+    pub fn first(&self, ents: &[Entity]) -> Option<u32> {
         match self {
             FairRq::Cfs(rq) => rq.first(),
-            FairRq::Eevdf(rq) => rq.first(),
+            FairRq::Eevdf(rq) => {
+                let mut queued = rq.queued(ents).peekable();
+                let earliest = queued.peek().copied();
+                queued.find(|&id| rq.eligible(ents, id)).or(earliest)
+            }
         }
     }
 

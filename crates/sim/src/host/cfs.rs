@@ -104,7 +104,7 @@ impl CfsCore {
 
     /// The leftmost queued (not running) vCPU of `p`.
     pub fn leftmost(&self, p: PcpuId) -> Option<VcpuId> {
-        self.rqs[p as usize].first()
+        self.rqs[p as usize].first(&self.ents)
     }
 
     pub fn nr_pcpus(&self) -> u32 {
@@ -165,7 +165,7 @@ impl CfsCore {
 
     /// The leftmost queued vCPU on `p` (__pick_first_entity()).
     pub fn first(&self, p: PcpuId) -> Option<VcpuId> {
-        self.rqs[p as usize].first()
+        self.rqs[p as usize].first(&self.ents)
     }
 
     /// The vCPU thread's CFS weight.
@@ -714,6 +714,32 @@ mod tests {
         assert!(h.yield_to(&view, &mut out, 0, 2));
         assert!(out.resched.contains(&0));
         assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), Some(2));
+    }
+
+    /// EEVDF (6.6, 6.12): yield_to() still pushes the yielder's deadline,
+    /// but the target's next-buddy mark is honoured only under NEXT_BUDDY
+    /// (off by default), so the pick is EEVDF's own: the directed yield of
+    /// KVM's PLE handler no longer steers which vCPU runs.
+    #[test]
+    fn eevdf_yield_to_ignores_the_buddy_by_default() {
+        use crate::eevdf::Features;
+        use crate::fair::FairClass;
+        let m = machine(1);
+        let allowed = vec![vec![true]; 3];
+        for (next_buddy, want) in [(false, 1), (true, 2)] {
+            let tun = Tunables { fair: FairClass::Eevdf(Features { next_buddy, ..Features::LINUX_6_12 }), ..Tunables::linux_default(1) };
+            let mut h = HostCfs::new(tun, 1, &[1024; 3], &[0, 0, 0], vec![]);
+            let mut out = HostOut::default();
+            let idle: Vec<Option<VcpuId>> = vec![None];
+            for v in 0..3 {
+                h.wake(&HostView::new(0, &m, &allowed, &idle), &mut out, v);
+            }
+            assert_eq!(h.pick_next(&HostView::new(0, &m, &allowed, &idle), &mut out, 0, None), Some(0));
+            let on = vec![Some(0)];
+            let view = HostView::new(100_000, &m, &allowed, &on);
+            assert!(h.yield_to(&view, &mut out, 0, 2));
+            assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), Some(want), "NEXT_BUDDY = {next_buddy}");
+        }
     }
 
     /// A vCPU pinned away from the idle pCPU is not pulled there.
