@@ -962,6 +962,32 @@ mod tests {
         assert_eq!(g.pick_next(&v, 0), Some(low));
     }
 
+    /// EEVDF 6.12 in the guest: a task that blocks while ineligible stays
+    /// queued (delayed dequeue) and, woken, stays where it is
+    /// (ttwu_runnable()) although another vCPU is idle; under 6.6 it left
+    /// the runqueue and the wakeup goes to the idle vCPU.
+    #[test]
+    fn delayed_task_wakes_where_it_is_queued() {
+        for (fair, want) in [("eevdf-6.12", 0), ("eevdf-6.6", 1)] {
+            let mut g = guest(2, &format!("cfs = {{ fair = '{fair}' }}"));
+            let a = g.add_task(Policy::Normal, 0, vec![true; 2]);
+            let b = g.add_task(Policy::Normal, 0, vec![true; 2]);
+            let states = [HostState::Running, HostState::Halted];
+            let at = |now| GuestView { now, host_state: &states, preempted: &[false, false], steal_published: &[0, 0] };
+            g.enqueue(&at(0), a, 0, true);
+            g.enqueue(&at(0), b, 0, true);
+            assert_eq!(g.pick_next(&at(0), 0), Some(a));
+            // 2 ms in, a is right of V = 1 ms (b has not run): ineligible.
+            g.block_curr(&at(2_000_000), 0);
+            assert_eq!(g.pick_next(&at(2_000_000), 0), Some(b));
+            assert_eq!(g.nr_running(0), if want == 0 { 2 } else { 1 }, "{fair}");
+            assert_eq!(g.select_rq(&at(2_100_000), a), want, "{fair}");
+            g.enqueue(&at(2_100_000), a, want, false);
+            assert_eq!(g.nr_running(0) + g.nr_running(1), 2);
+            GuestLinux { kernel: g, hooks: () }.check_invariants().unwrap();
+        }
+    }
+
     /// Steal published to the guest stops its task clock.
     #[test]
     fn steal_is_taken_out_of_the_task_clock() {
