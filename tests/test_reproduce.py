@@ -13,7 +13,8 @@ from vmsched import reproduce as registry
 from vmsched.errors import UserError
 from vmsched.sweeps import mean_ci95
 
-PHENOMENA = {"lock-holder-preemption", "vcpu-stacking", "stalled-running-task", "two-vms-one-pcpu"}
+PHENOMENA = {"lock-holder-preemption", "vcpu-stacking", "stalled-running-task", "two-vms-one-pcpu",
+             "eevdf-wakeup-latency"}
 CONTRACT_KEYS = ["paper", "figure", "metric", "variant", "paper_value", "sim_mean", "sim_ci95",
                  "direction", "direction_ok"]
 

@@ -48,6 +48,7 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "tableau-fig6-bg-io" in "tableau",
     "tableau-fig6-bg-cpu" in "tableau",
     "tableau-fig7" in "tableau",
+    "eevdf-wakeup-latency",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {
