@@ -13,7 +13,8 @@ from vmsched import reproduce as registry
 from vmsched.errors import UserError
 from vmsched.sweeps import mean_ci95
 
-PHENOMENA = {"lock-holder-preemption", "vcpu-stacking", "stalled-running-task", "two-vms-one-pcpu"}
+PHENOMENA = {"lock-holder-preemption", "vcpu-stacking", "stalled-running-task", "two-vms-one-pcpu",
+             "eevdf-wakeup-latency"}
 CONTRACT_KEYS = ["paper", "figure", "metric", "variant", "paper_value", "sim_mean", "sim_ci95",
                  "direction", "direction_ok"]
 
@@ -162,3 +163,22 @@ def test_matrix_covers_every_host_and_guest_policy(cli, tmp_path):
     for name in registry.MATRIX_SCENARIOS:
         assert any(scenario == name for scenario, _ in workloads)
     assert all(r["n"] == len(registry.QUICK_SEEDS) for r in rows)
+
+
+def test_kernel_reruns_both_levels_and_labels_rows(cli, tmp_path):
+    """`--kernel` moves the Linux host and every guest to the profile and labels each row;
+    a Xen host stays Xen."""
+    by_name = {e.name: e for e in registry.registry()}
+    overrides = registry.kernel_overrides(by_name["vcpu-stacking"], "linux-6.12")
+    vm_count = len(api.normalize(by_name["vcpu-stacking"].scenario)["vm"])
+    assert overrides == {"host.kernel": ["linux-6.12"]} | {f"vm[{i}].guest.kernel": ["linux-6.12"] for i in range(vm_count)}
+    xen = next(e for e in by_name.values() if e.paper["paper"] == "tableau")
+    assert "host.kernel" not in registry.kernel_overrides(xen, "linux-6.12")
+    result = cli("reproduce", "phenomena", "--quick", "--json", "--kernel", "linux-6.12", "--out", tmp_path,
+                 "--workers", "2")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert rows and {row["kernel"] for row in rows} == {"linux-6.12"}
+    assert {row["scenario"] for row in rows} == PHENOMENA
+    result = cli("reproduce", "phenomena", "--quick", "--kernel", "linux-9", "--out", tmp_path / "bad")
+    assert result.exit_code == 2 and "linux-9" in result.stderr

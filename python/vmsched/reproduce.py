@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import api
+from . import _native, api
 from .atomic import write_atomic
 from .errors import UserError
 from .sweeps import PlannedRun, ProgressCallback, Store, SweepSpec, execute_runs, mean_ci95, plan
@@ -165,27 +165,52 @@ class Reproduction:
     failures: list[str]  # "scenario variant seed: error" of each failed run (left out of the rows)
 
 
-def plan_experiments(experiments: Iterable[Experiment], seeds: list[int], duration: str | None) -> dict:
-    """Planned runs per experiment: its claims' variants x the seeds."""
+def kernel_overrides(experiment: Experiment, kernel: str) -> dict[str, list[str]]:
+    """The settings that rerun an experiment on kernel profile `kernel`: every guest, and
+    the host when it runs Linux (a Xen host stays Xen). The experiment's variants are
+    applied after them, so a variant that names its own kernel keeps it. VM cgroups
+    (`host.cfs.vm_groups`) are modelled on CFS only, so on an EEVDF host the VMs' vCPU
+    threads become plain threads."""
+    config = api.normalize(experiment.scenario)
+    keys = [f"vm[{i}].guest.kernel" for i in range(len(config["vm"]))]
+    grid = {key: [kernel] for key in keys}
+    if config["host"]["kernel"].startswith("linux"):
+        grid = {"host.kernel": [kernel]} | grid
+        profile = next((p for p in json.loads(_native.kernels()) if p["name"] == kernel), None)
+        host_eevdf = profile is not None and profile["sets"]["host"].get("cfs.fair", "cfs") != "cfs"
+        if host_eevdf and config["host"].get("cfs", {}).get("vm_groups"):
+            grid["host.cfs.vm_groups"] = ["false"]
+    return grid
+
+
+def plan_experiments(experiments: Iterable[Experiment], seeds: list[int], duration: str | None,
+                     kernel: str | None = None) -> dict:
+    """Planned runs per experiment: its claims' variants x the seeds (on `kernel` if given)."""
     return {e.name: plan(SweepSpec([e.scenario.source.removeprefix("builtin:")], seeds, e.variants(),
+                                   grid=kernel_overrides(e, kernel) if kernel else {},
                                    duration=duration, source=e.scenario.source))
             for e in experiments}
 
 
 def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = None,
               backend: str = "local", workers: int | None = None, address: str | None = None,
-              progress: ProgressCallback | None = None) -> Reproduction:
+              progress: ProgressCallback | None = None, kernel: str | None = None) -> Reproduction:
+    """With `kernel`, every experiment reruns with that kernel profile at both levels (see
+    `kernel_overrides`) and each row says so in `kernel`."""
     experiments = select(registry(), paper)
     if not experiments:
         raise UserError(f"{paper}: no registered experiments yet (built-in scenarios with a [paper] table)")
-    out = Path(out or ("runs/reproduce-quick" if quick else "runs/reproduce"))
+    default_out = "runs/reproduce" + (f"-{kernel}" if kernel else "") + ("-quick" if quick else "")
+    out = Path(out or default_out)
     planned = plan_experiments(experiments, QUICK_SEEDS if quick else FULL_SEEDS,
-                               QUICK_DURATION if quick else None)
+                               QUICK_DURATION if quick else None, kernel)
     store = execute_runs([run for runs in planned.values() for run in runs], out, backend, workers,
                          address, progress)
     rows = []
     for experiment in experiments:
         rows += claim_rows(experiment, _summaries(planned[experiment.name], store))
+    if kernel:
+        rows = [row | {"kernel": kernel} for row in rows]
     failures = []
     for run in (run for runs in planned.values() for run in runs):
         record = store.load(run.task.key)

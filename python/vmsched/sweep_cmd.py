@@ -91,6 +91,9 @@ def reproduce(
     backend: BackendOption = "local",
     workers: WorkersOption = None,
     address: AddressOption = None,
+    kernel: Annotated[Optional[str], typer.Option(
+        help="Rerun every experiment on this kernel profile (`vmsched kernels`) at both levels, "
+             "e.g. linux-6.12; a Xen host stays Xen. Each row gets `kernel`.")] = None,
 ) -> None:
     """Run the registered experiments of a paper (built-in scenarios with a paper table) and
     print the paper's values beside the simulation's, with an HTML page."""
@@ -102,7 +105,8 @@ def reproduce(
         if matrix:
             frame = _guarded(lambda: registry.matrix(quick, out, backend, workers, address, progress=bar))
         else:
-            result = _guarded(lambda: registry.reproduce(paper, quick, out, backend, workers, address, progress=bar))
+            result = _guarded(lambda: registry.reproduce(paper, quick, out, backend, workers, address, progress=bar,
+                                                         kernel=kernel))
     finally:
         bar.close()
     if matrix:

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::fair::FairClass;
 use crate::scenario::CfsTunables;
 
 /// NICE_0_LOAD after scale_load_down (kernel/sched/sched.h).
@@ -30,6 +31,10 @@ pub struct Tunables {
     pub wakeup_granularity_ns: u64,
     /// BASE_SLICE: sched_slice() no shorter than min_granularity.
     pub base_slice: bool,
+    /// The fair class the kernel runs (CFS or an EEVDF release).
+    pub fair: FairClass,
+    /// TICK_NSEC: the kernel's tick (EEVDF's lag clamp has it as floor).
+    pub tick_ns: u64,
 }
 
 impl Tunables {
@@ -43,6 +48,9 @@ impl Tunables {
             min_granularity_ns: BASE_MIN_GRANULARITY_NS * factor,
             wakeup_granularity_ns: BASE_WAKEUP_GRANULARITY_NS * factor,
             base_slice: false,
+            fair: FairClass::Cfs,
+            // HZ=250, the x86 default of distribution kernels (see `hz`).
+            tick_ns: 4_000_000,
         }
     }
 
@@ -53,6 +61,8 @@ impl Tunables {
             min_granularity_ns: o.min_granularity_ns.unwrap_or(d.min_granularity_ns),
             wakeup_granularity_ns: o.wakeup_granularity_ns.unwrap_or(d.wakeup_granularity_ns),
             base_slice: o.base_slice,
+            fair: o.fair.class(),
+            tick_ns: d.tick_ns,
         }
     }
 
@@ -87,6 +97,8 @@ pub struct Entity {
     pub sum_exec: u64,
     pub prev_sum_exec: u64,
     pub on_rq: bool,
+    /// What EEVDF adds to the entity (unused under CFS).
+    pub eevdf: crate::eevdf::EntityState,
 }
 
 /// calc_delta_fair(): wall delta scaled to virtual time by the entity weight.

@@ -75,6 +75,11 @@ const PLE_FIXED_WINDOW: Setting = ("kvm.ple_window_grow", "1");
 /// BASE_SLICE: sched_slice() no shorter than min_granularity, Linux 5.13
 /// (kernel/sched/features.h, with ALT_PERIOD) until EEVDF replaced it in 6.6.
 const BASE_SLICE: Setting = ("cfs.base_slice", "true");
+/// The fair class: EEVDF replaced CFS's pick in Linux 6.6 (commit
+/// 147f3efaa241, "sched/fair: Implement an EEVDF-like scheduling policy");
+/// Linux 6.12 completed it (delayed dequeue, custom slices, PREEMPT_SHORT).
+const EEVDF_6_6: Setting = ("cfs.fair", "'eevdf-6.6'");
+const EEVDF_6_12: Setting = ("cfs.fair", "'eevdf-6.12'");
 
 const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
@@ -87,6 +92,10 @@ const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];
 const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY];
 const HOST_6_1: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, BASE_SLICE];
 const GUEST_6_1: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, BASE_SLICE];
+const GUEST_6_6: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, EEVDF_6_6];
+const GUEST_6_12: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, EEVDF_6_12];
+const HOST_6_6: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, EEVDF_6_6];
+const HOST_6_12: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, EEVDF_6_12];
 
 pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {
@@ -130,6 +139,18 @@ pub const PROFILES: &[KernelProfile] = &[
         description: "Linux 6.5 host (KVM) and guest: the last CFS release, whose fair.c the model follows (default)",
         host: HOST_6_1,
         guest: GUEST_6_1,
+    },
+    KernelProfile {
+        name: "linux-6.6",
+        description: "Linux 6.6 host (KVM) and guest: the first EEVDF release (cfs.fair = eevdf-6.6); paravirtual features as 6.5",
+        host: HOST_6_6,
+        guest: GUEST_6_6,
+    },
+    KernelProfile {
+        name: "linux-6.12",
+        description: "Linux 6.12 host (KVM) and guest: EEVDF completed with delayed dequeue, custom slices and PREEMPT_SHORT (cfs.fair = eevdf-6.12); paravirtual features as 6.5",
+        host: HOST_6_12,
+        guest: GUEST_6_12,
     },
     KernelProfile {
         name: "xen-4.9",

@@ -5,7 +5,9 @@
 //! Entry point: [`run`] (scenario + options -> [`RunOutput`]).
 
 pub mod cfs;
+pub mod eevdf;
 pub mod event;
+pub mod fair;
 pub mod guest;
 pub mod histogram;
 pub mod host;

@@ -164,7 +164,7 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
 /// Host CFS with a hook set; with `host.cfs.vm_groups` each VM's threads
 /// (weight 1024, nice 0) share a cgroup whose weight is the VM's.
 fn host_cfs<H: CfsHooks>(b: &HostBuild, hooks: H) -> HostCfs<H> {
-    let tun = Tunables::with_overrides(b.pcpus, &b.host.cfs);
+    let tun = Tunables { tick_ns: 1_000_000_000 / b.host.hz as u64, ..Tunables::with_overrides(b.pcpus, &b.host.cfs) };
     if !b.host.cfs.vm_groups {
         return HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks);
     }

@@ -323,6 +323,34 @@ pub struct CfsTunables {
     /// profiles that have it.
     #[serde(default)]
     pub base_slice: bool,
+    /// The fair class: `cfs` (Linux up to 6.5) or EEVDF as released in
+    /// Linux 6.6 or 6.12. Kernel profiles `linux-6.6` and `linux-6.12` set it.
+    #[serde(default)]
+    pub fair: FairKind,
+}
+
+/// The fair scheduling class a kernel runs (see [`crate::fair`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub enum FairKind {
+    #[default]
+    #[serde(rename = "cfs")]
+    Cfs,
+    #[serde(rename = "eevdf-6.6")]
+    Eevdf6_6,
+    #[serde(rename = "eevdf-6.12")]
+    Eevdf6_12,
+}
+
+impl FairKind {
+    pub fn class(self) -> crate::fair::FairClass {
+        use crate::eevdf::Features;
+        use crate::fair::FairClass;
+        match self {
+            FairKind::Cfs => FairClass::Cfs,
+            FairKind::Eevdf6_6 => FairClass::Eevdf(Features::LINUX_6_6),
+            FairKind::Eevdf6_12 => FairClass::Eevdf(Features::LINUX_6_12),
+        }
+    }
 }
 
 /// Costs of virtualization and scheduling events, charged as time in which the
@@ -1680,6 +1708,9 @@ fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
     if s.host.policy == HostPolicyKind::Tableau {
         crate::tableau::plan_scenario(s).map_err(|e| err(e.path, e.reason))?;
         crate::tableau::plan_changes(s)?;
+    }
+    if s.host.cfs.vm_groups && s.host.cfs.fair != FairKind::Cfs {
+        return Err(err("host.cfs.vm_groups", "VM cgroups are modelled on CFS only (host.cfs.fair = \"cfs\", a kernel profile before linux-6.6)"));
     }
     if s.host.cfs.vm_groups && s.host.policy == HostPolicyKind::Anubis {
         // Anubis moves a vCPU's vruntime against the leftmost vCPU of the

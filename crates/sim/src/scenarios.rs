@@ -65,6 +65,7 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "irs-fig11",
     "irs-fig12",
     "irs-fig13",
+    "eevdf-wakeup-latency",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

@@ -11,7 +11,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::{GuestAct, GuestPolicy, GuestView, Hardware, HostState, OwnThread, TickOut};
-use crate::cfs::{CfsRq, Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
+use crate::cfs::{Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
+use crate::fair::FairRq;
 use crate::pelt::Pelt;
 use crate::scenario::{Guest, Policy};
 
@@ -47,7 +48,7 @@ impl GTask {
 
 #[derive(Debug, Clone, Default)]
 struct GuestRq {
-    cfs: CfsRq,
+    cfs: FairRq,
     /// RT tasks by priority (higher first), FIFO order within a priority. A
     /// running RT task stays at the head of its list, as in Linux.
     rt: BTreeMap<std::cmp::Reverse<u32>, VecDeque<u32>>,
@@ -70,7 +71,7 @@ struct GuestRq {
 
 impl GuestRq {
     fn nr_running(&self) -> u32 {
-        self.rt_nr + self.cfs.nr_running
+        self.rt_nr + self.cfs.nr_running()
     }
 }
 
@@ -106,7 +107,9 @@ impl LinuxKernel {
             }
         }
         let arch_capacity = if cfg.capacity.is_empty() { vec![1024; nv as usize] } else { cfg.capacity.clone() };
-        let rqs = arch_capacity.iter().map(|&c| GuestRq { capacity: c, ..Default::default() }).collect();
+        let tick_ns = 1_000_000_000 / cfg.hz as u64;
+        let tun = Tunables { tick_ns, ..Tunables::with_overrides(nv, &cfg.cfs) };
+        let rqs = arch_capacity.iter().map(|&c| GuestRq { capacity: c, cfs: FairRq::new(&tun), ..Default::default() }).collect();
         let mut smt_siblings: Vec<Vec<u32>> = (0..nv).map(|v| vec![v]).collect();
         for grp in &cfg.smt_groups {
             for &c in grp {
@@ -114,8 +117,8 @@ impl LinuxKernel {
             }
         }
         LinuxKernel {
-            tun: Tunables::with_overrides(nv, &cfg.cfs),
-            tick_ns: 1_000_000_000 / cfg.hz as u64,
+            tun,
+            tick_ns,
             rr_slice_ns: (cfg.rr_timeslice_ms * 1e6) as u64,
             hrtick: cfg.hrtick,
             steal_accounting: cfg.steal_accounting,
@@ -256,7 +259,7 @@ impl LinuxKernel {
 
     fn queued_on(&self, t: u32, v: u32) -> bool {
         let rq = &self.rqs[v as usize];
-        rq.cfs.queued().any(|q| q == t) || rq.rt.values().any(|q| q.contains(&t))
+        rq.cfs.queued(&self.ents).any(|q| q == t) || rq.rt.values().any(|q| q.contains(&t))
     }
 
     /// update_rq_clock_task(): the task clock advances by wall time minus the
@@ -363,7 +366,8 @@ impl LinuxKernel {
     }
 
 
-    fn dequeue(&mut self, t: u32) {
+    /// dequeue_task(); `sleep` for a task that blocks (DEQUEUE_SLEEP).
+    fn dequeue(&mut self, t: u32, sleep: bool) {
         let v = self.tasks[t as usize].cpu;
         let now = self.rqs[v as usize].clock_task;
         let task = &mut self.tasks[t as usize];
@@ -380,7 +384,11 @@ impl LinuxKernel {
             if task.policy == Policy::Idle {
                 rq.idle_policy_nr -= 1;
             }
-            rq.cfs.dequeue(&mut self.ents, t, now);
+            if sleep {
+                rq.cfs.dequeue_sleep(&mut self.ents, t, now);
+            } else {
+                rq.cfs.dequeue(&mut self.ents, t, now);
+            }
         }
     }
 
@@ -403,26 +411,26 @@ impl LinuxKernel {
         let rq = &self.rqs[from as usize];
         let curr = rq.curr;
         let ok = |t: &u32| Some(*t) != curr && self.tasks[*t as usize].allowed[to as usize];
-        rq.cfs.queued().rev().find(ok).or_else(|| rq.rt.values().flat_map(|q| q.iter().copied()).find(|t| ok(t)))
+        rq.cfs.queued(&self.ents).rev().find(ok).or_else(|| rq.rt.values().flat_map(|q| q.iter().copied()).find(|t| ok(t)))
     }
 
     /// A task's vruntime relative to its runqueue's min_vruntime: what a
     /// migration keeps (dequeue_entity() without DEQUEUE_SLEEP, and
     /// migrate_task_rq_fair() for a waking task).
     fn lag(&self, t: u32, rq: u32) -> i64 {
-        self.ents[t as usize].vruntime as i64 - self.rqs[rq as usize].cfs.min_vruntime as i64
+        self.ents[t as usize].vruntime as i64 - self.rqs[rq as usize].cfs.min_vruntime() as i64
     }
 
     /// Re-bases a migrating task's vruntime on its new runqueue.
     fn apply_lag(&mut self, t: u32, rq: u32, lag: i64) {
-        let base = self.rqs[rq as usize].cfs.min_vruntime as i64;
+        let base = self.rqs[rq as usize].cfs.min_vruntime() as i64;
         self.ents[t as usize].vruntime = base.saturating_add(lag).max(0) as u64;
     }
 
     fn move_queued(&mut self, view: &GuestView, t: u32, from: u32, to: u32) {
         self.update_clock(view, from);
         let lag = self.lag(t, from);
-        self.dequeue(t);
+        self.dequeue(t, false);
         self.update_clock(view, to);
         self.apply_lag(t, to, lag);
         let task = &mut self.tasks[t as usize];
@@ -462,6 +470,18 @@ impl LinuxKernel {
     /// follow).
     pub fn leave_without_balancing(&mut self, v: u32) {
         self.rqs[v as usize].leaving = true;
+    }
+
+    /// The highest class's pick on `v`: the RT list head, else the fair
+    /// class's pick, which becomes the fair runqueue's current entity.
+    fn pick_class(&mut self, v: u32, now: u64) -> Option<u32> {
+        let rq = &mut self.rqs[v as usize];
+        if let Some((_, q)) = rq.rt.iter().next() {
+            return q.front().copied();
+        }
+        let f = rq.cfs.pick(&mut self.ents, &self.tun, now)?;
+        rq.cfs.set_curr(&mut self.ents, f, now);
+        Some(f)
     }
 
     /// newidle_balance(): an idle vCPU pulls from the busiest vCPU in the VM.
@@ -514,6 +534,11 @@ impl GuestPolicy for LinuxKernel {
         if task.is_rt() {
             return self.select_rq_rt(t, prev);
         }
+        if self.rqs[prev as usize].cfs.is_delayed(&self.ents, t) {
+            // ttwu_runnable(): a task whose dequeue was delayed is still
+            // queued and wakes where it is, without select_task_rq().
+            return prev;
+        }
         self.select_idle_sibling(view, t, prev)
     }
 
@@ -523,6 +548,13 @@ impl GuestPolicy for LinuxKernel {
         self.update_clock(view, v);
         let now = self.rqs[v as usize].clock_task;
         let from = self.tasks[t as usize].cpu;
+        if from != v && self.rqs[from as usize].cfs.is_delayed(&self.ents, t) {
+            // Woken elsewhere while its dequeue was delayed: the dequeue
+            // completes on the old runqueue first (its lag is saved there).
+            self.update_clock(view, from);
+            let then = self.rqs[from as usize].clock_task;
+            self.rqs[from as usize].cfs.dequeue_sleep(&mut self.ents, t, then);
+        }
         if from != v && !new_task {
             let lag = self.lag(t, from);
             self.apply_lag(t, v, lag);
@@ -562,7 +594,7 @@ impl GuestPolicy for LinuxKernel {
                 } else if tp == Policy::Idle && cp != Policy::Idle {
                     false
                 } else {
-                    self.rqs[v as usize].cfs.wakeup_preempts(&self.ents, t, &self.tun)
+                    self.rqs[v as usize].cfs.wakeup_preempts(&mut self.ents, t, &self.tun)
                 }
             }
         }
@@ -574,7 +606,7 @@ impl GuestPolicy for LinuxKernel {
         let t = self.rqs[v as usize].curr.expect("blocking vCPU has a current task");
         let now = self.rqs[v as usize].clock_task;
         self.tasks[t as usize].util.update(now, true);
-        self.dequeue(t);
+        self.dequeue(t, true);
     }
 
     /// pick_next_task(): puts the previous task back (if still runnable),
@@ -585,23 +617,20 @@ impl GuestPolicy for LinuxKernel {
         if let Some(prev) = self.rqs[v as usize].curr.take() {
             let task = &mut self.tasks[prev as usize];
             task.util.update(now, true);
-            if !task.is_rt() && self.rqs[v as usize].cfs.curr == Some(prev) {
+            if !task.is_rt() && self.rqs[v as usize].cfs.curr() == Some(prev) {
                 self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
             }
         }
         let leaving = std::mem::take(&mut self.rqs[v as usize].leaving);
-        if self.rqs[v as usize].nr_running() == 0 && !leaving {
+        let mut next = self.pick_class(v, now);
+        if next.is_none() && !leaving {
+            // The runqueue is empty (under EEVDF, once the delayed sleepers
+            // the pick found are gone): newidle_balance() pulls first, unless
+            // the vCPU is handing its pCPU back.
             self.newidle_balance(view, v);
+            next = self.pick_class(v, now);
         }
         let rq = &mut self.rqs[v as usize];
-        let next = if let Some((_, q)) = rq.rt.iter().next() {
-            q.front().copied()
-        } else if let Some(f) = rq.cfs.first() {
-            rq.cfs.set_curr(&mut self.ents, f, now);
-            Some(f)
-        } else {
-            None
-        };
         rq.curr = next;
         rq.rr_mark = now;
         if let Some(n) = next {
@@ -625,7 +654,7 @@ impl GuestPolicy for LinuxKernel {
         match task.policy {
             Policy::Rr => Some(task.rr_left),
             Policy::Fifo => None,
-            _ if rq.cfs.nr_running > 1 => rq.cfs.slice_left(&self.ents, &self.tun),
+            _ if rq.cfs.nr_running() > 1 => rq.cfs.slice_left(&self.ents, &self.tun),
             _ => None,
         }
     }
@@ -906,6 +935,14 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
     fn report(&self) -> serde_json::Value {
         self.hooks.report(&self.kernel)
     }
+    fn check_invariants(&self) -> Result<(), String> {
+        let k = &self.kernel;
+        for (v, rq) in k.rqs.iter().enumerate() {
+            let members = (0..k.nr_tasks()).filter(|&t| k.tasks[t as usize].cpu == v as u32 && !k.tasks[t as usize].is_rt());
+            rq.cfs.check(&k.ents, members).map_err(|e| format!("vCPU {v}: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -984,6 +1021,32 @@ mod tests {
         assert_eq!(g.pick_next(&v, 0), Some(high));
         g.block_curr(&v, 0);
         assert_eq!(g.pick_next(&v, 0), Some(low));
+    }
+
+    /// EEVDF 6.12 in the guest: a task that blocks while ineligible stays
+    /// queued (delayed dequeue) and, woken, stays where it is
+    /// (ttwu_runnable()) although another vCPU is idle; under 6.6 it left
+    /// the runqueue and the wakeup goes to the idle vCPU.
+    #[test]
+    fn delayed_task_wakes_where_it_is_queued() {
+        for (fair, want) in [("eevdf-6.12", 0), ("eevdf-6.6", 1)] {
+            let mut g = guest(2, &format!("cfs = {{ fair = '{fair}' }}"));
+            let a = g.add_task(Policy::Normal, 0, vec![true; 2]);
+            let b = g.add_task(Policy::Normal, 0, vec![true; 2]);
+            let states = [HostState::Running, HostState::Halted];
+            let at = |now| GuestView { now, host_state: &states, preempted: &[false, false], steal_published: &[0, 0] };
+            g.enqueue(&at(0), a, 0, true);
+            g.enqueue(&at(0), b, 0, true);
+            assert_eq!(g.pick_next(&at(0), 0), Some(a));
+            // 2 ms in, a is right of V = 1 ms (b has not run): ineligible.
+            g.block_curr(&at(2_000_000), 0);
+            assert_eq!(g.pick_next(&at(2_000_000), 0), Some(b));
+            assert_eq!(g.nr_running(0), if want == 0 { 2 } else { 1 }, "{fair}");
+            assert_eq!(g.select_rq(&at(2_100_000), a), want, "{fair}");
+            g.enqueue(&at(2_100_000), a, want, false);
+            assert_eq!(g.nr_running(0) + g.nr_running(1), 2);
+            GuestLinux { kernel: g, hooks: () }.check_invariants().unwrap();
+        }
     }
 
     /// Steal published to the guest stops its task clock.

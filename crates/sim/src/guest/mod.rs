@@ -160,4 +160,9 @@ pub trait GuestPolicy {
     fn report(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// Validation mode: the policy's own state is consistent (checked after
+    /// every event); the first violation found.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
 }

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
 use crate::cfs::{CfsRq, Entity, Placement, Tunables};
+use crate::fair::FairRq;
 use crate::ids::{PcpuId, VcpuId, VmId};
 
 /// sd->busy_factor = 16 (sd_init(), kernel/sched/topology.c): a busy CPU
@@ -72,7 +73,8 @@ pub struct CfsCore {
     vcpus: u32,
     /// Runqueues: the pCPUs' root runqueues first (index = pCPU), then the
     /// runqueue of each VM group entity (index = pCPU count + group).
-    rqs: Vec<CfsRq>,
+    /// Each of the class the host kernel runs (VM groups only under CFS).
+    rqs: Vec<FairRq>,
     /// Scheduling entities: the vCPU threads first (index = vCPU), then the
     /// VM group entities (index = vCPU count + group).
     ents: Vec<Entity>,
@@ -109,7 +111,7 @@ impl CfsCore {
             tun,
             pcpus,
             vcpus: weights.len() as u32,
-            rqs: vec![CfsRq::default(); pcpus as usize],
+            rqs: (0..pcpus).map(|_| FairRq::new(&tun)).collect(),
             ents: weights.iter().map(|&w| Entity { weight: w, ..Default::default() }).collect(),
             rq_of: initial_cpu.to_vec(),
             cpu_of: initial_cpu.to_vec(),
@@ -177,16 +179,16 @@ impl CfsCore {
             vg.on_pcpu[p as usize].push(g);
             self.ents.push(Entity { weight: vg.shares[vm as usize], ..Default::default() });
             self.rq_of.push(p);
-            self.rqs.push(CfsRq::default());
+            self.rqs.push(FairRq::Cfs(CfsRq::default()));
         }
         pcpus + g
     }
 
     /// The vCPU running on `p` at the bottom of the hierarchy.
     fn leaf_curr(&self, p: PcpuId) -> Option<VcpuId> {
-        let mut e = self.rqs[p as usize].curr?;
+        let mut e = self.rqs[p as usize].curr()?;
         while !self.is_vcpu(e) {
-            e = self.rqs[self.own_rq(e) as usize].curr?;
+            e = self.rqs[self.own_rq(e) as usize].curr()?;
         }
         Some(e)
     }
@@ -198,7 +200,7 @@ impl CfsCore {
         let mut rq = p;
         loop {
             self.rqs[rq as usize].update_curr(&mut self.ents, view.now);
-            match self.rqs[rq as usize].curr {
+            match self.rqs[rq as usize].curr() {
                 Some(c) if !self.is_vcpu(c) => rq = self.own_rq(c),
                 _ => break,
             }
@@ -218,23 +220,24 @@ impl CfsCore {
         let vg = self.vm_groups.as_ref().expect("group runqueues exist only with VM groups");
         let e = self.group_entity_of_rq(rq);
         let (vm, p) = vg.key[(rq - self.pcpus) as usize];
-        let local = self.rqs[rq as usize].load;
+        let local = self.rqs[rq as usize].load();
         let total = vg.vm_load[vm as usize].max(local).max(1);
         let shares = vg.shares[vm as usize];
         let w = (shares as u128 * local as u128 / total as u128) as u64;
         let w = w.clamp(MIN_SHARES.min(shares), shares);
-        self.rqs[p as usize].reweight(&mut self.ents, e, w);
+        self.rqs[p as usize].as_cfs_mut().reweight(&mut self.ents, e, w);
     }
 
-    /// `v` is runnable: queued on its runqueue or running there.
+    /// `v` is runnable: queued on its runqueue or running there (not a
+    /// halted vCPU whose dequeue EEVDF delayed).
     pub fn on_rq(&self, v: VcpuId) -> bool {
-        self.ents[v as usize].on_rq
+        self.ents[v as usize].on_rq && !self.ents[v as usize].eevdf.delayed
     }
 
     /// The load CFS balances on `p`: the summed weight of the entities on its
     /// root runqueue, the running one included.
     pub fn load(&self, p: PcpuId) -> u64 {
-        self.rqs[p as usize].load
+        self.rqs[p as usize].load()
     }
 
     /// The part of its pCPU's load that vCPU `v` contributes, or would if
@@ -245,7 +248,7 @@ impl CfsCore {
         let mut e = v;
         while let Some(g) = self.parent(e) {
             let ent = &self.ents[e as usize];
-            let rq_load = self.rqs[self.rq_of[e as usize] as usize].load + if ent.on_rq { 0 } else { ent.weight };
+            let rq_load = self.rqs[self.rq_of[e as usize] as usize].load() + if ent.on_rq { 0 } else { ent.weight };
             load = load * self.ents[g as usize].weight as u128 / rq_load.max(1) as u128;
             e = g;
         }
@@ -255,12 +258,15 @@ impl CfsCore {
     /// The leftmost queued (not running) vCPU of `p`: what a pick without
     /// buddies would take if the running vCPU were not there.
     pub fn leftmost(&self, p: PcpuId) -> Option<VcpuId> {
+        if self.vm_groups.is_none() {
+            return self.rqs[p as usize].first(&self.ents);
+        }
         let mut rq = p;
         loop {
-            let root = &self.rqs[rq as usize];
+            let root = self.rqs[rq as usize].as_cfs();
             // A running group entity is off its timeline but may hold
             // queued vCPUs; it competes with the leftmost by vruntime.
-            let curr_group = root.curr.filter(|&c| !self.is_vcpu(c) && self.rqs[self.own_rq(c) as usize].first().is_some());
+            let curr_group = root.curr.filter(|&c| !self.is_vcpu(c) && self.rqs[self.own_rq(c) as usize].as_cfs().first().is_some());
             let e = match (root.first(), curr_group) {
                 (Some(f), Some(c)) if self.ents[c as usize].vruntime < self.ents[f as usize].vruntime => c,
                 (Some(f), _) => f,
@@ -278,13 +284,18 @@ impl CfsCore {
         self.pcpus
     }
 
-    /// Runnable vCPUs on `p`, the running one included.
+    /// Runnable vCPUs on `p`, the running one included (under EEVDF 6.12
+    /// also halted ones whose dequeue is delayed, as the kernel counts them).
     pub fn nr_running(&self, p: PcpuId) -> u32 {
-        self.h_nr[p as usize]
+        if self.vm_groups.is_some() {
+            self.h_nr[p as usize]
+        } else {
+            self.rqs[p as usize].nr_running()
+        }
     }
 
     pub fn is_idle(&self, view: &HostView, p: PcpuId) -> bool {
-        view.running_on[p as usize].is_none() && self.h_nr[p as usize] == 0
+        view.running_on[p as usize].is_none() && self.nr_running(p) == 0
     }
 
     /// select_task_rq_fair() for a waking vCPU thread. No domain sets
@@ -404,18 +415,23 @@ impl CfsCore {
         }
     }
 
-    /// dequeue_task_fair(): takes runnable `v` off its runqueue, and its
-    /// group entity off the root runqueue when that empties.
-    fn dequeue_vcpu(&mut self, view: &HostView, v: VcpuId) {
+    /// dequeue_task_fair(): takes runnable `v` off its runqueue (for a
+    /// halt, with DEQUEUE_SLEEP, which EEVDF 6.12 may delay), and its group
+    /// entity off the root runqueue when that empties.
+    fn dequeue_vcpu(&mut self, view: &HostView, v: VcpuId, sleep: bool) {
         let p = self.cpu_of[v as usize];
         self.update_curr(view, p);
         let leaf = self.rq_of[v as usize];
-        self.rqs[leaf as usize].dequeue(&mut self.ents, v, view.now);
+        if sleep {
+            self.rqs[leaf as usize].dequeue_sleep(&mut self.ents, v, view.now);
+        } else {
+            self.rqs[leaf as usize].dequeue(&mut self.ents, v, view.now);
+        }
         self.h_nr[p as usize] -= 1;
         if leaf != p {
             let vg = self.vm_groups.as_mut().expect("a group runqueue");
             vg.vm_load[vg.vm_of[v as usize] as usize] -= self.ents[v as usize].weight;
-            if self.rqs[leaf as usize].nr_running == 0 {
+            if self.rqs[leaf as usize].nr_running() == 0 {
                 let ge = self.group_entity_of_rq(leaf);
                 self.rqs[p as usize].dequeue(&mut self.ents, ge, view.now);
             } else {
@@ -430,7 +446,7 @@ impl CfsCore {
         let mut e = e;
         loop {
             let rq = self.rq_of[e as usize] as usize;
-            mark(&mut self.rqs[rq], e);
+            mark(self.rqs[rq].as_cfs_mut(), e);
             match self.parent(e) {
                 Some(g) => e = g,
                 None => break,
@@ -460,7 +476,7 @@ impl CfsCore {
 
     /// check_preempt_wakeup(): does woken `v`, queued on `p`, preempt the
     /// running vCPU (compared at the level where their entities meet)?
-    fn wakeup_preempts(&self, view: &HostView, p: PcpuId, v: VcpuId) -> bool {
+    fn wakeup_preempts(&mut self, view: &HostView, p: PcpuId, v: VcpuId) -> bool {
         if view.running_on[p as usize].is_none() {
             return true;
         }
@@ -469,7 +485,8 @@ impl CfsCore {
         if se == pse {
             return false;
         }
-        self.rqs[self.rq_of[pse as usize] as usize].wakeup_preempts(&self.ents, pse, &self.tun)
+        let rq = self.rq_of[pse as usize] as usize;
+        self.rqs[rq].wakeup_preempts(&mut self.ents, pse, &self.tun)
     }
 
     /// Enqueues `v` on `p`; returns check_preempt_wakeup()'s verdict (an
@@ -482,11 +499,11 @@ impl CfsCore {
     /// put_prev_entity() at every level on `p`, remembering the root entity
     /// that was running and its slice start for the next pick.
     fn put_prev(&mut self, view: &HostView, p: PcpuId) {
-        if let Some(c) = self.rqs[p as usize].curr {
+        if let Some(c) = self.rqs[p as usize].curr() {
             self.put_top[p as usize] = Some((c, self.ents[c as usize].prev_sum_exec));
         }
         let mut rq = p;
-        while let Some(c) = self.rqs[rq as usize].curr {
+        while let Some(c) = self.rqs[rq as usize].curr() {
             self.rqs[rq as usize].put_prev(&mut self.ents, view.now);
             if self.is_vcpu(c) {
                 break;
@@ -496,10 +513,10 @@ impl CfsCore {
     }
 
     /// pick_next_entity() level by level down from `p`'s root runqueue.
-    fn pick(&self, p: PcpuId) -> Option<VcpuId> {
+    fn pick(&mut self, p: PcpuId, now: u64) -> Option<VcpuId> {
         let mut rq = p;
         loop {
-            let e = self.rqs[rq as usize].pick(&self.ents, &self.tun)?;
+            let e = self.rqs[rq as usize].pick(&mut self.ents, &self.tun, now)?;
             if self.is_vcpu(e) {
                 return Some(e);
             }
@@ -538,7 +555,7 @@ impl CfsCore {
         loop {
             let rq = &self.rqs[self.rq_of[x as usize] as usize];
             let ent = &self.ents[x as usize];
-            let load = rq.load + if ent.on_rq { 0 } else { ent.weight };
+            let load = rq.load() + if ent.on_rq { 0 } else { ent.weight };
             slice = (slice as u128 * ent.weight as u128 / load.max(1) as u128) as u64;
             match self.parent(x) {
                 Some(g) => x = g,
@@ -562,8 +579,8 @@ impl CfsCore {
             return self.rqs[p as usize].tick_preempt(&self.ents, &self.tun);
         }
         let mut rq = p;
-        while let Some(c) = self.rqs[rq as usize].curr {
-            let r = &self.rqs[rq as usize];
+        while let Some(c) = self.rqs[rq as usize].curr() {
+            let r = self.rqs[rq as usize].as_cfs();
             if r.nr_running > 1 && r.tick_preempt_with_slice(&self.ents, &self.tun, self.sched_slice(c)) {
                 return true;
             }
@@ -602,11 +619,11 @@ impl CfsCore {
     /// Queued (not running) vCPUs on `p`: without VM groups in vruntime
     /// order, leftmost first; with them, group by group.
     pub fn queued(&self, p: PcpuId) -> Vec<VcpuId> {
-        let root = self.rqs[p as usize].queued().filter(|&e| self.is_vcpu(e));
+        let root = self.rqs[p as usize].queued(&self.ents).filter(|&e| self.is_vcpu(e));
         let mut out: Vec<VcpuId> = root.collect();
         if let Some(vg) = &self.vm_groups {
             for &g in &vg.on_pcpu[p as usize] {
-                out.extend(self.rqs[(self.pcpus + g) as usize].queued());
+                out.extend(self.rqs[(self.pcpus + g) as usize].queued(&self.ents));
             }
         }
         out
@@ -614,7 +631,7 @@ impl CfsCore {
 
     /// Whether `v` is queued on `p`, waiting to run.
     pub fn is_queued(&self, v: VcpuId, p: PcpuId) -> bool {
-        self.ents[v as usize].on_rq && self.cpu_of[v as usize] == p && self.leaf_curr(p) != Some(v)
+        self.on_rq(v) && self.cpu_of[v as usize] == p && self.leaf_curr(p) != Some(v)
     }
 
     /// sched_slice() of `v` on its runqueue, in wall time.
@@ -646,14 +663,14 @@ impl CfsCore {
     /// `v`'s vruntime relative to the min_vruntime of its runqueue, what a
     /// migration keeps (migrate_task_rq_fair()).
     fn lag(&self, v: VcpuId) -> i64 {
-        self.ents[v as usize].vruntime as i64 - self.rqs[self.rq_of[v as usize] as usize].min_vruntime as i64
+        self.ents[v as usize].vruntime as i64 - self.rqs[self.rq_of[v as usize] as usize].min_vruntime() as i64
     }
 
     /// Places `v`'s vruntime `lag` past the min_vruntime of the runqueue it
     /// will have on `p`.
     fn apply_lag(&mut self, v: VcpuId, p: PcpuId, lag: i64) {
         let rq = self.leaf_rq(v, p);
-        let base = self.rqs[rq as usize].min_vruntime as i64;
+        let base = self.rqs[rq as usize].min_vruntime() as i64;
         self.ents[v as usize].vruntime = base.saturating_add(lag).max(0) as u64;
     }
 
@@ -662,7 +679,7 @@ impl CfsCore {
         debug_assert_eq!(self.cpu_of[v as usize], from);
         self.update_curr(view, from);
         let lag = self.lag(v);
-        self.dequeue_vcpu(view, v);
+        self.dequeue_vcpu(view, v, false);
         self.update_curr(view, to);
         self.apply_lag(v, to, lag);
         self.enqueue_vcpu(view, v, to, Placement::Keep);
@@ -686,22 +703,22 @@ impl CfsCore {
     /// does, instead of freezing. Active balancing of running vCPUs is not
     /// modelled.
     fn balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, span: &[PcpuId], level: Option<usize>, may: &mut MayMigrate) -> bool {
-        let this_load = self.rqs[p as usize].load;
+        let this_load = self.rqs[p as usize].load();
         let busiest = span
             .iter()
             .copied()
-            .filter(|&q| q != p && self.h_nr[q as usize] >= 2)
-            .max_by_key(|&q| (self.rqs[q as usize].load, std::cmp::Reverse(q)));
+            .filter(|&q| q != p && self.nr_running(q) >= 2)
+            .max_by_key(|&q| (self.rqs[q as usize].load(), std::cmp::Reverse(q)));
         let Some(b) = busiest else { return false };
-        let busiest_load = self.rqs[b as usize].load;
-        let moved = if self.h_nr[p as usize] == 0 {
+        let busiest_load = self.rqs[b as usize].load();
+        let moved = if self.nr_running(p) == 0 {
             self.pullable(view, b, p, may, |_| true)
         } else {
-            let avg = span.iter().map(|&q| self.rqs[q as usize].load as u128).sum::<u128>() / span.len() as u128;
+            let avg = span.iter().map(|&q| self.rqs[q as usize].load() as u128).sum::<u128>() / span.len() as u128;
             // find_busiest_group(): an overloaded local CPU (two or more
             // runnable) stays unless the busiest exceeds it by more than
             // sd->imbalance_pct, 117 above the SMT level (sd_init()).
-            let overloaded = self.h_nr[p as usize] >= 2;
+            let overloaded = self.nr_running(p) >= 2;
             if busiest_load as u128 <= avg || this_load as u128 >= avg || (overloaded && 100 * busiest_load as u128 <= 117 * this_load as u128) {
                 if let Some(l) = level {
                     self.nr_balance_failed[p as usize][l] = 0;
@@ -726,6 +743,12 @@ impl CfsCore {
         true
     }
 
+    /// newidle_balance(): an idle CPU pulls before it idles.
+    fn newidle_balance<H: CfsHooks>(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, hooks: &H) {
+        let span = self.span(view, p, 1);
+        self.balance(view, out, p, &span, None, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
+    }
+
     fn span(&self, view: &HostView, p: PcpuId, level: usize) -> Vec<PcpuId> {
         let m = view.machine;
         match level {
@@ -747,7 +770,7 @@ impl CfsCore {
                 // Running: it leaves at the reschedule (put_prev sees it throttled).
                 out.resched.push(p);
             } else {
-                self.dequeue_vcpu(view, v);
+                self.dequeue_vcpu(view, v, false);
             }
         }
     }
@@ -918,9 +941,15 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
                 return;
             }
         }
+        let prev = self.k.cpu_of[v as usize];
+        if self.k.vm_groups.is_none() && self.k.rqs[prev as usize].is_delayed(&self.k.ents, v) {
+            // ttwu_runnable() (EEVDF 6.12): a halted vCPU whose dequeue was
+            // delayed is still queued and wakes where it is.
+            self.enqueue(view, out, v, prev, Placement::Wakeup);
+            return;
+        }
         let chosen = self.k.select_cpu(view, v);
         let p = self.hooks.select_cpu(&self.k, view, v, chosen);
-        let prev = self.k.cpu_of[v as usize];
         if p != prev {
             // A sleeper woken elsewhere keeps its lag (migrate_task_rq_fair()).
             self.k.update_curr(view, prev);
@@ -933,8 +962,8 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.k.update_curr(view, p);
-        if self.k.ents[v as usize].on_rq {
-            self.k.dequeue_vcpu(view, v);
+        if self.k.on_rq(v) {
+            self.k.dequeue_vcpu(view, v, true);
         }
         if self.k.leaf_curr(p) == Some(v) {
             self.k.put_prev(view, p);
@@ -946,22 +975,26 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         self.k.update_curr(view, p);
         if let Some(pv) = prev {
             if self.k.leaf_curr(p) == Some(pv) {
-                if self.k.throttled[pv as usize] && self.k.ents[pv as usize].on_rq {
-                    self.k.dequeue_vcpu(view, pv);
+                if self.k.throttled[pv as usize] && self.k.on_rq(pv) {
+                    self.k.dequeue_vcpu(view, pv, false);
                 }
                 self.k.put_prev(view, p);
             }
         }
-        if self.k.h_nr[p as usize] == 0 {
-            // newidle_balance(): an idle CPU pulls before it idles.
-            let span = self.k.span(view, p, 1);
-            let hooks = &self.hooks;
-            self.k.balance(view, out, p, &span, None, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
+        let newidle = self.k.nr_running(p) == 0;
+        if newidle {
+            self.k.newidle_balance(view, out, p, &self.hooks);
         }
-        let first = self.k.pick(p);
+        let mut first = self.k.pick(p, view.now);
+        if first.is_none() && !newidle {
+            // EEVDF's pick found only delayed (halted) vCPUs and dequeued
+            // them: the runqueue is empty now and pulls before idling.
+            self.k.newidle_balance(view, out, p, &self.hooks);
+            first = self.k.pick(p, view.now);
+        }
         let mut next = self.hooks.pick(&mut self.k, view, out, p, first);
         if let (Some(pv), Some(n)) = (prev, next) {
-            if n != pv && self.k.ents[pv as usize].on_rq && self.keeps_running(view, out, p, pv, n) {
+            if n != pv && self.k.on_rq(pv) && self.keeps_running(view, out, p, pv, n) {
                 next = prev;
             }
         }
@@ -985,7 +1018,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         self.k.update_curr(view, p);
         if self.k.vm_groups.is_some() {
             // entity_tick() -> update_cfs_group() for the running group entity.
-            if let Some(g) = self.k.rqs[p as usize].curr.filter(|&c| !self.k.is_vcpu(c)) {
+            if let Some(g) = self.k.rqs[p as usize].curr().filter(|&c| !self.k.is_vcpu(c)) {
                 let rq = self.k.own_rq(g);
                 self.k.update_group_weight(rq);
             }
@@ -1008,7 +1041,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         }
         // nohz_balancer_kick(): a CPU with more than one runnable thread wakes
         // an idle CPU to pull one.
-        if self.k.h_nr[p as usize] >= 2 {
+        if self.k.nr_running(p) >= 2 {
             let m = view.machine;
             for q in 0..m.pcpus {
                 if self.k.is_idle(view, q) {
@@ -1028,17 +1061,23 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     /// the yielder becomes the skip buddy of its own (yield_task_fair()).
     fn yield_to(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, target: VcpuId) -> bool {
         let tp = self.k.cpu_of[target as usize];
-        let e = &self.k.ents[target as usize];
-        if !e.on_rq || self.k.throttled[target as usize] || self.k.leaf_curr(tp) == Some(target) {
+        if !self.k.on_rq(target) || self.k.throttled[target as usize] || self.k.leaf_curr(tp) == Some(target) {
             return false;
         }
-        // set_next_buddy() and set_skip_buddy() mark every level.
-        self.k.mark_up(target, |rq, e| rq.next = Some(e));
         let p = self.k.cpu_of[v as usize];
-        // yield_task_fair() does nothing when the yielder is alone.
-        if self.k.h_nr[p as usize] > 1 {
+        if self.k.vm_groups.is_some() {
+            // set_next_buddy() and set_skip_buddy() mark every level.
+            self.k.mark_up(target, |rq, e| rq.next = Some(e));
+            // yield_task_fair() does nothing when the yielder is alone.
+            if self.k.nr_running(p) > 1 {
+                self.k.update_curr(view, p);
+                self.k.mark_up(v, |rq, e| rq.skip = Some(e));
+            }
+        } else {
+            self.k.rqs[tp as usize].set_next_buddy(target);
+            // yield_task_fair(): CFS's skip buddy, EEVDF's later deadline.
             self.k.update_curr(view, p);
-            self.k.mark_up(v, |rq, e| rq.skip = Some(e));
+            self.k.rqs[p as usize].yield_curr(&mut self.k.ents, view.now);
         }
         out.resched.push(p);
         if tp != p {
@@ -1085,7 +1124,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
-        self.k.h_nr[p as usize]
+        self.k.nr_running(p)
     }
 
     fn on_interrupt(&mut self, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {
@@ -1106,6 +1145,15 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn vm_samples(&self, vm: VmId) -> Vec<(&'static str, f64)> {
         self.hooks.vm_samples(vm)
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        let k = &self.k;
+        for (p, rq) in k.rqs.iter().enumerate().take(k.pcpus as usize) {
+            let members = (0..k.vcpus).filter(|&v| k.cpu_of[v as usize] == p as PcpuId);
+            rq.check(&k.ents, members).map_err(|e| format!("pCPU {p}: {e}"))?;
+        }
+        Ok(())
     }
 }
 
@@ -1235,6 +1283,32 @@ mod tests {
         h.tick(&HostView::new(32_000_000, &m, &allowed, &running), &mut out, 0);
         assert_eq!((h.nr_running(0), h.nr_running(1)), (2, 1), "the second moves vCPU 2");
         assert!(h.k.is_queued(2, 0));
+    }
+
+    /// EEVDF (6.6, 6.12): yield_to() still pushes the yielder's deadline,
+    /// but the target's next-buddy mark is honoured only under NEXT_BUDDY
+    /// (off by default), so the pick is EEVDF's own: the directed yield of
+    /// KVM's PLE handler no longer steers which vCPU runs.
+    #[test]
+    fn eevdf_yield_to_ignores_the_buddy_by_default() {
+        use crate::eevdf::Features;
+        use crate::fair::FairClass;
+        let m = machine(1);
+        let allowed = vec![vec![true]; 3];
+        for (next_buddy, want) in [(false, 1), (true, 2)] {
+            let tun = Tunables { fair: FairClass::Eevdf(Features { next_buddy, ..Features::LINUX_6_12 }), ..Tunables::linux_default(1) };
+            let mut h = HostCfs::new(tun, 1, &[1024; 3], &[0, 0, 0], vec![]);
+            let mut out = HostOut::default();
+            let idle: Vec<Option<VcpuId>> = vec![None];
+            for v in 0..3 {
+                h.wake(&HostView::new(0, &m, &allowed, &idle), &mut out, v);
+            }
+            assert_eq!(h.pick_next(&HostView::new(0, &m, &allowed, &idle), &mut out, 0, None), Some(0));
+            let on = vec![Some(0)];
+            let view = HostView::new(100_000, &m, &allowed, &on);
+            assert!(h.yield_to(&view, &mut out, 0, 2));
+            assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), Some(want), "NEXT_BUDDY = {next_buddy}");
+        }
     }
 
     /// A vCPU pinned away from the idle pCPU is not pulled there.

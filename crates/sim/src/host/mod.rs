@@ -389,6 +389,11 @@ pub trait HostPolicy {
     fn yield_to(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _target: VcpuId) -> bool {
         false
     }
+    /// Validation mode: the policy's own state is consistent (checked after
+    /// every event); the first violation found.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Per-operation costs of a scheduler, in ns of pCPU time: a scheduling

@@ -115,6 +115,11 @@ impl World {
                 return Err(format!("vCPU {v}: the guest's view of the preempted flag is stale"));
             }
         }
+        // The schedulers' own bookkeeping (e.g. EEVDF's relative sums).
+        self.host.check_invariants().map_err(|e| format!("host policy: {e}"))?;
+        for vm in &self.vms {
+            vm.guest.check_invariants().map_err(|e| format!("guest of VM {}: {e}", vm.name))?;
+        }
         Ok(())
     }
 }
