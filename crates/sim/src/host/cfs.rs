@@ -5,7 +5,7 @@
 //!
 //! Source: kernel/sched/fair.c (Linux 6.5) unless noted.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
 use crate::cfs::{CfsRq, Entity, Placement, Tunables};
@@ -84,6 +84,9 @@ pub struct CfsCore {
     cpu_of: Vec<PcpuId>,
     /// Runnable vCPUs per pCPU, running ones included (rq->cfs.h_nr_running).
     h_nr: Vec<u32>,
+    /// nohz.idle_cpus_mask: the pCPUs whose last pick found nothing to run
+    /// (a superset of the idle ones; readers check each).
+    idle_hint: BTreeSet<PcpuId>,
     /// p->recent_used_cpu of each vCPU thread (select_idle_sibling()).
     recent_used_cpu: Vec<PcpuId>,
     /// The root entity put back on each pCPU's runqueue and its slice start,
@@ -117,6 +120,7 @@ impl CfsCore {
             cpu_of: initial_cpu.to_vec(),
             h_nr: vec![0; pcpus as usize],
             recent_used_cpu: initial_cpu.to_vec(),
+            idle_hint: (0..pcpus).collect(),
             put_top: vec![None; pcpus as usize],
             vm_groups: None,
             group_of,
@@ -1010,6 +1014,11 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
                 self.k.group_changed(view, out, n);
             }
         }
+        if next.is_some() {
+            self.k.idle_hint.remove(&p);
+        } else {
+            self.k.idle_hint.insert(p);
+        }
         out.resched.retain(|&q| q != p);
         next
     }
@@ -1042,15 +1051,13 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         // nohz_balancer_kick(): a CPU with more than one runnable thread wakes
         // an idle CPU to pull one.
         if self.k.nr_running(p) >= 2 {
-            let m = view.machine;
-            for q in 0..m.pcpus {
-                if self.k.is_idle(view, q) {
-                    let hooks = &self.hooks;
-                    if let Some(v) = self.k.pullable(view, p, q, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to), |_| true) {
-                        self.k.migrate(view, v, p, q);
-                        out.resched.push(q);
-                        break;
-                    }
+            let idle: Vec<PcpuId> = self.k.idle_hint.iter().copied().filter(|&q| self.k.is_idle(view, q)).collect();
+            for q in idle {
+                let hooks = &self.hooks;
+                if let Some(v) = self.k.pullable(view, p, q, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to), |_| true) {
+                    self.k.migrate(view, v, p, q);
+                    out.resched.push(q);
+                    break;
                 }
             }
         }
@@ -1149,6 +1156,11 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn check_invariants(&self) -> Result<(), String> {
         let k = &self.k;
+        for p in 0..k.pcpus {
+            if k.nr_running(p) == 0 && !k.idle_hint.contains(&p) {
+                return Err(format!("pCPU {p} has nothing to run but is not in the nohz idle set"));
+            }
+        }
         for (p, rq) in k.rqs.iter().enumerate().take(k.pcpus as usize) {
             let members = (0..k.vcpus).filter(|&v| k.cpu_of[v as usize] == p as PcpuId);
             rq.check(&k.ents, members).map_err(|e| format!("pCPU {p}: {e}"))?;
