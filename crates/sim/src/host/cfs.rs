@@ -747,10 +747,22 @@ impl CfsCore {
         true
     }
 
-    /// newidle_balance(): an idle CPU pulls before it idles.
+    /// newidle_balance(): an idle CPU pulls before it idles, walking its
+    /// domains from the smallest (the socket) up and stopping at the first
+    /// that gives it a vCPU (for_each_domain()). The avg_idle and
+    /// max_newidle_lb_cost gates are not modelled: the model charges no time
+    /// for balancing, so there is no cost to weigh.
     fn newidle_balance<H: CfsHooks>(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, hooks: &H) {
-        let span = self.span(view, p, 1);
-        self.balance(view, out, p, &span, None, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
+        let sockets = view.machine.pcpus_of_socket.len();
+        for level in 0..2 {
+            if level == 1 && sockets == 1 {
+                break;
+            }
+            let span = self.span(view, p, level);
+            if self.balance(view, out, p, &span, None, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to)) {
+                break;
+            }
+        }
     }
 
     fn span(&self, view: &HostView, p: PcpuId, level: usize) -> Vec<PcpuId> {
