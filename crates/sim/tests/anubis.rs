@@ -3,19 +3,12 @@
 //! over random overcommitted scenarios no VM's CPU time exceeds its
 //! entitlement by more than the maximum debt (plus CFS's own granularity).
 
+mod common;
+
+use common::{n, summary};
 use proptest::prelude::*;
 use serde_json::Value;
 use vmsched_sim::{run, RunOptions};
-
-fn summary(toml: &str, overrides: &[&str]) -> Value {
-    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let s = vmsched_sim::parse(toml, &overrides).unwrap_or_else(|e| panic!("{e}"));
-    run(s, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap().summary
-}
-
-fn n(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
 
 const ALL_OFF: [&str; 7] = [
     "host.policy='anubis'",

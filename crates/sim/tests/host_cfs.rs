@@ -2,15 +2,10 @@
 //! placement and load balancing, each shown on a scenario built for it with
 //! the engine's invariants checked after every event.
 
-use serde_json::Value;
-use vmsched_sim::RunOptions;
+mod common;
 
-fn run(toml: &str, sets: &[&str]) -> Value {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let s = vmsched_sim::parse(toml, &sets).unwrap();
-    let opts = RunOptions { validate: true, ..Default::default() };
-    vmsched_sim::run(s, &opts, &mut |_, _| {}).unwrap().summary
-}
+use common::summary as run;
+use serde_json::Value;
 
 /// CPU time of each VM, in pCPUs (fraction of the run).
 fn pcpus_used(summary: &Value) -> Vec<f64> {

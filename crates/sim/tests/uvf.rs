@@ -5,18 +5,11 @@
 //! spinlocks, TLB shootdowns by IPI) without pause-loop exiting, as on its
 //! X5550 testbed.
 
+mod common;
+
+use common::{n, summary};
 use serde_json::Value;
 use vmsched_sim::{run, scenarios::BUILTINS, RunOptions};
-
-fn n(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn summary(toml: &str, sets: &[&str]) -> Value {
-    let s = vmsched_sim::parse(toml, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    let opts = RunOptions { validate: true, ..Default::default() };
-    run(s, &opts, &mut |_, _| {}).unwrap().summary
-}
 
 /// vCPU 0 of VM "main" has pCPU 0 to itself; vCPU 1 shares pCPU 1 with a
 /// CPU-bound VM. Both threads of main flush each other's TLB 500 times per

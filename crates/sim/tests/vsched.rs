@@ -3,15 +3,10 @@
 //! probers' accuracy and their CPU cost. Every run checks the engine's
 //! invariants after each event.
 
-use serde_json::Value;
-use vmsched_sim::{run, RunOptions};
+mod common;
 
-fn run_toml(toml: &str, overrides: &[&str]) -> Value {
-    let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let s = vmsched_sim::parse(toml, &o).unwrap();
-    let opts = RunOptions { validate: true, ..Default::default() };
-    run(s, &opts, &mut |_, _| {}).unwrap().summary
-}
+use common::{n, summary as run_toml};
+use serde_json::Value;
 
 fn counter(s: &Value, name: &str) -> u64 {
     s["vms"][0]["guest_policy"]["counters"][name].as_u64().unwrap_or_else(|| panic!("no counter {name}"))
@@ -21,9 +16,6 @@ fn workload<'a>(s: &'a Value, name: &str) -> &'a Value {
     s["workloads"].as_array().unwrap().iter().find(|w| w["name"] == name).unwrap_or_else(|| panic!("no workload {name}"))
 }
 
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
 
 /// vCPUs 0 and 1 share their pCPUs with a busy VM (each active about half
 /// of the time, in host slices); vCPUs 2 and 3 are dedicated. One CPU-bound
@@ -67,7 +59,7 @@ fn ivh_harvests_the_stalled_running_task() {
     assert_eq!(counter(&off, "ivh_migrations"), 0);
     assert!(counter(&on, "ivh_migrations") >= 1);
     assert!(counter(&on, "ivh_pulls_sent") >= counter(&on, "ivh_migrations"));
-    let (a, b) = (f(&workload(&off, "task")["cpu_time_ns"]), f(&workload(&on, "task")["cpu_time_ns"]));
+    let (a, b) = (n(&workload(&off, "task")["cpu_time_ns"]), n(&workload(&on, "task")["cpu_time_ns"]));
     assert!(b > 1.5 * a, "IVH {b} vs none {a}");
 }
 
@@ -86,8 +78,8 @@ fn activity_unaware_ivh_migrates_without_pull_requests() {
 fn vcap_and_vact_measure_share_and_latency() {
     let s = run_toml(STALLED, &["vm[0].guest.vsched.ivh=false"]);
     let g = &s["vms"][0]["guest_policy"];
-    let cap: Vec<f64> = g["capacity"].as_array().unwrap().iter().map(f).collect();
-    let lat: Vec<f64> = g["latency_us"].as_array().unwrap().iter().map(f).collect();
+    let cap: Vec<f64> = g["capacity"].as_array().unwrap().iter().map(n).collect();
+    let lat: Vec<f64> = g["latency_us"].as_array().unwrap().iter().map(n).collect();
     for v in 0..2 {
         assert!((400.0..650.0).contains(&cap[v]), "shared vCPU {v}: {cap:?}");
         assert!(lat[v] > 1000.0, "shared vCPU {v}: {lat:?}");
@@ -97,7 +89,7 @@ fn vcap_and_vact_measure_share_and_latency() {
         assert_eq!(lat[v], 0.0);
     }
     // Written into the kernel as the believed capacity.
-    assert!((f(&s["vms"][0]["vcpus"][0]["capacity_believed"]) - cap[0]).abs() <= 1.0);
+    assert!((n(&s["vms"][0]["vcpus"][0]["capacity_believed"]) - cap[0]).abs() <= 1.0);
 }
 
 /// The probers are guest threads whose CPU time shows: a VM with probers
@@ -120,15 +112,15 @@ policy = "vsched"
 hz = 1000
 "#;
     let s = run_toml(toml, &["vm[0].guest.vsched.vcap_sleep_ms=0"]);
-    let probers = f(&workload(&s, "vm/vsched")["cpu_time_ns"]);
+    let probers = n(&workload(&s, "vm/vsched")["cpu_time_ns"]);
     assert!(probers > 0.95 * 2.0 * 300e6, "{probers}");
     // With the public prober's 1 s sleep after each 100 ms window, the
     // light probers spin only in the first window of the 300 ms run.
     let s = run_toml(toml, &[]);
-    let probers = f(&workload(&s, "vm/vsched")["cpu_time_ns"]);
+    let probers = n(&workload(&s, "vm/vsched")["cpu_time_ns"]);
     assert!(probers > 0.95 * 2.0 * 100e6 && probers < 1.1 * 2.0 * 100e6 + 0.05 * 2.0 * 300e6, "{probers}");
     let s = run_toml(toml, &["vm[0].guest.vsched.vcap=false"]);
-    let vtop = f(&workload(&s, "vm/vsched")["cpu_time_ns"]);
+    let vtop = n(&workload(&s, "vm/vsched")["cpu_time_ns"]);
     assert!(vtop > 0.0 && vtop < 0.05 * 2.0 * 300e6, "{vtop}");
 }
 
@@ -155,8 +147,8 @@ vsched = { vtop = false, vcap_heavy_backoff = 1.0, vcap_sleep_ms = 0 }
     let s = run_toml(toml, &[]);
     let hist = s["vms"][0]["guest_policy"]["capacity_history"].as_array().unwrap();
     let at = |ms: f64| -> Vec<f64> {
-        let row = hist.iter().rev().find(|r| f(&r[0]) <= ms).unwrap();
-        row[1].as_array().unwrap().iter().map(f).collect()
+        let row = hist.iter().rev().find(|r| n(&r[0]) <= ms).unwrap();
+        row[1].as_array().unwrap().iter().map(n).collect()
     };
     assert!(at(290.0)[0] > 1000.0);
     // The next heavy phase (window 5, at 500 ms) measures the slower core;
@@ -196,12 +188,12 @@ vsched = { vtop = false, vcap_sleep_ms = 0 }
     // The heavy prober preempts the light one at SCHED_FIFO: fewer heavy
     // phases leave the light prober the same time, so compare the guest's
     // context switches instead, which each heavy phase adds.
-    let switches = |s: &Value| f(&s["vms"][0]["context_switches"]);
+    let switches = |s: &Value| n(&s["vms"][0]["context_switches"]);
     assert!(switches(&stable) < switches(&fixed), "{} vs {}", switches(&stable), switches(&fixed));
     let step = run_toml(toml, &["host.capacity_changes=[{ at_ms = 300, core = 0, capacity = 256 }]"]);
     assert_eq!(counter(&step, "vcap_heavy_interval"), 5);
     let caps = step["vms"][0]["guest_policy"]["capacity"].as_array().unwrap();
-    assert!((f(&caps[0]) - 256.0).abs() < 0.1 * 256.0, "{caps:?}");
+    assert!((n(&caps[0]) - 256.0).abs() < 0.1 * 256.0, "{caps:?}");
 }
 
 /// Fig. 10b's layout on a 2-socket, 2-core, 2-thread host: vCPUs 0-3 on two
@@ -274,7 +266,7 @@ threads = 1
     assert!(counter(&on, "rwc_mask_changes") >= 1);
     let hidden: Vec<u64> = serde_json::from_value(on["vms"][0]["guest_policy"]["hidden"].clone()).unwrap();
     assert_eq!(hidden, vec![3, 5]);
-    let (a, b) = (f(&workload(&off, "app")["completed"]), f(&workload(&on, "app")["completed"]));
+    let (a, b) = (n(&workload(&off, "app")["completed"]), n(&workload(&on, "app")["completed"]));
     assert!(b > 1.2 * a, "RWC {b} vs none {a}");
 }
 
@@ -317,7 +309,7 @@ threads = 2
     let on = run_toml(toml, &[]);
     assert_eq!(counter(&off, "bvs_placements"), 0);
     assert!(counter(&on, "bvs_placements") > 100);
-    let p95 = |s: &Value| f(&workload(s, "kv")["latency_ns"]["p95"]);
+    let p95 = |s: &Value| n(&workload(s, "kv")["latency_ns"]["p95"]);
     assert!(p95(&on) < 0.5 * p95(&off), "BVS p95 {} vs none {}", p95(&on), p95(&off));
 }
 
@@ -350,6 +342,6 @@ start_ms = 300
     let vtop = run_toml(toml, &["vm[0].guest.policy=vsched"]);
     let smt: Vec<Vec<u64>> = serde_json::from_value(vtop["vms"][0]["guest_policy"]["topology"]["smt"].clone()).unwrap();
     assert_eq!(smt, vec![vec![0, 1], vec![2, 3]]);
-    let done = |s: &Value| f(&workload(s, "app")["completed"]);
+    let done = |s: &Value| n(&workload(s, "app")["completed"]);
     assert!(done(&vtop) > 1.4 * done(&cfs), "vtop {} vs CFS {}", done(&vtop), done(&cfs));
 }

@@ -1,0 +1,21 @@
+//! Helpers shared by the integration tests: run a scenario with overrides
+//! with the engine's invariants checked after every event, and read numbers
+//! out of its summary.
+#![allow(dead_code)] // each test crate uses a part
+
+use serde_json::Value;
+use vmsched_sim::RunOptions;
+
+/// The summary of `toml` run with `--set`-style overrides `sets`, with
+/// validation on; a scenario or run error fails the test with its message.
+pub fn summary(toml: &str, sets: &[&str]) -> Value {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let s = vmsched_sim::parse(toml, &sets).unwrap_or_else(|e| panic!("{e}"));
+    let opts = RunOptions { validate: true, ..Default::default() };
+    vmsched_sim::run(s, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{e}")).summary
+}
+
+/// A summary value that must be a number.
+pub fn n(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
