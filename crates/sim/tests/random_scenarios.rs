@@ -104,6 +104,17 @@ fn overdue_hrtick_waits_for_overheads() {
     run(s, &RunOptions { seed: Some(0), validate: true, ..Default::default() }, &mut |_, _| {}).unwrap();
 }
 
+/// Found by the property below (another seed): a PV lock waiter halted in
+/// pv_wait() on a vCPU in KVM's halt-polling window counted as running, so
+/// the unlock handed it the lock without the kick that ends the poll.
+#[test]
+fn a_pv_waiter_in_a_polling_window_is_kicked() {
+    let wl = Wl { kind: 4, sync: 0, policy: 2, threads: 2, work_us: 25, tlb: false };
+    let text = scenario(2, 1, &[(3, false, None, vec![wl])]);
+    let s = vmsched_sim::parse(&text, &[]).unwrap();
+    run(s, &RunOptions { seed: Some(23), validate: true, ..Default::default() }, &mut |_, _| {}).unwrap();
+}
+
 proptest! {
     // A fixed seed keeps the suite reproducible; the cases still cover a
     // wide random sample of scenarios.

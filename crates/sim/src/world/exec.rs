@@ -261,10 +261,13 @@ impl World {
         }
     }
 
-    /// Whether the task is current on a vCPU that runs on a pCPU.
+    /// Whether the task is current on a vCPU that runs guest code on a
+    /// pCPU (a vCPU in a halt-polling window holds its pCPU but has halted:
+    /// a PV lock waiter there is in pv_wait() and needs the kick).
     fn executing(&self, t: TaskId) -> bool {
         let v = self.tasks[t as usize].last_vcpu;
-        self.vcpus[v as usize].curr_task == Some(t) && self.host_state(v) == HostState::Running
+        let vc = &self.vcpus[v as usize];
+        vc.curr_task == Some(t) && self.host_state(v) == HostState::Running && vc.pv.poll.is_none()
     }
 
     /// futex_wake(): take the hash-bucket lock, wake, release it.
