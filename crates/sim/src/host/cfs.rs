@@ -82,7 +82,9 @@ pub struct CfsCore {
     rq_of: Vec<u32>,
     /// pCPU whose runqueues each vCPU is on (or last ran on).
     cpu_of: Vec<PcpuId>,
-    /// Runnable vCPUs per pCPU, running ones included (rq->cfs.h_nr_running).
+    /// With VM groups: runnable vCPUs per pCPU, running ones included
+    /// (rq->cfs.h_nr_running). Without them the root runqueue counts its
+    /// vCPUs itself (EEVDF's delayed ones too), so this stays unused.
     h_nr: Vec<u32>,
     /// nohz.idle_cpus_mask: the pCPUs whose last pick found nothing to run
     /// (a superset of the idle ones; readers check each).
@@ -404,8 +406,8 @@ impl CfsCore {
         self.rqs[leaf as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
         self.rq_of[v as usize] = leaf;
         self.cpu_of[v as usize] = p;
-        self.h_nr[p as usize] += 1;
         if leaf != p {
+            self.h_nr[p as usize] += 1;
             let vg = self.vm_groups.as_mut().expect("a group runqueue");
             vg.vm_load[vg.vm_of[v as usize] as usize] += self.ents[v as usize].weight;
             let ge = self.group_entity_of_rq(leaf);
@@ -431,8 +433,8 @@ impl CfsCore {
         } else {
             self.rqs[leaf as usize].dequeue(&mut self.ents, v, view.now);
         }
-        self.h_nr[p as usize] -= 1;
         if leaf != p {
+            self.h_nr[p as usize] -= 1;
             let vg = self.vm_groups.as_mut().expect("a group runqueue");
             vg.vm_load[vg.vm_of[v as usize] as usize] -= self.ents[v as usize].weight;
             if self.rqs[leaf as usize].nr_running() == 0 {
@@ -958,7 +960,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             }
         }
         let prev = self.k.cpu_of[v as usize];
-        if self.k.vm_groups.is_none() && self.k.rqs[prev as usize].is_delayed(&self.k.ents, v) {
+        if self.k.rqs[prev as usize].is_delayed(&self.k.ents, v) {
             // ttwu_runnable() (EEVDF 6.12): a halted vCPU whose dequeue was
             // delayed is still queued and wakes where it is.
             self.enqueue(view, out, v, prev, Placement::Wakeup);
