@@ -164,6 +164,15 @@ def test_report_draws_task_lanes_irq_pending_and_lock_preemptions(lock_run, brow
     lanes = lanes.replace(", ", ",").replace('": "', '":"')
     assert all(f'"vCPU {v}"' in lanes for v in range(4))
     assert lanes.count('"legendgroup":"tasks"') == 4
+    # The interrupt CDF covers the whole run (the timeline tables only their window):
+    # its total is every VM's delivered interrupts, each kind's CDF ends at 1.
+    pending = summary["interrupt_pending"]
+    total = sum(kind["count"] for kind in pending.values())
+    assert total == sum(vm["interrupts"]["count"] for vm in summary["vms"]) > 0
+    assert f"whole run ({total} interrupts)" in html
+    assert all(kind["cdf"][-1][1] == 1.0 and len(kind["cdf"]) <= 100 for kind in pending.values())
+    if (lock_run / "irqs.parquet").is_file():
+        assert total > pl.read_parquet(lock_run / "irqs.parquet").height
 
 
 def test_report_task_lanes_of_a_chosen_vm(cli, lock_run):

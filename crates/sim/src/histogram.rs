@@ -61,6 +61,47 @@ impl Histogram {
     pub fn max(&self) -> u64 {
         self.max
     }
+    /// The exact sum of the samples.
+    pub fn sum(&self) -> u128 {
+        self.sum
+    }
+    /// Adds `other`'s samples to this histogram.
+    pub fn merge(&mut self, other: &Histogram) {
+        if other.total == 0 {
+            return;
+        }
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.total += other.total;
+        self.sum += other.sum;
+        self.max = self.max.max(other.max);
+        self.min = self.min.min(other.min);
+    }
+    /// The distribution as at most `points` steps of its CDF: (value,
+    /// fraction of samples at or below it), where the cumulative fraction
+    /// first reaches each multiple of 1/`points`. Empty when there are no
+    /// samples. Values are bucket low edges, as in [`Histogram::quantile`].
+    pub fn cdf(&self, points: usize) -> Vec<(u64, f64)> {
+        let mut steps: Vec<(u64, f64)> = Vec::new();
+        if self.total == 0 {
+            return steps;
+        }
+        let mut seen = 0;
+        let mut next_step = 1;
+        for (b, &c) in self.counts.iter().enumerate().filter(|(_, &c)| c > 0) {
+            seen += c;
+            let reached = seen as f64 / self.total as f64;
+            if (reached * points as f64) as usize >= next_step || seen == self.total {
+                steps.push((bucket_low(b).clamp(self.min, self.max), reached));
+                next_step = (reached * points as f64) as usize + 1;
+            }
+        }
+        steps
+    }
     pub fn mean(&self) -> f64 {
         if self.total == 0 {
             0.0
@@ -114,6 +155,37 @@ mod tests {
             let got = h.quantile(q) as f64;
             prop_assert!(got <= exact && got >= exact * (1.0 - 1.0 / SUB_COUNT as f64) - 1.0,
                 "q={} exact={} got={}", q, exact, got);
+        }
+
+        /// Each CDF step is exact at bucket resolution: its fraction is the
+        /// share of samples in buckets up to its value's; steps rise, end at 1,
+        /// and there are at most `points` of them.
+        #[test]
+        fn cdf_steps_are_exact_at_bucket_resolution(vals in prop::collection::vec(0u64..1_000_000_000, 1..500), points in 1usize..120) {
+            let mut h = Histogram::default();
+            for &v in &vals { h.record(v); }
+            let cdf = h.cdf(points);
+            prop_assert!(!cdf.is_empty() && cdf.len() <= points, "{} steps for {} points", cdf.len(), points);
+            prop_assert_eq!(cdf.last().unwrap().1, 1.0);
+            for pair in cdf.windows(2) {
+                prop_assert!(pair[0].0 < pair[1].0 && pair[0].1 < pair[1].1, "{:?}", pair);
+            }
+            for &(v, f) in &cdf {
+                let at_or_below = vals.iter().filter(|&&x| bucket_of(x) <= bucket_of(v)).count();
+                prop_assert_eq!(f, at_or_below as f64 / vals.len() as f64);
+            }
+        }
+
+        /// Merging two histograms gives the histogram of both sample sets.
+        #[test]
+        fn merge_equals_recording_both(a in prop::collection::vec(0u64..1_000_000_000, 0..200), b in prop::collection::vec(0u64..1_000_000_000, 0..200)) {
+            let (mut ha, mut hb, mut both) = (Histogram::default(), Histogram::default(), Histogram::default());
+            for &v in &a { ha.record(v); both.record(v); }
+            for &v in &b { hb.record(v); both.record(v); }
+            ha.merge(&hb);
+            prop_assert_eq!((ha.count(), ha.sum(), ha.max()), (both.count(), both.sum(), both.max()));
+            prop_assert_eq!(ha.cdf(50), both.cdf(50));
+            for q in [0.0, 0.1, 0.5, 0.9, 1.0] { prop_assert_eq!(ha.quantile(q), both.quantile(q)); }
         }
 
         #[test]

@@ -18,6 +18,15 @@ fn latency(h: &crate::histogram::Histogram) -> Value {
     })
 }
 
+/// Points of each whole-run interrupt-pending CDF in the summary (the
+/// report draws them; a bounded size whatever the number of interrupts).
+const PENDING_CDF_POINTS: usize = 100;
+
+/// Per interrupt kind that occurred, `describe` of its pending-time histogram.
+fn pending_by_kind(hists: &[crate::histogram::Histogram], describe: impl Fn(&crate::histogram::Histogram) -> Value) -> Map<String, Value> {
+    crate::world::irq_kind_names().iter().zip(hists).filter(|(_, h)| h.count() > 0).map(|(k, h)| (k.to_string(), describe(h))).collect()
+}
+
 fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
@@ -26,6 +35,7 @@ pub fn summarize(w: &World) -> Value {
     let dur = w.end.max(1) as f64;
     let mut vms = Vec::new();
     let mut locks = Map::new();
+    let mut irq_pending: Vec<crate::histogram::Histogram> = vec![Default::default(); crate::world::irq_kind_names().len()];
     for (vm_id, vm) in w.vms.iter().enumerate() {
         let vcpus: Vec<Value> = (0..vm.nv)
             .map(|i| {
@@ -64,6 +74,11 @@ pub fn summarize(w: &World) -> Value {
             "sched_yields": c.sched_yields,
         });
         locks.insert(vm.name.clone(), lock.clone());
+        for (all, h) in irq_pending.iter_mut().zip(&vm.irq_pending) {
+            all.merge(h);
+        }
+        let pending_sum: u128 = vm.irq_pending.iter().map(|h| h.sum()).sum();
+        let pending_max = vm.irq_pending.iter().map(|h| h.max()).max().unwrap_or(0);
         let mut vm_json = json!({
             "name": vm.name,
             "cpu_time_ns": cpu,
@@ -77,8 +92,9 @@ pub fn summarize(w: &World) -> Value {
             "ipis": ipis,
             "interrupts": {
                 "count": vm.irq_count,
-                "pending_ns_mean": vm.irq_pending_sum.checked_div(vm.irq_count).unwrap_or(0),
-                "pending_ns_max": vm.irq_pending_max,
+                "pending_ns_mean": pending_sum.checked_div(vm.irq_count as u128).unwrap_or(0) as u64,
+                "pending_ns_max": pending_max,
+                "pending_ns_by_kind": pending_by_kind(&vm.irq_pending, latency),
                 "redirected": vm.irq_redirected,
                 "boosted": vm.irq_boosted,
             },
@@ -137,5 +153,12 @@ pub fn summarize(w: &World) -> Value {
         "vms": vms,
         "workloads": workloads,
         "locks": locks,
+        // Whole-run distribution of interrupt pending time over all VMs, by
+        // kind: quantiles and a bounded CDF (value ns, fraction at or below).
+        "interrupt_pending": pending_by_kind(&irq_pending, |h| {
+            let mut o = latency(h);
+            o["cdf"] = json!(h.cdf(PENDING_CDF_POINTS).iter().map(|&(v, f)| json!([v, round6(f)])).collect::<Vec<_>>());
+            o
+        }),
     })
 }

@@ -153,7 +153,7 @@ impl World {
     pub(super) fn hrtick_fires(&mut self, v: VcpuId) {
         let armed = self.vcpus[v as usize].hrtick_at.take().expect("armed hrtick");
         let vm = self.vcpus[v as usize].vm;
-        self.count_interrupt(vm, self.now - armed);
+        self.count_interrupt(vm, super::irq::Kind::Timer, self.now - armed);
         self.vcpus[v as usize].overhead += self.ov.irq_handler_ns;
         let local = self.vcpus[v as usize].local;
         if with_guest!(self, vm, |g, view| g.slice_expired(&view, local)) {

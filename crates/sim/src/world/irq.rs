@@ -63,7 +63,7 @@ impl World {
             // A handler that costs nothing, on a vCPU with nothing before it:
             // delivered and done in this instant.
             self.account(to);
-            self.count_interrupt(vm, 0);
+            self.count_interrupt(vm, kind, 0);
             self.recorder.irq(&irq, vm, self.now);
             self.irq_effect(to, what, kind);
             self.plan(to);
@@ -91,12 +91,11 @@ impl World {
         }
     }
 
-    /// Counts an interrupt delivered to VM `vm` after waiting `waited` ns.
-    pub(super) fn count_interrupt(&mut self, vm: u32, waited: u64) {
+    /// Counts an interrupt of `kind` delivered to VM `vm` after waiting `waited` ns.
+    pub(super) fn count_interrupt(&mut self, vm: u32, kind: Kind, waited: u64) {
         let st = &mut self.vms[vm as usize];
         st.irq_count += 1;
-        st.irq_pending_sum += waited;
-        st.irq_pending_max = st.irq_pending_max.max(waited);
+        st.irq_pending[kind as usize].record(waited);
     }
 
     fn alloc_irq(&mut self, irq: Irq) -> u32 {
@@ -167,7 +166,7 @@ impl World {
             vc.overhead += self.ov.irq_handler_ns;
             vc.in_handler = Some(id);
             let (irq, vm) = (self.irqs[id as usize], vc.vm);
-            self.count_interrupt(vm, self.now - irq.raised_ns);
+            self.count_interrupt(vm, irq.kind, self.now - irq.raised_ns);
             self.recorder.irq(&irq, vm, self.now);
             if self.ov.irq_handler_ns > 0 {
                 break;

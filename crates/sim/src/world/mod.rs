@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use crate::event::{Event, EventQueue};
 use crate::guest::{GuestPolicy, HostState};
+use crate::histogram::Histogram;
 use crate::host::HostPolicy;
 use crate::ids::{PcpuId, TaskId, VcpuId, VmId};
 use crate::machine::Machine;
@@ -209,8 +210,9 @@ pub struct VmState {
     pub entitlement: f64,
     pub ipis: [u64; irq::KINDS],
     pub irq_count: u64,
-    pub irq_pending_sum: u64,
-    pub irq_pending_max: u64,
+    /// How long each delivered interrupt waited (raised until its handler
+    /// began), by kind, over the whole run (bounded memory: a histogram).
+    pub irq_pending: [Histogram; irq::KINDS],
     pub lhp_count: u64,
     pub lwp_count: u64,
     /// Barrier waits resolved while spinning, and waits that blocked.
