@@ -21,7 +21,7 @@ pub struct CoalesceStats {
     pub grown: usize,
     /// Short allocations handed to a neighbour.
     pub absorbed: usize,
-    /// Short allocations that traded places with a neighbour to join another
+    /// Short allocations that slid past their neighbours to join another
     /// allocation of their own vCPU.
     pub traded: usize,
     /// Short allocations left because every option broke a guarantee.
@@ -57,7 +57,7 @@ pub fn coalesce(per_core: &mut [Vec<Slot>], goals: &[Goal], threshold_ns: u64) -
                 i += 1;
             } else if hand_to_neighbour(&mut per_core[c], i, c, goals, &mut service) {
                 stats.absorbed += 1;
-            } else if trade_with_neighbour(&mut per_core[c], i, c, goals, &mut service) {
+            } else if slide_to_own(&mut per_core[c], i, c, goals, &mut service) {
                 stats.traded += 1;
             } else {
                 stats.kept_short += 1;
@@ -96,26 +96,21 @@ fn grow_into_idle(slots: &mut [Slot], i: usize, core: usize, threshold: u64, ser
     true
 }
 
-/// Gives slot `i`'s time to the allocation touching it (previous first), if that
-/// vCPU is free then and slot `i`'s vCPU still meets its goals without it.
+/// Gives slot `i`'s time to an allocation touching it (previous first, then
+/// next), if that vCPU is free then and slot `i`'s vCPU still meets its goals
+/// without it.
 fn hand_to_neighbour(slots: &mut Vec<Slot>, i: usize, core: usize, goals: &[Goal], service: &mut [Vec<(u64, u64, usize)>]) -> bool {
     let slot = slots[i];
-    let neighbour = if i > 0 && slots[i - 1].end == slot.start {
-        i - 1
-    } else if i + 1 < slots.len() && slots[i + 1].start == slot.end {
-        i + 1
-    } else {
-        return false;
-    };
-    let other = slots[neighbour];
-    if busy_elsewhere(&service[other.vcpu], core, slot.start, slot.end) {
-        return false;
-    }
     let remaining: Vec<(u64, u64)> =
         service[slot.vcpu].iter().filter(|e| !(e.0 == slot.start && e.2 == core)).map(|e| (e.0, e.1)).collect();
     if !meets_goal(remaining, goals[slot.vcpu]) {
         return false;
     }
+    let touching = [(i > 0 && slots[i - 1].end == slot.start).then(|| i - 1), (i + 1 < slots.len() && slots[i + 1].start == slot.end).then(|| i + 1)];
+    let Some(neighbour) = touching.into_iter().flatten().find(|&n| !busy_elsewhere(&service[slots[n].vcpu], core, slot.start, slot.end)) else {
+        return false;
+    };
+    let other = slots[neighbour];
     service[slot.vcpu].retain(|e| !(e.0 == slot.start && e.2 == core));
     let entry = service[other.vcpu].iter_mut().find(|e| e.0 == other.start && e.2 == core).unwrap();
     let (start, end) = (other.start.min(slot.start), other.end.max(slot.end));
@@ -126,50 +121,57 @@ fn hand_to_neighbour(slots: &mut Vec<Slot>, i: usize, core: usize, goals: &[Goal
     true
 }
 
-/// Swaps short slot `i` with the allocation touching it when that joins it to
-/// another allocation of its own vCPU (an EDF preemption a few ns before a job
-/// ends leaves such a sliver): `A B A` becomes `B AA`, or `AA B` from the other
-/// side. The neighbour shifts by the sliver's length; both vCPUs must be free
-/// where they move to and keep their service and blackout goals.
-fn trade_with_neighbour(slots: &mut Vec<Slot>, i: usize, core: usize, goals: &[Goal], service: &mut [Vec<(u64, u64, usize)>]) -> bool {
+/// Slides short slot `i` past the back-to-back allocations of other vCPUs
+/// between it and the nearest allocation of its own vCPU on the core, so it
+/// joins that allocation (an EDF preemption a few ns before a job ends, or a
+/// zero-laxity piece of a split vCPU cutting in, leaves such a sliver):
+/// `a B C A` becomes `B C aA` (B and C run `len(a)` earlier), or `A B a`
+/// becomes `Aa B` (B runs later). Every moved vCPU must be free where it moves
+/// to and keep its service and blackout goals; the nearer own allocation is
+/// tried first.
+fn slide_to_own(slots: &mut Vec<Slot>, i: usize, core: usize, goals: &[Goal], service: &mut [Vec<(u64, u64, usize)>]) -> bool {
     let sliver = slots[i];
     let length = sliver.end - sliver.start;
-    let touching_own = |a: usize, b: usize, c: usize| slots[a].end == slots[b].start && slots[b].end == slots[c].start && slots[a].vcpu == slots[c].vcpu && slots[b].vcpu != slots[a].vcpu;
-    // (neighbour, own allocation joined, neighbour's new interval, joined interval)
-    let mut options = Vec::new();
-    if i + 2 < slots.len() && touching_own(i, i + 1, i + 2) {
-        let (next, own) = (slots[i + 1], slots[i + 2]);
-        options.push((i + 1, i + 2, (sliver.start, next.end - length), (next.end - length, own.end)));
-    }
-    if i >= 2 && touching_own(i - 2, i - 1, i) {
-        let (previous, own) = (slots[i - 1], slots[i - 2]);
-        options.push((i - 1, i - 2, (previous.start + length, sliver.end), (own.start, previous.start + length)));
-    }
-    for (j, k, other_to, own_to) in options {
-        let (other, own) = (slots[j], slots[k]);
-        if busy_elsewhere(&service[sliver.vcpu], core, own_to.0, own_to.1) || busy_elsewhere(&service[other.vcpu], core, other_to.0, other_to.1) {
+    // The own allocation reached through touching slots only, in each direction.
+    let forward = (i + 1..slots.len()).take_while(|&k| slots[k].start == slots[k - 1].end).find(|&k| slots[k].vcpu == sliver.vcpu);
+    let backward = (0..i).rev().take_while(|&k| slots[k].end == slots[k + 1].start).find(|&k| slots[k].vcpu == sliver.vcpu);
+    let mut options: Vec<usize> = forward.into_iter().chain(backward).collect();
+    options.sort_by_key(|&own| own.abs_diff(i));
+    for own in options {
+        // Each moved slot with its new interval; the sliver's time goes to `own`.
+        let moved: Vec<(usize, Slot)> = if own > i {
+            (i + 1..own).map(|k| (k, Slot { start: slots[k].start - length, end: slots[k].end - length, ..slots[k] }))
+                .chain([(own, Slot { start: slots[own].start - length, ..slots[own] })]).collect()
+        } else {
+            (own + 1..i).map(|k| (k, Slot { start: slots[k].start + length, end: slots[k].end + length, ..slots[k] }))
+                .chain([(own, Slot { end: slots[own].end + length, ..slots[own] })]).collect()
+        };
+        if moved.iter().any(|(_, to)| busy_elsewhere(&service[to.vcpu], core, to.start, to.end)) {
             continue;
         }
         let is = |e: &(u64, u64, usize), s: Slot| e.0 == s.start && e.2 == core;
-        let own_after: Vec<(u64, u64)> = service[sliver.vcpu]
-            .iter()
-            .filter(|e| !is(e, sliver))
-            .map(|e| if is(e, own) { own_to } else { (e.0, e.1) })
-            .collect();
-        let other_after: Vec<(u64, u64)> =
-            service[other.vcpu].iter().map(|e| if is(e, other) { other_to } else { (e.0, e.1) }).collect();
-        if !meets_goal(own_after, goals[sliver.vcpu]) || !meets_goal(other_after, goals[other.vcpu]) {
+        let after = |vcpu: usize| -> Vec<(u64, u64)> {
+            service[vcpu]
+                .iter()
+                .filter(|e| !(vcpu == sliver.vcpu && is(e, sliver)))
+                .map(|e| moved.iter().find(|(k, _)| is(e, slots[*k])).map_or((e.0, e.1), |(_, to)| (to.start, to.end)))
+                .collect()
+        };
+        let mut vcpus: Vec<usize> = moved.iter().map(|(_, to)| to.vcpu).collect();
+        vcpus.sort_unstable();
+        vcpus.dedup();
+        if !vcpus.iter().all(|&v| meets_goal(after(v), goals[v])) {
             continue;
         }
         service[sliver.vcpu].retain(|e| !is(e, sliver));
-        for (vcpu, from, to) in [(sliver.vcpu, own, own_to), (other.vcpu, other, other_to)] {
-            let entry = service[vcpu].iter_mut().find(|e| is(e, from)).unwrap();
-            *entry = (to.0, to.1, core);
+        for &(k, to) in &moved {
+            let entry = service[to.vcpu].iter_mut().find(|e| is(e, slots[k])).unwrap();
+            *entry = (to.start, to.end, core);
         }
-        slots[j] = Slot { start: other_to.0, end: other_to.1, vcpu: other.vcpu };
-        slots[k] = Slot { start: own_to.0, end: own_to.1, vcpu: sliver.vcpu };
+        for &(k, to) in &moved {
+            slots[k] = to;
+        }
         slots.remove(i);
-        slots.sort_by_key(|s| s.start);
         return true;
     }
     false
@@ -249,5 +251,39 @@ mod tests {
         let strict = [goals[0], Goal { service_ns: h - 4010, latency_ns: 4000 - 10 }];
         let mut cores = vec![slots.clone()];
         assert_eq!(coalesce(&mut cores, &strict, 50).traded, 0);
+    }
+
+    #[test]
+    fn sliver_slides_past_two_neighbours_to_its_own_allocation() {
+        let h = HYPERPERIOD_NS;
+        let slots = vec![
+            Slot { start: 0, end: 10, vcpu: 0 },
+            Slot { start: 10, end: 500, vcpu: 1 },
+            Slot { start: 500, end: 1000, vcpu: 2 },
+            Slot { start: 1000, end: 5000, vcpu: 0 },
+            Slot { start: 5000, end: h, vcpu: 1 },
+        ];
+        let goals = [
+            Goal { service_ns: 4010, latency_ns: h },
+            Goal { service_ns: h - 5000 + 490, latency_ns: h },
+            Goal { service_ns: 500, latency_ns: h },
+        ];
+        let mut cores = vec![slots.clone()];
+        assert_eq!(coalesce(&mut cores, &goals, 50), CoalesceStats { traded: 1, ..Default::default() });
+        assert_eq!(
+            cores[0],
+            vec![
+                Slot { start: 0, end: 490, vcpu: 1 },
+                Slot { start: 490, end: 990, vcpu: 2 },
+                Slot { start: 990, end: 5000, vcpu: 0 },
+                Slot { start: 5000, end: h, vcpu: 1 },
+            ]
+        );
+        // Not when a vCPU in between runs on another core where it would move to
+        // (as a split vCPU's pieces do: vCPU 2 runs on core 1 until 500).
+        let mut cores = vec![slots.clone(), vec![Slot { start: 0, end: 400, vcpu: 3 }, Slot { start: 400, end: 500, vcpu: 2 }]];
+        let goals = [goals[0], goals[1], Goal { service_ns: 600, latency_ns: h }, Goal { service_ns: 400, latency_ns: h }];
+        assert_eq!(coalesce(&mut cores, &goals, 50), CoalesceStats { kept_short: 1, ..Default::default() });
+        assert_eq!(cores[0], slots);
     }
 }
