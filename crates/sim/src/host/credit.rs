@@ -13,6 +13,10 @@
 //! VM's soft affinity (`cpus_soft`) is tried before its hard affinity when
 //! an idler is tickled and when work is stolen (the two balance steps).
 //!
+//! Two hook sets may be built in, each a small hook in csched_schedule():
+//! IRS's SA sender (`host/irs.rs`) and relaxed co-scheduling
+//! (`host/coscheduling.rs`).
+//!
 //! Simplifications: a waking vCPU stays on its last pCPU's runqueue
 //! (`_csched_cpu_pick()` is not modelled, at wakeup or at the tick in
 //! csched_vcpu_acct()); work is stolen only by a pCPU that schedules.
