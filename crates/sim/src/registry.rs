@@ -15,7 +15,7 @@ use crate::host::balance::Balance;
 use crate::host::cfs::{BandwidthGroup, CfsHooks, HostCfs};
 use crate::host::coscheduling::{RelaxedCo, RelaxedCoParams};
 use crate::guest::irs::IrsGuest;
-use crate::host::irs::{IrsBase, IrsParams, IrsSender};
+use crate::host::irs::{HookBase, IrsParams, IrsSender};
 use crate::host::credit::Credit;
 use crate::host::credit2::Credit2;
 use crate::host::rtds::Rtds;
@@ -90,7 +90,7 @@ fn host_info(kind: HostPolicyKind) -> PolicyInfo {
         ),
         HostPolicyKind::RelaxedCo => (
             "relaxed_co",
-            "VMware's relaxed co-scheduling (ESX 3.x-5.x) on host CFS, the IRS paper's baseline: per-vCPU progress (running or halted), skew to the slowest sibling checked every poll_us, leaders co-stopped past costop_us and co-started at costart_us, the slowest sibling boosted",
+            "VMware's relaxed co-scheduling (ESX 3.x-5.x) on host CFS or Xen Credit (`base`), the IRS paper's baseline: per-vCPU progress (running or halted), skew to the slowest sibling checked every poll_us, leaders co-stopped past costop_us and co-started at costart_us, the slowest sibling boosted",
             params_of::<RelaxedCoParams>(),
         ),
     };
@@ -149,11 +149,14 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
         },
         HostPolicyKind::Anubis => Box::new(host_cfs(&b, Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus))),
         HostPolicyKind::Irs => match b.host.irs.base {
-            IrsBase::Cfs => Box::new(host_cfs(&b, IrsSender::new(&b.host.irs))),
-            IrsBase::Credit => Box::new(Credit::with_activations(&b, IrsSender::new(&b.host.irs))),
+            HookBase::Cfs => Box::new(host_cfs(&b, IrsSender::new(&b.host.irs))),
+            HookBase::Credit => Box::new(Credit::with_activations(&b, IrsSender::new(&b.host.irs))),
         },
         HostPolicyKind::Uvf => Box::new(host_cfs(&b, Uvf::new(&b.host.uvf, b.pcpus, b.weights.len()))),
-        HostPolicyKind::RelaxedCo => Box::new(host_cfs(&b, RelaxedCo::new(&b.host.relaxed_co, b.weights.len()))),
+        HostPolicyKind::RelaxedCo => match b.host.relaxed_co.base {
+            HookBase::Cfs => Box::new(host_cfs(&b, RelaxedCo::new(&b.host.relaxed_co, b.weights.len()))),
+            HookBase::Credit => Box::new(Credit::with_coscheduling(&b, RelaxedCo::new(&b.host.relaxed_co, b.weights.len()))),
+        },
         HostPolicyKind::Credit => Box::new(Credit::new(&b)),
         HostPolicyKind::Credit2 => Box::new(Credit2::new(&b)),
         HostPolicyKind::Rtds => Box::new(Rtds::new(&b)),

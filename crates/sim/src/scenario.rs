@@ -97,7 +97,7 @@ pub struct Host {
     #[serde(default)]
     pub uvf: UvfParams,
     /// Parameters of host policy `relaxed_co` (VMware's relaxed
-    /// co-scheduling on host CFS).
+    /// co-scheduling on host CFS or Xen Credit).
     #[serde(default)]
     pub relaxed_co: crate::host::coscheduling::RelaxedCoParams,
 }
@@ -146,8 +146,8 @@ pub enum HostPolicyKind {
     Tableau,
     /// CFS with urgent-vCPU-first coordination and balance scheduling.
     Uvf,
-    /// CFS with VMware's relaxed co-scheduling (co-stop leaders, boost the
-    /// slowest sibling).
+    /// VMware's relaxed co-scheduling (co-stop leaders, boost the slowest
+    /// sibling) on host CFS or Xen Credit.
     RelaxedCo,
 }
 

@@ -1,6 +1,6 @@
-//! Relaxed co-scheduling (VMware ESX, the IRS paper's baseline): an exact
-//! small schedule with a co-stop, a co-start and a laggard boost, and the
-//! skew bound over random CPU-bound VMs.
+//! Relaxed co-scheduling (VMware ESX, the IRS paper's baseline), on host CFS
+//! and on Xen Credit: exact small schedules with a co-stop, a co-start and a
+//! laggard boost, and the skew bound over random CPU-bound VMs.
 
 use proptest::prelude::*;
 use serde_json::Value;
@@ -103,7 +103,8 @@ proptest! {
     /// For CPU-bound VMs (no vCPU halts), no vCPU ever leads the slowest
     /// sibling by more than the co-stop threshold plus one poll interval: a
     /// check stops every vCPU past the threshold, and between checks a skew
-    /// grows at most at the rate of time.
+    /// grows at most at the rate of time. On host CFS and on Credit alike
+    /// (Credit's rate limit never holds a co-stopped vCPU on its pCPU).
     #[test]
     fn skew_stays_within_threshold_plus_one_poll(
         cores in 2u32..5,
@@ -112,11 +113,13 @@ proptest! {
         bg in proptest::collection::vec((0u32..4, 1u32..3, prop_oneof![Just(512u32), Just(1024), Just(2048)]), 1..4),
         poll_us in 500u32..4000,
         costop_us in 1000u32..5000,
+        on_credit in any::<bool>(),
     ) {
         let costart_us = costop_us / 2;
         let pin = |p: u32| p % cores;
+        let (base, kernel) = if on_credit { ("credit", "xen-4.9") } else { ("cfs", "linux-6.5") };
         let mut text = format!(
-            "name='rc-prop'\nduration_ms=60\n[host]\ncores_per_socket={cores}\npolicy='relaxed_co'\nrelaxed_co={{ poll_us={poll_us}, costop_us={costop_us}, costart_us={costart_us} }}\n\
+            "name='rc-prop'\nduration_ms=60\n[host]\ncores_per_socket={cores}\nkernel='{kernel}'\npolicy='relaxed_co'\nrelaxed_co={{ poll_us={poll_us}, costop_us={costop_us}, costart_us={costart_us}, base='{base}' }}\n\
              [[vm]]\nname='app'\nvcpus={app_vcpus}\npin=[{}]\n[[vm.workload]]\nkind='hog'\nthreads={app_vcpus}\npin_threads=true\n",
             (0..app_vcpus).map(|i| pin(app_pins[i as usize]).to_string()).collect::<Vec<_>>().join(","),
         );
@@ -137,4 +140,59 @@ proptest! {
             prop_assert!(skew <= bound, "skew {skew} ns at {at} ns > {bound} ns; {text}");
         }
     }
+}
+
+/// The same two VMs on Xen Credit (30 ms slices, 1 ms rate limit), the
+/// decision costs set to zero so that every switch happens at a check.
+fn exact_on_credit(boost: bool) -> String {
+    exact(boost)
+        .replace("policy = \"relaxed_co\"", "policy = \"relaxed_co\"\nkernel = \"xen-4.9\"\ncredit = { schedule_us = 0, wakeup_us = 0, migrate_us = 0 }")
+        .replace("boost_laggard = ", "base = \"credit\", boost_laggard = ")
+}
+
+/// On Credit both app vCPUs wake BOOSTed at 0 and app vCPU 0 holds pCPU 0
+/// for a whole 30 ms slice before the hog's turn; from 30 ms vCPU 0 waits
+/// while vCPU 1 runs on. At the 34 ms check vCPU 1 leads by 4 ms > 3 ms: it
+/// is co-stopped (pCPU 1 idles: its runqueue holds only the co-stopped
+/// vCPU) and vCPU 0 is boosted onto pCPU 0, taking it from the hog long
+/// before the hog's slice ends (60 ms). At 36 ms vCPU 1 leads by 2 ms and
+/// is co-started: tickled onto its idle pCPU.
+#[test]
+fn on_credit_a_leading_vcpu_is_costopped_and_its_laggard_boosted() {
+    let (s, t) = sim(&exact_on_credit(true));
+    assert_eq!(s["host"]["policy"], "relaxed_co", "{}", s["host"]);
+    let app0 = states(&t, "app", 0);
+    let app1 = states(&t, "app", 1);
+    let bg = states(&t, "bg", 0);
+    assert_eq!(app0[0], ("running", 0, 30 * MS));
+    assert_eq!(bg[1], ("running", 30 * MS, 34 * MS));
+    assert_eq!(app1[0], ("running", 0, 34 * MS));
+    assert_eq!(app1[1], ("preempted", 34 * MS, 36 * MS));
+    assert_eq!(app1[2].0, "running");
+    assert_eq!(app1[2].1, 36 * MS);
+    assert_eq!(app0[1], ("preempted", 30 * MS, 34 * MS));
+    assert_eq!(app0[2].0, "running");
+    assert_eq!(app0[2].1, 34 * MS);
+    let rc = &s["vms"][0]["relaxed_co"];
+    assert_eq!(rc["costops"], 1, "{rc}");
+    assert_eq!(rc["costarts"], 1, "{rc}");
+    assert_eq!(rc["laggard_boosts"], 1, "{rc}");
+    assert_eq!(rc["max_skew_us"], 4000.0);
+
+    // Without the boost the hog keeps pCPU 0 to the end of its slice (60
+    // ms); vCPU 1 stays co-stopped until vCPU 0 has run 2 ms of it back.
+    let (_, t) = sim(&exact_on_credit(false).replace("duration_ms = 40", "duration_ms = 70"));
+    let app1 = states(&t, "app", 1);
+    assert_eq!(app1[1], ("preempted", 34 * MS, 62 * MS));
+    assert_eq!(states(&t, "bg", 0)[1], ("running", 30 * MS, 60 * MS));
+}
+
+/// Plain Credit lets the same skew grow: vCPU 1 runs on while vCPU 0 waits
+/// out the hog's whole slice.
+#[test]
+fn plain_credit_lets_the_skew_grow() {
+    let text = exact_on_credit(true).replace("policy = \"relaxed_co\"", "policy = \"credit\"");
+    let (_, t) = sim(&text);
+    let (a0, a1) = (states(&t, "app", 0), states(&t, "app", 1));
+    assert!(progress(&a1, 40 * MS) - progress(&a0, 40 * MS) >= 10 * MS);
 }

@@ -169,3 +169,43 @@ fn irs_builtins_validate() {
         }
     }
 }
+
+/// Rows (vCPU, task, start, end) of the app VM's task slices, by start.
+fn app_slices(t: &Tables) -> Vec<(u32, &str, u64, u64)> {
+    let ts = t.task_slices.as_ref().unwrap();
+    let mut rows: Vec<_> = (0..ts.vm.len()).filter(|&r| ts.vm[r] == "app").map(|r| (ts.vcpu[r], ts.task[r].as_str(), ts.start_ns[r], ts.end_ns[r])).collect();
+    rows.sort_by_key(|r| (r.2, r.0));
+    rows
+}
+
+/// The task slices follow a task that IRS moves: at every activation the
+/// task current on the warned vCPU 0 has its slice there end within the
+/// bound, and its next slice is on vCPU 1, whether vCPU 1 idles (one app
+/// thread) or runs a sibling thread (two). In the idle case, exactly: the
+/// slice on vCPU 0 ends when the handler (2 us) has moved it, and the one on
+/// vCPU 1 starts when vCPU 1, kicked out of its halt, has switched in (1 us).
+#[test]
+fn task_slices_follow_a_task_that_irs_moves() {
+    for host in ["irs", "irs@credit"] {
+        for threads in [1, 2] {
+            let text = scenario(host, "irs").replace("kind = \"hog\"\n[[vm]]", &format!("kind = \"hog\"\nthreads = {threads}\n[[vm]]"));
+            let s = vmsched_sim::parse(&text, &[]).unwrap();
+            let opts = RunOptions { validate: true, record: true, trace_window: Some((0, 100_000_000)), ..Default::default() };
+            let t = vmsched_sim::run(s, &opts, &mut |_, _| {}).unwrap().tables.unwrap();
+            let slices = app_slices(&t);
+            let irqs = t.irqs.as_ref().unwrap();
+            let activations: Vec<u64> = (0..irqs.kind.len()).filter(|&i| irqs.kind[i] == "activation").map(|i| irqs.delivered_ns[i]).collect();
+            assert!(!activations.is_empty(), "{host} {threads}");
+            for at in activations {
+                let &(_, task, _, end) = slices.iter().find(|r| r.0 == 0 && r.2 <= at && at < r.3).unwrap_or_else(|| panic!("{host} {threads}: no task on vCPU 0 at {at}"));
+                assert!(end > at && end - at <= 52_000, "{host} {threads}: {task} left vCPU 0 at {end}, warned at {at}");
+                let next = slices.iter().find(|r| r.1 == task && r.2 >= end).unwrap_or_else(|| panic!("{host} {threads}: {task} never ran again"));
+                assert_eq!(next.0, 1, "{host} {threads}: {task} continued on vCPU {} at {}", next.0, next.2);
+                if threads == 1 {
+                    assert_eq!(end - at, 2_000, "{host}");
+                    assert_eq!(next.2 - end, 1_000, "{host}");
+                }
+            }
+        }
+    }
+}

@@ -1,5 +1,6 @@
-//! Relaxed co-scheduling (VMware ESX 3.x-5.x) as a hook set on host CFS: the
-//! baseline the IRS paper compares with (Middleware'17, sections 2.1, 5.1).
+//! Relaxed co-scheduling (VMware ESX 3.x-5.x) as a hook set on host CFS or
+//! Xen's Credit (`base`): the baseline the IRS paper compares with
+//! (Middleware'17, sections 2.1, 5.1).
 //!
 //! Mechanism (VMware, "The CPU Scheduler in VMware vSphere 5.1", 2013,
 //! section "Relaxed Co-Scheduling"): the host tracks the progress of every
@@ -26,6 +27,11 @@
 //! accounting period. On CFS the boost is a one-time pick of the slowest
 //! sibling at the next decision of its pCPU (like CFS's next buddy), if it
 //! is waiting there; with vCPUs pinned 1:1 that is the only switch possible.
+//! On Credit the same state drives a hook in `csched_schedule()`: the pCPU
+//! takes a boosted laggard from its runqueue before the head, skips
+//! co-stopped vCPUs (and never steals one), a co-stopped vCPU gets no rate
+//! limit (a paused vCPU is not runnable), and a co-started one is queued
+//! work again, tickled as a vCPU that becomes runnable is (`__runq_tickle()`).
 //! Where ESX and the paper leave a choice, it is made here and named: skew
 //! is cumulative from the VM's start (ESX does not say it decays); a vCPU is
 //! co-stopped when its skew is strictly above the co-stop threshold and
@@ -36,6 +42,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::cfs::{CfsCore, CfsHooks, T_HOOK};
+use super::irs::HookBase;
 use super::{HostOut, HostView};
 use crate::guest::HostState;
 use crate::ids::{PcpuId, VcpuId, VmId};
@@ -59,6 +66,11 @@ pub struct RelaxedCoParams {
     /// pCPU (the IRS paper's baseline, section 5.1).
     #[serde(default = "yes")]
     pub boost_laggard: bool,
+    /// The scheduler the hooks are built into: host CFS, or Xen's Credit
+    /// (the IRS paper's platform, where its authors implemented the
+    /// baseline, section 5.1).
+    #[serde(default)]
+    pub base: HookBase,
 }
 
 fn costop_us() -> f64 {
@@ -76,7 +88,7 @@ fn yes() -> bool {
 
 impl Default for RelaxedCoParams {
     fn default() -> Self {
-        RelaxedCoParams { costop_us: costop_us(), costart_us: costart_us(), poll_us: poll_us(), boost_laggard: true }
+        RelaxedCoParams { costop_us: costop_us(), costart_us: costart_us(), poll_us: poll_us(), boost_laggard: true, base: HookBase::default() }
     }
 }
 
@@ -89,7 +101,8 @@ struct VmCounters {
     max_skew_ns: u64,
 }
 
-/// Relaxed co-scheduling on host CFS.
+/// Relaxed co-scheduling: its state and skew checks, with the hooks of
+/// host CFS here and of Credit in `host/credit.rs`.
 pub struct RelaxedCo {
     costop_ns: u64,
     costart_ns: u64,
@@ -120,10 +133,45 @@ impl RelaxedCo {
         self.costopped[v as usize]
     }
 
+    /// Interval between skew checks.
+    pub fn poll_ns(&self) -> u64 {
+        self.poll_ns
+    }
+
+    /// Sets up the per-VM counters; the base schedules the first check
+    /// `poll_ns` from now.
+    pub fn start(&mut self, view: &HostView) {
+        self.counters = vec![VmCounters::default(); view.nr_vms() as usize];
+    }
+
+    /// One skew check of every VM, in VM order (see [`Self::check`]).
+    pub fn check_all(&mut self, view: &HostView) -> Vec<Coschedule> {
+        let mut changes = Vec::new();
+        for vm in 0..view.nr_vms() {
+            self.check(view, vm, &mut changes);
+        }
+        changes
+    }
+
+    /// The vCPU a pCPU whose queued vCPUs are `queued` should run instead
+    /// of its base's choice, if any: a boosted laggard among them (its boost
+    /// used up); a co-stopped vCPU is never returned.
+    pub fn take_boosted(&mut self, queued: &[VcpuId]) -> Option<VcpuId> {
+        let v = queued.iter().copied().find(|&v| self.boosted[v as usize] && !self.costopped[v as usize])?;
+        self.boosted[v as usize] = false;
+        Some(v)
+    }
+
+    /// The first of `queued` that is not co-stopped.
+    pub fn first_eligible(&self, queued: &[VcpuId]) -> Option<VcpuId> {
+        queued.iter().copied().find(|&v| !self.costopped[v as usize])
+    }
+
     /// One skew check of VM `vm`: co-stop the leaders past the threshold,
     /// co-start the co-stopped vCPUs that the slowest has caught up with,
-    /// and boost the slowest when a leader stops.
-    fn check(&mut self, cfs: &CfsCore, view: &HostView, out: &mut HostOut, vm: VmId) {
+    /// and boost the slowest when a leader stops. What changed is appended
+    /// to `changes` for the base scheduler to act on.
+    fn check(&mut self, view: &HostView, vm: VmId, changes: &mut Vec<Coschedule>) {
         let vcpus = view.vcpus_of(vm);
         if vcpus.len() < 2 {
             return;
@@ -144,23 +192,42 @@ impl RelaxedCo {
                 self.costopped[i] = true;
                 c.costops += 1;
                 stopped_any = true;
-                if view.state(v) == HostState::Running {
-                    out.resched.push(cfs.cpu_of(v));
-                }
+                changes.push(Coschedule::Stopped { v, running: view.state(v) == HostState::Running });
             } else if self.costopped[i] && skew <= self.costart_ns {
                 self.costopped[i] = false;
                 c.costarts += 1;
-                if cfs.on_rq(v) {
-                    out.resched.push(cfs.cpu_of(v));
-                }
+                changes.push(Coschedule::Started(v));
             }
         }
         if stopped_any && self.boost_laggard && view.state(slowest) == HostState::Preempted {
             self.boosted[slowest as usize] = true;
             c.laggard_boosts += 1;
-            out.resched.push(cfs.cpu_of(slowest));
+            changes.push(Coschedule::Boosted(slowest));
         }
     }
+
+    /// The per-VM counters for the run summary.
+    pub fn metrics(&self, vm: VmId) -> Option<serde_json::Value> {
+        let c = self.counters.get(vm as usize)?;
+        Some(json!({
+            "costops": c.costops,
+            "costarts": c.costarts,
+            "laggard_boosts": c.laggard_boosts,
+            "max_skew_us": c.max_skew_ns as f64 / 1e3,
+        }))
+    }
+}
+
+/// What a skew check changed, for the base scheduler to act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coschedule {
+    /// `v` was co-stopped; `running`: it is on a pCPU now and must leave it.
+    Stopped { v: VcpuId, running: bool },
+    /// `v` was co-started: it may run again.
+    Started(VcpuId),
+    /// `v`, the slowest sibling, waits for a pCPU: its pCPU should decide
+    /// again, and run it.
+    Boosted(VcpuId),
 }
 
 impl CfsHooks for RelaxedCo {
@@ -169,13 +236,28 @@ impl CfsHooks for RelaxedCo {
     }
 
     fn start(&mut self, _cfs: &mut CfsCore, view: &HostView, out: &mut HostOut) {
-        self.counters = vec![VmCounters::default(); view.nr_vms() as usize];
+        RelaxedCo::start(self, view);
         out.timers.push((view.now + self.poll_ns, T_HOOK));
     }
 
+    /// A co-stopped running vCPU leaves its pCPU, a co-started one that
+    /// waits on CFS's runqueue and a boosted laggard get their pCPU to
+    /// decide again.
     fn timer(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, _token: u64) {
-        for vm in 0..view.nr_vms() {
-            self.check(cfs, view, out, vm);
+        for change in self.check_all(view) {
+            match change {
+                Coschedule::Stopped { v, running } => {
+                    if running {
+                        out.resched.push(cfs.cpu_of(v));
+                    }
+                }
+                Coschedule::Started(v) => {
+                    if cfs.on_rq(v) {
+                        out.resched.push(cfs.cpu_of(v));
+                    }
+                }
+                Coschedule::Boosted(v) => out.resched.push(cfs.cpu_of(v)),
+            }
         }
         out.timers.push((view.now + self.poll_ns, T_HOOK));
     }
@@ -183,13 +265,12 @@ impl CfsHooks for RelaxedCo {
     /// A boosted laggard waiting on `p` runs next; a co-stopped vCPU never
     /// runs (the leftmost other one does, or nothing).
     fn pick(&mut self, cfs: &mut CfsCore, _view: &HostView, _out: &mut HostOut, p: PcpuId, chosen: Option<VcpuId>) -> Option<VcpuId> {
-        let boosted = cfs.queued(p).into_iter().find(|&v| self.boosted[v as usize] && !self.costopped[v as usize]);
-        if let Some(v) = boosted {
-            self.boosted[v as usize] = false;
+        let queued = cfs.queued(p);
+        if let Some(v) = self.take_boosted(&queued) {
             return Some(v);
         }
         match chosen {
-            Some(v) if self.costopped[v as usize] => cfs.queued(p).into_iter().find(|&u| !self.costopped[u as usize]),
+            Some(v) if self.costopped[v as usize] => self.first_eligible(&queued),
             other => other,
         }
     }
@@ -199,12 +280,6 @@ impl CfsHooks for RelaxedCo {
     }
 
     fn vm_metrics(&self, vm: VmId) -> Option<serde_json::Value> {
-        let c = self.counters.get(vm as usize)?;
-        Some(json!({
-            "costops": c.costops,
-            "costarts": c.costarts,
-            "laggard_boosts": c.laggard_boosts,
-            "max_skew_us": c.max_skew_ns as f64 / 1e3,
-        }))
+        self.metrics(vm)
     }
 }

@@ -13,10 +13,15 @@
 //! VM's soft affinity (`cpus_soft`) is tried before its hard affinity when
 //! an idler is tickled and when work is stolen (the two balance steps).
 //!
+//! Two hook sets may be built in, each a small hook in csched_schedule():
+//! IRS's SA sender (`host/irs.rs`) and relaxed co-scheduling
+//! (`host/coscheduling.rs`).
+//!
 //! Simplifications: a waking vCPU stays on its last pCPU's runqueue
 //! (`_csched_cpu_pick()` is not modelled, at wakeup or at the tick in
 //! csched_vcpu_acct()); work is stolen only by a pCPU that schedules.
 
+use super::coscheduling::{Coschedule, RelaxedCo};
 use super::irs::IrsSender;
 use super::{keeps_running_until_notified, DecisionCosts, Exit, Hcall, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
@@ -43,6 +48,7 @@ const MIN_TIMER_NS: u64 = 100_000;
 const T_ACCT: u64 = 1 << 56;
 const T_TICK: u64 = 2 << 56;
 const T_SLICE: u64 = 3 << 56;
+const T_COSCHED: u64 = 4 << 56;
 const KIND: u64 = 0xff << 56;
 
 #[derive(Debug, Clone)]
@@ -126,12 +132,24 @@ pub struct Credit {
     costs: DecisionCosts,
     /// IRS's SA sender, when Credit runs as the IRS prototype's base.
     activations: Option<IrsSender>,
+    /// Relaxed co-scheduling, when Credit is its base (the IRS paper's
+    /// baseline, section 5.1).
+    coscheduling: Option<RelaxedCo>,
 }
 
 impl Credit {
     /// Credit with IRS's SA sender (the IRS prototype, section 4.1).
     pub fn with_activations(b: &HostBuild, sender: IrsSender) -> Self {
         Credit { activations: Some(sender), ..Credit::new(b) }
+    }
+
+    /// Credit with relaxed co-scheduling (host/coscheduling.rs).
+    pub fn with_coscheduling(b: &HostBuild, co: RelaxedCo) -> Self {
+        Credit { coscheduling: Some(co), ..Credit::new(b) }
+    }
+
+    fn costopped(&self, v: VcpuId) -> bool {
+        self.coscheduling.as_ref().is_some_and(|co| co.is_costopped(v))
     }
 
     pub fn new(b: &HostBuild) -> Self {
@@ -194,6 +212,7 @@ impl Credit {
             last_tickle: 0,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
             activations: None,
+            coscheduling: None,
         }
     }
 
@@ -297,6 +316,9 @@ impl Credit {
                 for &v in &self.runq[q as usize] {
                     if self.vcs[v as usize].pri <= pri {
                         break;
+                    }
+                    if self.costopped(v) {
+                        continue;
                     }
                     // A vCPU without a useful soft affinity waits for the hard step.
                     if step == Step::Soft && self.vcs[v as usize].soft.is_none() {
@@ -459,18 +481,46 @@ impl Credit {
     }
 }
 
+impl Credit {
+    /// A relaxed co-scheduling check: a co-stopped running vCPU leaves its
+    /// pCPU, a co-started queued one is runnable work again (tickled), and
+    /// a boosted laggard's pCPU decides again, to run it.
+    fn coschedule(&mut self, view: &HostView, out: &mut HostOut) {
+        let co = self.coscheduling.as_mut().expect("co-scheduling timer without co-scheduling");
+        let poll_ns = co.poll_ns();
+        for change in co.check_all(view) {
+            match change {
+                Coschedule::Stopped { v, running: true } | Coschedule::Boosted(v) => out.resched.push(self.vcs[v as usize].cpu),
+                Coschedule::Stopped { running: false, .. } => {}
+                Coschedule::Started(v) => {
+                    if self.vcs[v as usize].on_runq {
+                        self.tickle(view, out, v);
+                    }
+                }
+            }
+        }
+        out.timers.push((view.now + poll_ns, T_COSCHED));
+    }
+}
+
 impl HostPolicy for Credit {
     fn name(&self) -> &'static str {
         if self.activations.is_some() {
             "irs"
+        } else if self.coscheduling.is_some() {
+            "relaxed_co"
         } else {
             "credit"
         }
     }
 
-    fn start(&mut self, _view: &HostView, out: &mut HostOut) {
+    fn start(&mut self, view: &HostView, out: &mut HostOut) {
         out.timers.push((self.tslice_ns, T_ACCT));
         out.timers.push((self.tick_ns, T_TICK));
+        if let Some(co) = &mut self.coscheduling {
+            co.start(view);
+            out.timers.push((view.now + co.poll_ns(), T_COSCHED));
+        }
     }
 
     /// csched_vcpu_wake(): an UNDER vCPU waking from a halt is BOOSTed.
@@ -508,7 +558,7 @@ impl HostPolicy for Credit {
         // yields (it may be about to spin, Xen 4.9).
         if let Some(c) = runnable_prev {
             let runtime = now - self.vcs[c as usize].running_since;
-            if self.ratelimit_ns > 0 && runtime < self.ratelimit_ns && !self.vcs[c as usize].yielding {
+            if self.ratelimit_ns > 0 && runtime < self.ratelimit_ns && !self.vcs[c as usize].yielding && !self.costopped(c) {
                 let slice = if runtime < MIN_TIMER_NS { MIN_TIMER_NS } else { self.ratelimit_ns - runtime };
                 self.pcpu.end(out, &self.costs, p, prev, Some(c), switched_out, Some((T_SLICE, now + slice)));
                 return Some(c);
@@ -520,7 +570,12 @@ impl HostPolicy for Credit {
         if let Some(c) = prev {
             self.vcs[c as usize].yielding = false;
         }
-        let head = self.runq[pi].first().copied();
+        let head = match &mut self.coscheduling {
+            // Relaxed co-scheduling: a boosted laggard first, never a
+            // co-stopped vCPU.
+            Some(co) => co.take_boosted(&self.runq[pi]).or_else(|| co.first_eligible(&self.runq[pi])),
+            None => self.runq[pi].first().copied(),
+        };
         // IRS (Algorithm 1): a runnable vCPU about to lose the pCPU to the
         // runqueue's head is warned first and keeps running until its guest
         // answers or the bound passes.
@@ -575,12 +630,17 @@ impl HostPolicy for Credit {
                 out.timers.push((view.now + self.tick_ns, T_TICK));
             }
             T_SLICE => out.resched.extend(self.pcpu.slice_due(token)),
+            T_COSCHED => self.coschedule(view, out),
             _ => unreachable!("unknown credit timer token {token:#x}"),
         }
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
         self.runq[p as usize].len() as u32 + self.pcpu.curr[p as usize].is_some() as u32
+    }
+
+    fn vm_metrics(&self, vm: crate::ids::VmId) -> Option<serde_json::Value> {
+        self.coscheduling.as_ref()?.metrics(vm)
     }
 
     /// do_yield() (SCHEDOP_yield) and the pause-loop exit, which Xen's VMX

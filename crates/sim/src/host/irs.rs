@@ -19,7 +19,7 @@ pub struct IrsParams {
     /// The scheduler IRS's sender is built into. The paper's prototype
     /// modifies Xen's Credit; `cfs` is host CFS as KVM runs it.
     #[serde(default)]
-    pub base: IrsBase,
+    pub base: HookBase,
     /// Hard limit on the guest's answer (section 4.1: "the hypervisor can
     /// set a hard limit for SA completion"). The paper gives no value, only
     /// the 20-26 us its guests take (section 3.1); the default is twice the
@@ -34,16 +34,19 @@ fn bound_us() -> f64 {
 
 impl Default for IrsParams {
     fn default() -> Self {
-        IrsParams { base: IrsBase::default(), bound_us: bound_us() }
+        IrsParams { base: HookBase::default(), bound_us: bound_us() }
     }
 }
 
+/// The scheduler a hook set is built into (IRS's sender, relaxed
+/// co-scheduling).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
-pub enum IrsBase {
+pub enum HookBase {
+    /// Host CFS, as KVM runs it.
     #[default]
     Cfs,
-    /// Xen's Credit, as the paper's prototype (section 4.1).
+    /// Xen's Credit, the IRS paper's platform (section 4.1).
     Credit,
 }
 
