@@ -184,7 +184,7 @@ pub struct Task {
     /// Hardware thread whose caches hold its working set (where it last ran).
     cache_pcpu: Option<PcpuId>,
     /// Refill work (ns at capacity 1024) its next computation does first.
-    pub refill_work: f64,
+    refill_work: f64,
     /// Refill work it did in all.
     pub refill_total: f64,
 }
