@@ -38,6 +38,15 @@ def test_every_builtin_with_a_paper_table_is_registered():
     assert {name for name, paper in registered.items() if paper == "vsched"} >= {"vsched-fig2", "vsched-fig3"}
 
 
+def test_a_quick_run_lasts_the_experiment_timeline_where_it_names_one():
+    experiments = {e.name: e for e in registry.registry()}
+    phases = experiments["vsched-fig16"]
+    assert phases.paper["quick_ms"] == 12000
+    planned = registry.plan_experiments([phases, experiments["vsched-fig2"]], [1], registry.QUICK_DURATION)
+    assert {run.task.duration_ns for run in planned["vsched-fig16"]} == {12_000_000_000}
+    assert {run.task.duration_ns for run in planned["vsched-fig2"]} == {300_000_000}
+
+
 def test_quick_rows_follow_the_contract(quick_run):
     _, rows = quick_run
     claims = [(e.name, claim) for e in registry.registry() for claim in e.paper["claim"]]

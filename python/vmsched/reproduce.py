@@ -185,10 +185,14 @@ def kernel_overrides(experiment: Experiment, kernel: str) -> dict[str, list[str]
 
 def plan_experiments(experiments: Iterable[Experiment], seeds: list[int], duration: str | None,
                      kernel: str | None = None) -> dict:
-    """Planned runs per experiment: its claims' variants x the seeds (on `kernel` if given)."""
+    """Planned runs per experiment: its claims' variants x the seeds (on `kernel` if given).
+    A quick run (`duration` given) lasts the experiment's own `quick_ms` if it names one."""
+    def run_duration(e: Experiment) -> str | None:
+        return f"{e.paper['quick_ms']:g}ms" if duration and e.paper.get("quick_ms") else duration
+
     return {e.name: plan(SweepSpec([e.scenario.source.removeprefix("builtin:")], seeds, e.variants(),
                                    grid=kernel_overrides(e, kernel) if kernel else {},
-                                   duration=duration, source=e.scenario.source))
+                                   duration=run_duration(e), source=e.scenario.source))
             for e in experiments}
 
 

@@ -38,6 +38,8 @@ pub enum Event {
     /// A guest policy's own timer (VM, token).
     GuestTimer(VmId, u64),
     Sample,
+    /// The `i`-th of the scenario's `vm.pin_changes`, counted over the VMs in order.
+    PinChange(u32),
 }
 
 #[derive(Default)]

@@ -63,6 +63,10 @@ pub struct Host {
     pub capacity_changes: Vec<CapacityChange>,
     #[serde(default)]
     pub distances: Distances,
+    /// The cost a guest task pays in cache refill when it runs on another
+    /// hardware thread (see [`CacheModel`]).
+    #[serde(default)]
+    pub cache: CacheModel,
     /// The host scheduler, by registry name (`vmsched policies`); its
     /// parameters are the table named after it (`[host.cfs]`, ...).
     #[serde(default)]
@@ -295,6 +299,41 @@ impl Default for Distances {
     }
 }
 
+/// `[host.cache]`: a task that computes on another hardware thread than the
+/// one it last ran on refills its working set (`working_set_kb` of its
+/// workload) from where it was, one cache line at the machine's transfer
+/// latency for that distance (`host.distances`: SMT siblings share their
+/// core's caches, a core of the same socket passes lines through the LLC,
+/// one across sockets over the interconnect), with `fill_buffers` misses in
+/// flight. Off by default, so results without it stay as they were.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheModel {
+    #[serde(default)]
+    pub migration_refill: bool,
+    /// x86 cache lines are 64 bytes (Intel 64 and IA-32 Architectures
+    /// Optimization Reference Manual, "cache line size").
+    #[serde(default = "cache_line_bytes")]
+    pub line_bytes: u32,
+    /// Outstanding L1D misses per core: the 10 line fill buffers of the L1
+    /// data cache (Intel 64 and IA-32 Architectures Optimization Reference
+    /// Manual, Sandy Bridge microarchitecture, L1 data cache), so misses
+    /// overlap ten at a time.
+    #[serde(default = "cache_fill_buffers")]
+    pub fill_buffers: u32,
+}
+fn cache_line_bytes() -> u32 {
+    64
+}
+fn cache_fill_buffers() -> u32 {
+    10
+}
+impl Default for CacheModel {
+    fn default() -> Self {
+        toml::from_str("").expect("cache defaults")
+    }
+}
+
 /// Optional explicit CFS tunables (nanoseconds). When absent, Linux's defaults
 /// scaled by CPU count apply (see `cfs::Tunables::linux_default`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -467,6 +506,23 @@ pub struct Vm {
     pub guest: Guest,
     #[serde(rename = "workload", default)]
     pub workloads: Vec<Workload>,
+    /// Changes of a vCPU's hard affinity during the run, as `virsh vcpupin`
+    /// makes them (see [`PinChange`]).
+    #[serde(default)]
+    pub pin_changes: Vec<PinChange>,
+}
+
+/// At `at_ms`, vCPU `vcpu` of the VM may run only on `pcpus` from then on:
+/// libvirt's `virsh vcpupin DOMAIN VCPU CPULIST` sets the vCPU thread's
+/// affinity with sched_setaffinity(), and the host scheduler moves the thread
+/// off a pCPU it may no longer use (__set_cpus_allowed_ptr(),
+/// kernel/sched/core.c). Host policies built on host CFS only.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinChange {
+    pub at_ms: f64,
+    pub vcpu: u32,
+    pub pcpus: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -1028,6 +1084,22 @@ pub struct Workload {
     /// Server: requests the kernel holds for the workers before it drops new ones.
     #[serde(default = "backlog")]
     pub backlog: u32,
+    /// Data each thread keeps in its core's private caches, refilled when it
+    /// next computes on another hardware thread (with `host.cache.migration_refill`).
+    /// Default: the 1 MiB private L2 of a core of the vSched testbed's Xeon
+    /// Gold 6138 (Skylake-SP: 1 MB L2 per core, Intel's product
+    /// specifications), i.e. a thread that fills its private caches.
+    #[serde(default = "working_set_kb")]
+    pub working_set_kb: f64,
+    /// Speed of one of this workload's threads while its hardware thread's
+    /// SMT sibling is busy, relative to running alone; default: the host's
+    /// `smt_factor`. Programs differ: one bound by a core's execution units
+    /// gains little from a second hardware thread, one that waits on memory
+    /// gains more (the source is cited where a profile or scenario sets it).
+    pub smt_factor: Option<f64>,
+}
+fn working_set_kb() -> f64 {
+    1024.0
 }
 /// A listening socket's queue of connections not yet accepted: listen(2)'s
 /// backlog, capped by net.core.somaxconn, whose default is 4096 since Linux 5.4
@@ -1346,6 +1418,16 @@ pub fn apply_override(doc: &mut toml::Table, ov: &str) -> Result<(), ScenarioErr
 }
 
 /// Semantic checks serde cannot express.
+/// Whether the host policy moves a vCPU thread whose affinity changed: host
+/// CFS and the hook sets built on it do (HostCfs::affinity_changed()).
+fn pin_changes_supported(s: &Scenario) -> bool {
+    match s.host.policy {
+        HostPolicyKind::Cfs | HostPolicyKind::Anubis | HostPolicyKind::Uvf | HostPolicyKind::RelaxedCo => true,
+        HostPolicyKind::Irs => s.host.irs.base == crate::host::irs::IrsBase::Cfs,
+        HostPolicyKind::Credit | HostPolicyKind::Credit2 | HostPolicyKind::Rtds | HostPolicyKind::Tableau => false,
+    }
+}
+
 fn check(s: &Scenario) -> Result<(), ScenarioError> {
     check_limits(s)?;
     if !(s.duration_ms > 0.0 && s.duration_ms.is_finite()) {
@@ -1378,6 +1460,9 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
     }
     if !(h.smt_factor > 0.0 && h.smt_factor <= 1.0) {
         return Err(err("host.smt_factor", "must be in (0, 1]"));
+    }
+    if h.cache.line_bytes == 0 || h.cache.fill_buffers == 0 {
+        return Err(err("host.cache", "line_bytes and fill_buffers must be positive"));
     }
     for (i, c) in h.capacity_changes.iter().enumerate() {
         if c.core >= ncores {
@@ -1414,6 +1499,24 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         for (field, list) in [("pin", &vm.pin), ("cpus", &vm.cpus), ("cpus_soft", &vm.cpus_soft)] {
             if let Some(bad) = list.iter().find(|&&c| c >= npcpu) {
                 return Err(err(format!("{p}.{field}"), format!("no pCPU {bad} (host has {npcpu})")));
+            }
+        }
+        for (i, c) in vm.pin_changes.iter().enumerate() {
+            let f = format!("{p}.pin_changes[{i}]");
+            if c.vcpu >= vm.vcpus {
+                return Err(err(format!("{f}.vcpu"), format!("no vCPU {} (the VM has {})", c.vcpu, vm.vcpus)));
+            }
+            if c.pcpus.is_empty() {
+                return Err(err(format!("{f}.pcpus"), "needs at least one pCPU"));
+            }
+            if let Some(bad) = c.pcpus.iter().find(|&&q| q >= npcpu) {
+                return Err(err(format!("{f}.pcpus"), format!("no pCPU {bad} (host has {npcpu})")));
+            }
+            if !(c.at_ms >= 0.0 && c.at_ms < s.duration_ms) {
+                return Err(err(format!("{f}.at_ms"), format!("{} ms is not within the run (0 to {} ms)", c.at_ms, s.duration_ms)));
+            }
+            if !pin_changes_supported(s) {
+                return Err(err(format!("{f}"), "run-time re-pinning needs a host policy built on host CFS (cfs, anubis, uvf, relaxed_co, irs with base = \"cfs\")"));
             }
         }
         if let Some(bw) = &vm.bandwidth {
@@ -1736,6 +1839,10 @@ pub struct Paper {
     pub note: String,
     #[serde(rename = "claim")]
     pub claims: Vec<Claim>,
+    /// Simulated time of a `vmsched reproduce --quick` run, for an
+    /// experiment whose timeline (phases, re-pinning) needs more than the
+    /// quick default; absent: the default.
+    pub quick_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -1903,6 +2010,14 @@ fn check_metric_path(path: &str, s: &Scenario) -> Result<(), String> {
 }
 
 fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
+    if !(w.working_set_kb >= 0.0 && w.working_set_kb.is_finite()) {
+        return Err(err(format!("{p}.working_set_kb"), "must be a non-negative number of KiB"));
+    }
+    if let Some(f) = w.smt_factor {
+        if !(f >= 0.5 && f <= 1.0) {
+            return Err(err(format!("{p}.smt_factor"), format!("{f} is outside 0.5..=1 (two busy SMT siblings together do at least one thread's work)")));
+        }
+    }
     if w.threads == 0 {
         return Err(err(format!("{p}.threads"), "must be at least 1"));
     }
@@ -1946,14 +2061,15 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
     const THREADS: [&str; 5] = ["threads", "policy", "rt_priority", "affinity", "pin_threads"];
     macro_rules! threaded {
         ($($f:literal),*) => {{
-            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], $($f),*];
+            // Every kind with threads computes, so its threads pay for where they run.
+            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], "working_set_kb", "smt_factor", $($f),*];
             FIELDS
         }};
     }
     match kind {
         WorkloadKind::Hog => threaded!("work_us"),
         // Filler threads are SCHED_IDLE whatever `policy` says.
-        WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us"],
+        WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us", "working_set_kb", "smt_factor"],
         WorkloadKind::Bursty => threaded!("work_us", "work_dist", "sleep_us"),
         WorkloadKind::Parallel => threaded!(
             "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",

@@ -66,6 +66,8 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "irs-fig12",
     "irs-fig13",
     "eevdf-wakeup-latency",
+    "vsched-fig16",
+    "vsched-fig13",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

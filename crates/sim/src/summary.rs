@@ -132,6 +132,11 @@ pub fn summarize(w: &World) -> Value {
                 "cpu_time_ns": cpu,
                 "spin_ns": spin,
             });
+            // Only with `host.cache.migration_refill`: runs without it keep their keys.
+            if w.scenario.host.cache.migration_refill {
+                let refill: f64 = wl.tasks.iter().map(|&t| w.tasks[t as usize].refill_total).sum();
+                o["refill_work_ns"] = json!(round6(refill));
+            }
             if wl.metrics.has_latency {
                 o["latency_ns"] = latency(&wl.metrics.latency);
             }

@@ -925,6 +925,20 @@ impl<H: CfsHooks> HostCfs<H> {
         }
     }
 
+    /// move_queued_task() of queued `v` from `p`, which its affinity no
+    /// longer allows, to the first allowed pCPU after `p` in cyclic order
+    /// (affine_move_task() takes cpumask_any_and_distribute() of the new
+    /// mask, which spreads successive moves over it), keeping its lag; the
+    /// destination is rescheduled if `v` preempts its current vCPU.
+    fn move_off(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
+        let n = view.machine.pcpus;
+        let to = (1..n).map(|i| (p + i) % n).find(|&q| view.may_run(v, q)).expect("a re-pinned vCPU has an allowed pCPU");
+        self.k.migrate(view, v, p, to);
+        if self.k.wakeup_preempts(view, to, v) {
+            out.resched.push(to);
+        }
+    }
+
     /// Whether running `prev` stays on `p` instead of giving way to `next`:
     /// while its activation is outstanding, or when the hooks ask to warn
     /// its guest first.
@@ -997,6 +1011,10 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
                     self.k.dequeue_vcpu(view, pv, false);
                 }
                 self.k.put_prev(view, p);
+                if self.k.on_rq(pv) && !view.may_run(pv, p) {
+                    // Re-pinned while running: the stopper moves it.
+                    self.move_off(view, out, pv, p);
+                }
             }
         }
         let newidle = self.k.nr_running(p) == 0;
@@ -1012,7 +1030,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         }
         let mut next = self.hooks.pick(&mut self.k, view, out, p, first);
         if let (Some(pv), Some(n)) = (prev, next) {
-            if n != pv && self.k.on_rq(pv) && self.keeps_running(view, out, p, pv, n) {
+            if n != pv && self.k.on_rq(pv) && self.k.cpu_of[pv as usize] == p && self.keeps_running(view, out, p, pv, n) {
                 next = prev;
             }
         }
@@ -1105,6 +1123,25 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             out.resched.push(tp);
         }
         true
+    }
+
+    /// __set_cpus_allowed_ptr() -> affine_move_task(): a thread that may
+    /// stay where it is, or that is not queued (halted, or throttled until
+    /// its group's refill), is left alone, as select_task_rq() finds it an
+    /// allowed pCPU when it wakes; a queued one is moved at once
+    /// (move_queued_task()); a running one is preempted by the stopper,
+    /// which moves it (migration_cpu_stop()): here pick_next() moves a
+    /// previous vCPU that may no longer stay.
+    fn affinity_changed(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        let p = self.k.cpu_of[v as usize];
+        if view.may_run(v, p) || !self.k.on_rq(v) {
+            return;
+        }
+        if self.k.leaf_curr(p) == Some(v) {
+            out.resched.push(p);
+        } else {
+            self.move_off(view, out, v, p);
+        }
     }
 
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {

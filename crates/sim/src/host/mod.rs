@@ -389,6 +389,10 @@ pub trait HostPolicy {
     fn yield_to(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _target: VcpuId) -> bool {
         false
     }
+    /// The hard affinity of `v` changed (`vm.pin_changes`): a policy that
+    /// supports it moves `v` off a pCPU it may no longer use. The scenario
+    /// check admits re-pinning only on the policies that do.
+    fn affinity_changed(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId) {}
     /// Validation mode: the policy's own state is consistent (checked after
     /// every event); the first violation found.
     fn check_invariants(&self) -> Result<(), String> {

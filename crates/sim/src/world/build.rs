@@ -167,6 +167,7 @@ impl World {
                     irq_vcpu: vms[vi].first_vcpu + built.irq_vcpu,
                     start_ns: ms(w.start_ms),
                     stop_ns: w.stop_ms.map(ms),
+                    placement: super::cache::PlacementCost::new(&scenario.host.cache, w),
                 });
             }
         }
@@ -199,6 +200,8 @@ impl World {
                 irq_vcpu: vm.first_vcpu,
                 start_ns: 0,
                 stop_ns: None,
+                // The guest policy's own threads (probers) are not charged.
+                placement: Default::default(),
             });
         }
         let entitlements = super::record::entitlements(&scenario, &allowed, np);
@@ -258,6 +261,10 @@ impl World {
         for w in 0..self.workloads.len() {
             self.schedule(self.workloads[w].start_ns, Event::WorkloadStart(w as u32));
         }
+        let repins: Vec<u64> = self.scenario.vms.iter().flat_map(|vm| vm.pin_changes.iter().map(|c| ms(c.at_ms))).collect();
+        for (i, at) in repins.into_iter().enumerate() {
+            self.schedule(at, Event::PinChange(i as u32));
+        }
         if self.recorder.record {
             self.schedule(self.sample_ns, Event::Sample);
         }
@@ -288,6 +295,9 @@ impl Task {
             off_since: None,
             record_gaps_over,
             parked: false,
+            cache_pcpu: None,
+            refill_work: 0.0,
+            refill_total: 0.0,
         }
     }
 }

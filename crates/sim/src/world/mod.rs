@@ -10,6 +10,7 @@
 //! - `record.rs`: samples, trace and tables; `validate.rs`: invariants.
 
 mod build;
+pub mod cache;
 mod exec;
 mod guest_glue;
 mod host_glue;
@@ -181,6 +182,12 @@ pub struct Task {
     record_gaps_over: Option<u64>,
     /// Blocked in `Op::Park` until its guest policy wakes it.
     parked: bool,
+    /// Hardware thread whose caches hold its working set (where it last ran).
+    cache_pcpu: Option<PcpuId>,
+    /// Refill work (ns at capacity 1024) its next computation does first.
+    refill_work: f64,
+    /// Refill work it did in all.
+    pub refill_total: f64,
 }
 
 impl Task {
@@ -244,6 +251,8 @@ pub struct WorkloadState {
     pub start_ns: u64,
     /// Open-loop arrivals end here.
     pub stop_ns: Option<u64>,
+    /// What its threads pay for where they run (cache refill, SMT).
+    pub placement: cache::PlacementCost,
 }
 
 pub struct World {
@@ -300,11 +309,36 @@ impl World {
         self.vms[vc.vm as usize].host_state[vc.local as usize] = s;
     }
 
-    /// Work rate of the vCPU's pCPU now, SMT contention included.
+    /// Work rate of the vCPU's pCPU now, SMT contention included (with its
+    /// task's own SMT slowdown, if its workload has one).
     fn rate(&self, v: VcpuId) -> f64 {
-        let p = self.vcpus[v as usize].pcpu.expect("rate of a running vCPU");
+        let vc = &self.vcpus[v as usize];
+        let p = vc.pcpu.expect("rate of a running vCPU");
         let sibling_busy = self.machine.siblings(p).any(|s| self.pcpu_curr[s as usize].is_some());
-        self.machine.rate(p, sibling_busy)
+        match vc.curr_task {
+            Some(t) => self.workloads[self.tasks[t as usize].workload as usize].placement.rate(&self.machine, p, sibling_busy),
+            None => self.machine.rate(p, sibling_busy),
+        }
+    }
+
+    /// A task that computes on another hardware thread than the one whose
+    /// caches hold its working set refills it first (see [`cache`]).
+    fn note_placement(&mut self, v: VcpuId) {
+        let vc = &self.vcpus[v as usize];
+        let (Some(t), Some(p)) = (vc.curr_task, vc.pcpu) else { return };
+        let task = &self.tasks[t as usize];
+        if task.cache_pcpu == Some(p) {
+            return;
+        }
+        let refill = match task.cache_pcpu {
+            Some(from) => self.workloads[task.workload as usize].placement.refill_work(&self.machine, from, p),
+            None => 0.0,
+        };
+        let task = &mut self.tasks[t as usize];
+        task.cache_pcpu = Some(p);
+        // A working set half refilled elsewhere is fetched whole again.
+        task.refill_work = refill;
+        task.refill_total += refill;
     }
 
     /// Brings the vCPU's time accounts and its task's progress up to now.
@@ -333,7 +367,11 @@ impl World {
                     let task = &mut self.tasks[t as usize];
                     task.cpu_ns += d;
                     match &mut task.exec {
-                        Exec::Compute(left) => *left = (*left - work).max(0.0),
+                        Exec::Compute(left) => {
+                            let refill = work.min(task.refill_work);
+                            task.refill_work -= refill;
+                            *left = (*left - (work - refill)).max(0.0);
+                        }
                         Exec::Spin { budget, .. } => {
                             task.spin_ns += d;
                             if let Some(b) = budget {
@@ -364,6 +402,10 @@ impl World {
             self.set_progress_event(v, Some(poll.until));
             return;
         }
+        if running {
+            self.note_placement(v);
+        }
+        let vc = &self.vcpus[v as usize];
         let task = vc.curr_task.filter(|_| running);
         let Some(t) = task else {
             self.vcpus[v as usize].pv.loop_start = None;
@@ -389,7 +431,7 @@ impl World {
         };
         let done = match self.tasks[t as usize].exec {
             Exec::Ready => Some(start),
-            Exec::Compute(left) => Some(start + (left / self.rate(v)).ceil() as u64),
+            Exec::Compute(left) => Some(start + ((self.tasks[t as usize].refill_work + left) / self.rate(v)).ceil() as u64),
             Exec::Spin { budget: Some(b), .. } => Some(start + (b / self.rate(v)).ceil() as u64),
             _ => None,
         };
@@ -582,6 +624,12 @@ impl World {
                     self.plan(v);
                 }
             }
+            Event::PinChange(i) => {
+                let (v, affinity) = self.pin_change(i as usize);
+                self.allowed[v as usize] = affinity;
+                self.host_call(|h, view, out| h.affinity_changed(view, out, v));
+                self.drain_rescheds();
+            }
             Event::Sample => {
                 self.schedule(self.now + self.sample_ns, Event::Sample);
                 for v in 0..self.vcpus.len() as u32 {
@@ -591,6 +639,14 @@ impl World {
                 record::stream(self);
             }
         }
+    }
+
+    /// The vCPU and its new affinity of the `i`-th pin change (counted over
+    /// the VMs in order).
+    fn pin_change(&self, i: usize) -> (VcpuId, crate::host::Affinity) {
+        let mut changes = self.scenario.vms.iter().zip(&self.vms).flat_map(|(vm, st)| vm.pin_changes.iter().map(move |c| (st.first_vcpu + c.vcpu, c)));
+        let (v, c) = changes.nth(i).expect("pin change index");
+        (v, crate::host::Affinity::only(c.pcpus.clone()))
     }
 
     fn arrival(&mut self, w: u32) {
