@@ -484,9 +484,11 @@ pub struct IoBackend {
     /// CPU time (ns at capacity 1024) the thread spends taking one request
     /// off the virtqueue and issuing it; default per kind
     /// (`paravirt::io_backend::default_costs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_cpu_ns: Option<u64>,
     /// CPU time (ns at capacity 1024) it spends on one completion: reaping
     /// it, filling the used ring and signalling the irqfd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_cpu_ns: Option<u64>,
     /// pCPUs the thread may run on; empty: those of the VM's vCPUs (its
     /// `pin` entries, or `cpus`), as a QEMU or vhost thread inherits the
