@@ -15,4 +15,5 @@ def test_scenario_reference_example_validates():
     assert vm["pin"] == [0, 1, 2, 3]
     assert vm["bandwidth"]["per"] == "vcpu"
     assert vm["guest"]["llc_groups"] == [[0, 1], [2, 3]]
+    assert vm["io_backend"] == {"kind": "vhost", "submit_cpu_ns": 1000, "complete_cpu_ns": 1000, "affinity": []}
     assert scenario["variants"]["fast-tick"] == {"host.hz": 1000}

@@ -510,6 +510,9 @@ pub struct Vm {
     /// makes them (see [`PinChange`]).
     #[serde(default)]
     pub pin_changes: Vec<PinChange>,
+    /// The host thread that serves the VM's virtqueues (`paravirt::io_backend`).
+    #[serde(default, skip_serializing_if = "IoBackend::is_none")]
+    pub io_backend: IoBackend,
 }
 
 /// At `at_ms`, vCPU `vcpu` of the VM may run only on `pcpus` from then on:
@@ -523,6 +526,49 @@ pub struct PinChange {
     pub at_ms: f64,
     pub vcpu: u32,
     pub pcpus: Vec<u32>,
+}
+
+/// `[vm.io_backend]`: the host-side IO backend of the VM's virtio devices, a
+/// host thread the host policy schedules like a vCPU thread. `none` (the
+/// default) keeps the backend's processing inside the device latency, at no
+/// pCPU cost.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct IoBackend {
+    #[serde(default)]
+    pub kind: IoBackendKind,
+    /// CPU time (ns at capacity 1024) the thread spends taking one request
+    /// off the virtqueue and issuing it; default per kind
+    /// (`paravirt::io_backend::default_costs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_cpu_ns: Option<u64>,
+    /// CPU time (ns at capacity 1024) it spends on one completion: reaping
+    /// it, filling the used ring and signalling the irqfd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complete_cpu_ns: Option<u64>,
+    /// pCPUs the thread may run on; empty: those of the VM's vCPUs (its
+    /// `pin` entries, or `cpus`), as a QEMU or vhost thread inherits the
+    /// VM's cpuset unless the emulator threads are pinned elsewhere.
+    #[serde(default)]
+    pub affinity: Vec<u32>,
+}
+
+impl IoBackend {
+    pub fn is_none(&self) -> bool {
+        self.kind == IoBackendKind::None
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum IoBackendKind {
+    /// No backend thread: its work is part of the device latency.
+    #[default]
+    None,
+    /// A vhost worker kernel thread (drivers/vhost/vhost.c, vhost_worker()).
+    Vhost,
+    /// A QEMU iothread running the device's AioContext (virtio-blk dataplane).
+    Iothread,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -1417,17 +1463,18 @@ pub fn apply_override(doc: &mut toml::Table, ov: &str) -> Result<(), ScenarioErr
     Ok(())
 }
 
-/// Semantic checks serde cannot express.
 /// Whether the host policy moves a vCPU thread whose affinity changed: host
 /// CFS and the hook sets built on it do (HostCfs::affinity_changed()).
 fn pin_changes_supported(s: &Scenario) -> bool {
     match s.host.policy {
-        HostPolicyKind::Cfs | HostPolicyKind::Anubis | HostPolicyKind::Uvf | HostPolicyKind::RelaxedCo => true,
-        HostPolicyKind::Irs => s.host.irs.base == crate::host::irs::IrsBase::Cfs,
+        HostPolicyKind::Cfs | HostPolicyKind::Anubis | HostPolicyKind::Uvf => true,
+        HostPolicyKind::Irs => s.host.irs.base == crate::host::irs::HookBase::Cfs,
+        HostPolicyKind::RelaxedCo => s.host.relaxed_co.base == crate::host::irs::HookBase::Cfs,
         HostPolicyKind::Credit | HostPolicyKind::Credit2 | HostPolicyKind::Rtds | HostPolicyKind::Tableau => false,
     }
 }
 
+/// Semantic checks serde cannot express.
 fn check(s: &Scenario) -> Result<(), ScenarioError> {
     check_limits(s)?;
     if !(s.duration_ms > 0.0 && s.duration_ms.is_finite()) {
@@ -1496,7 +1543,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         if !vm.pin.is_empty() && vm.pin.len() != vm.vcpus as usize {
             return Err(err(format!("{p}.pin"), format!("has {} entries for {} vCPUs", vm.pin.len(), vm.vcpus)));
         }
-        for (field, list) in [("pin", &vm.pin), ("cpus", &vm.cpus), ("cpus_soft", &vm.cpus_soft)] {
+        for (field, list) in [("pin", &vm.pin), ("cpus", &vm.cpus), ("cpus_soft", &vm.cpus_soft), ("io_backend.affinity", &vm.io_backend.affinity)] {
             if let Some(bad) = list.iter().find(|&&c| c >= npcpu) {
                 return Err(err(format!("{p}.{field}"), format!("no pCPU {bad} (host has {npcpu})")));
             }
@@ -1516,7 +1563,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
                 return Err(err(format!("{f}.at_ms"), format!("{} ms is not within the run (0 to {} ms)", c.at_ms, s.duration_ms)));
             }
             if !pin_changes_supported(s) {
-                return Err(err(format!("{f}"), "run-time re-pinning needs a host policy built on host CFS (cfs, anubis, uvf, relaxed_co, irs with base = \"cfs\")"));
+                return Err(err(format!("{f}"), "run-time re-pinning needs a host policy built on host CFS (cfs, anubis, uvf, irs or relaxed_co with base = \"cfs\")"));
             }
         }
         if let Some(bw) = &vm.bandwidth {
@@ -1584,6 +1631,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(format!("variants.{name}"), "a variant needs at least one override"));
         }
     }
+    check_io_backends(s)?;
     check_xen(s)?;
     if let Some(paper) = &s.paper {
         check_paper(paper, s)?;
@@ -1782,6 +1830,32 @@ impl Default for TableauParams {
     fn default() -> Self {
         toml::from_str("").expect("tableau defaults")
     }
+}
+
+/// The IO backend threads: settings only where a backend runs, and a host
+/// policy that can schedule them.
+fn check_io_backends(s: &Scenario) -> Result<(), ScenarioError> {
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let b = &vm.io_backend;
+        let p = format!("vm[{vi}].io_backend");
+        if b.is_none() {
+            if *b != IoBackend::default() {
+                return Err(err(format!("{p}.kind"), "is `none` (no backend thread), so its other fields would be ignored; set kind = \"vhost\" or \"iothread\""));
+            }
+            continue;
+        }
+        // The Tableau table is planned for the VMs' vCPUs only: a thread it
+        // has no slots for would never run (Xen's backends run in dom0).
+        if s.host.policy == HostPolicyKind::Tableau {
+            return Err(err(format!("{p}.kind"), "the tableau policy schedules only the vCPUs it planned; a backend thread has no table slots"));
+        }
+        for (field, v) in [("submit_cpu_ns", b.submit_cpu_ns), ("complete_cpu_ns", b.complete_cpu_ns)] {
+            if v.is_some_and(|ns| ns > 1_000_000_000) {
+                return Err(err(format!("{p}.{field}"), "must be at most 1e9 ns (1 s of CPU per request)"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks of the Xen policies' inputs: RTDS budgets fit their periods, and

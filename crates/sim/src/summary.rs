@@ -113,6 +113,9 @@ pub fn summarize(w: &World) -> Value {
         if let Some(m) = w.host_vm_metrics(vm_id as u32) {
             vm_json[w.host_name()] = m;
         }
+        if let Some(b) = w.io_backend_report(vm_id as u32) {
+            vm_json["io_backend"] = b;
+        }
         vms.push(vm_json);
     }
     let workloads: Vec<Value> = w

@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 
 use super::record::{Recorder, TableSink};
+use crate::paravirt::io_backend::Backend;
 use crate::paravirt::ple::Ple;
 use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState, World};
@@ -64,34 +65,7 @@ impl World {
                 initial_cpu.push(home);
                 allowed.push(affinity);
                 weights.push(vm.weight as u64);
-                vcpus.push(Vcpu {
-                    vm: vi as u32,
-                    local: i,
-                    pcpu: None,
-                    last_pcpu: home,
-                    acct_last: 0,
-                    cpu_ns: 0,
-                    steal_ns: 0,
-                    halted_ns: 0,
-                    preemptions: 0,
-                    migrations: 0,
-                    context_switches: 0,
-                    curr_task: None,
-                    overhead: 0,
-                    plan_gen: 0,
-                    planned_at: None,
-                    pending: Vec::new(),
-                    need_resched: false,
-                    tick_pending: false,
-                    in_handler: None,
-                    hrtick_at: None,
-                    state_since: 0,
-                    task_since: 0,
-                    pv: VcpuPv { ple_window: scenario.host.kvm.ple_window, ..VcpuPv::default() },
-                    activation_deadline: None,
-                    activation_gen: 0,
-                    notified: false,
-                });
+                vcpus.push(Vcpu::new(vi as u32, i, home, scenario.host.kvm.ple_window));
             }
             if let Some(bw) = &vm.bandwidth {
                 let members: Vec<u32> = (first..first + vm.vcpus).collect();
@@ -129,6 +103,31 @@ impl World {
                 irq_redirected: 0,
                 irq_boosted: 0,
             });
+        }
+        // The IO backend threads: host entities after all the vCPUs, so the
+        // vCPUs' ids stay those of a run without them. Each runs where the
+        // scenario pins it, else where its VM's vCPUs may run (the VM's
+        // cpuset), at its VM's host weight.
+        let guest_vcpus = vcpus.len() as u32;
+        let mut backends = Vec::new();
+        for (vi, vm) in scenario.vms.iter().enumerate() {
+            let entity = vcpus.len() as u32;
+            let backend = Backend::new(&vm.io_backend, entity);
+            if backend.is_some() {
+                let cfg = &vm.io_backend;
+                let list = [&cfg.affinity, &vm.pin, &vm.cpus].into_iter().find(|l| !l.is_empty());
+                let affinity = list.map_or(Affinity::Any, |l| Affinity::only(l.clone()));
+                let home = affinity.nth(entity % affinity.count(np));
+                initial_cpu.push(home);
+                allowed.push(affinity);
+                weights.push(vm.weight as u64);
+                vcpus.push(Vcpu::new(vi as u32, vm.vcpus, home, scenario.host.kvm.ple_window));
+                let st = &mut vms[vi];
+                st.host_state.push(HostState::Halted);
+                st.preempted.push(false);
+                st.steal_published.push(0);
+            }
+            backends.push(backend);
         }
         let vm_of: Vec<u32> = vcpus.iter().map(|v| v.vm).collect();
         let build = registry::HostBuild { scenario: &scenario, host: &scenario.host, vm_of: &vm_of, pcpus: np, weights: &weights, initial_cpu: &initial_cpu, bandwidth: groups };
@@ -204,7 +203,7 @@ impl World {
                 placement: Default::default(),
             });
         }
-        let entitlements = super::record::entitlements(&scenario, &allowed, np);
+        let entitlements = super::record::entitlements(&scenario, &allowed[..guest_vcpus as usize], np);
         for (vm, e) in vms.iter_mut().zip(entitlements) {
             vm.entitlement = e;
         }
@@ -237,6 +236,8 @@ impl World {
             polling: Vec::new(),
             sample_ns,
             stop: opts.stop.clone(),
+            guest_vcpus,
+            backends,
             machine,
             scenario,
         }
@@ -267,6 +268,40 @@ impl World {
         }
         if self.recorder.record {
             self.schedule(self.sample_ns, Event::Sample);
+        }
+    }
+}
+
+impl Vcpu {
+    /// vCPU (or backend thread) `local` of VM `vm`, halted, starting on `home`.
+    fn new(vm: u32, local: u32, home: u32, ple_window: u64) -> Vcpu {
+        Vcpu {
+            vm,
+            local,
+            pcpu: None,
+            last_pcpu: home,
+            acct_last: 0,
+            cpu_ns: 0,
+            steal_ns: 0,
+            halted_ns: 0,
+            preemptions: 0,
+            migrations: 0,
+            context_switches: 0,
+            curr_task: None,
+            overhead: 0,
+            plan_gen: 0,
+            planned_at: None,
+            pending: Vec::new(),
+            need_resched: false,
+            tick_pending: false,
+            in_handler: None,
+            hrtick_at: None,
+            state_since: 0,
+            task_since: 0,
+            pv: VcpuPv { ple_window, ..VcpuPv::default() },
+            activation_deadline: None,
+            activation_gen: 0,
+            notified: false,
         }
     }
 }

@@ -127,7 +127,11 @@ impl World {
             KStep::IoWait { device_ns, irq_vcpu } => {
                 let vm = self.tasks[t as usize].vm;
                 self.tasks[t as usize].io_irq_vcpu = self.vms[vm as usize].first_vcpu + irq_vcpu;
-                self.schedule(self.now + device_ns, Event::DeviceDone(t));
+                if self.backend(vm).is_some() {
+                    self.backend_submit(vm, t, device_ns, v);
+                } else {
+                    self.schedule(self.now + device_ns, Event::DeviceDone(t));
+                }
                 self.block(t, v);
                 false
             }

@@ -12,7 +12,9 @@ macro_rules! with_guest {
     ($w:expr, $vm:expr, |$g:ident, $view:ident| $body:expr) => {{
         let now = $w.now;
         let vm = &mut $w.vms[$vm as usize];
-        let $view = GuestView { now, host_state: &vm.host_state, preempted: &vm.preempted, steal_published: &vm.steal_published };
+        // The guest sees its vCPUs only (not the VM's IO backend thread).
+        let nv = vm.nv as usize;
+        let $view = GuestView { now, host_state: &vm.host_state[..nv], preempted: &vm.preempted[..nv], steal_published: &vm.steal_published[..nv] };
         let $g = &mut vm.guest;
         $body
     }};

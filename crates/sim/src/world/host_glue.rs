@@ -87,6 +87,12 @@ impl World {
     /// activation upcall and keeps its pCPU until it answers or `bound` ns
     /// pass.
     fn send_activation(&mut self, v: VcpuId, bound: u64) {
+        if let (Some(_), Some(p)) = (self.backend_vm(v), self.vcpus[v as usize].pcpu) {
+            // A backend thread has no guest to warn: it may be preempted now.
+            self.vcpus[v as usize].notified = true;
+            self.push_resched(p);
+            return;
+        }
         let vc = &mut self.vcpus[v as usize];
         if vc.activation_deadline.is_some() || vc.notified || self.host_state(v) != HostState::Running {
             return;
@@ -259,6 +265,11 @@ impl World {
             pv.ple_window = ple.shrunk(pv.ple_window);
         }
         self.set_host_state(v, HostState::Running);
+        if self.backend_vm(v).is_some() {
+            // A backend thread resumes its job; it has no guest side.
+            self.plan(v);
+            return;
+        }
         if let Some(t) = self.vcpus[v as usize].curr_task {
             self.task_starts_executing(t);
         }
@@ -333,7 +344,7 @@ impl World {
     }
 
     /// HLT exits and the vCPU thread sleeps in the host.
-    fn halt_in_host(&mut self, v: VcpuId) {
+    pub(super) fn halt_in_host(&mut self, v: VcpuId) {
         let p = self.vcpus[v as usize].pcpu.expect("a halting vCPU runs");
         self.account_siblings(p);
         self.deschedule(v, p, HostState::Halted);

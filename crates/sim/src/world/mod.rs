@@ -7,6 +7,7 @@
 //! - `guest_glue.rs`: task wakeups, guest reschedules and ticks;
 //! - `irq.rs`: virtual interrupts and IPIs;
 //! - `exec.rs`: task programs and synchronization;
+//! - `io_backend.rs`: the VMs' IO backend threads as host entities;
 //! - `record.rs`: samples, trace and tables; `validate.rs`: invariants.
 
 mod build;
@@ -14,6 +15,7 @@ pub mod cache;
 mod exec;
 mod guest_glue;
 mod host_glue;
+mod io_backend;
 mod irq;
 pub mod record;
 mod validate;
@@ -29,6 +31,7 @@ use crate::host::HostPolicy;
 use crate::ids::{PcpuId, TaskId, VcpuId, VmId};
 use crate::machine::Machine;
 use crate::paravirt::ple::Ple;
+use crate::paravirt::io_backend::Backend;
 use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use crate::rng::Rng;
 use crate::scenario::{Overheads, Scenario};
@@ -290,6 +293,11 @@ pub struct World {
     polling: Vec<VcpuId>,
     sample_ns: u64,
     stop: Option<Arc<AtomicBool>>,
+    /// Engine ids below this are the guests' vCPUs; from it on, the host
+    /// entities of the VMs' IO backend threads.
+    guest_vcpus: u32,
+    /// Each VM's IO backend thread, if it has one.
+    backends: Vec<Option<Backend>>,
 }
 
 impl World {
@@ -361,6 +369,10 @@ impl World {
                 let over = d.min(vc.overhead);
                 vc.overhead -= over;
                 let work = (d - over) as f64 * rate;
+                if v >= self.guest_vcpus {
+                    self.backend_worked(v, work);
+                    return;
+                }
                 // A polling vCPU has halted: its task (a PV lock waiter) does
                 // not spin meanwhile.
                 if let Some(t) = vc.curr_task.filter(|_| vc.pv.poll.is_none()) {
@@ -391,6 +403,9 @@ impl World {
     /// lets a spinning task take a mutex that became free while it was not
     /// running.
     fn plan(&mut self, v: VcpuId) {
+        if self.backend_vm(v).is_some() {
+            return self.plan_backend(v);
+        }
         let vc = &self.vcpus[v as usize];
         let overhead = vc.overhead;
         let running = self.host_state(v) == HostState::Running;
@@ -470,6 +485,9 @@ impl World {
         }
         self.vcpus[v as usize].planned_at = None;
         self.account(v);
+        if self.backend_vm(v).is_some() {
+            return self.backend_progress(v);
+        }
         if self.vcpus[v as usize].pv.poll.is_some() {
             self.poll_expired(v);
             return;
@@ -605,8 +623,13 @@ impl World {
             Event::Progress(v, gen) => self.on_progress(v, gen),
             Event::IrqRaise(id) => self.irq_arrives(id),
             Event::DeviceDone(t) => {
-                let v = self.tasks[t as usize].io_irq_vcpu;
-                self.raise_now(v, irq::Kind::Device, irq::What::Wake(t));
+                let vm = self.tasks[t as usize].vm;
+                if self.backend(vm).is_some() {
+                    self.backend_complete(vm, t);
+                } else {
+                    let v = self.tasks[t as usize].io_irq_vcpu;
+                    self.raise_now(v, irq::Kind::Device, irq::What::Wake(t));
+                }
             }
             Event::SleepDone(t) => {
                 let v = self.tasks[t as usize].timer_vcpu;

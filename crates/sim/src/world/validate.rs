@@ -60,6 +60,7 @@ impl World {
             }
         }
         self.check_paravirt()?;
+        self.check_backends()?;
         let busy: u64 = self.pcpu_busy_ns.iter().sum();
         let run: u64 = self.vcpus.iter().map(|v| v.cpu_ns).sum();
         if busy != run {
