@@ -1522,6 +1522,11 @@ pub struct CreditParams {
     pub wakeup_us: f64,
     #[serde(default = "credit_migrate_us")]
     pub migrate_us: f64,
+    /// A vCPU that left a pCPU less than this long ago is cache-hot there and
+    /// is not stolen by another pCPU (__csched_vcpu_is_cache_hot(); boot
+    /// option vcpu_migration_delay, in us, default 0 in Xen 4.9: no delay).
+    #[serde(default)]
+    pub migration_delay_us: f64,
 }
 fn credit_tslice() -> f64 {
     30.0
@@ -2204,6 +2209,7 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
         }
     }
     checked_ns("host.credit2.migrate_resist_us", h.credit2.migrate_resist_us, 1e3, false)?;
+    checked_ns("host.credit.migration_delay_us", h.credit.migration_delay_us, 1e3, false)?;
     checked_ns("host.irs.bound_us", h.irs.bound_us, 1e3, true)?;
     checked_ns("host.uvf.urgent_tslice_us", h.uvf.urgent_tslice_us, 1e3, true)?;
     checked_ns("host.uvf.resched_dp_us", h.uvf.resched_dp_us, 1e3, false)?;

@@ -348,6 +348,72 @@ fn credit_soft_affinity_is_tried_before_hard_affinity() {
     assert!(run_on("cpus_soft=[2]").iter().all(|&p| p == 2));
 }
 
+/// `[[vm]]` entries: a hog pinned to each of `pinned`, in order.
+fn pinned_hog(name: &str, pcpu: u32) -> String {
+    format!("[[vm]]\nname='{name}'\npin=[{pcpu}]\n[[vm.workload]]\nkind='hog'\n")
+}
+
+/// Credit's pick at the tick (csched_vcpu_acct() -> _csched_cpu_pick()), on
+/// one socket of two cores with two threads each (pCPUs 0 and 2 are core
+/// 0's threads, 1 and 3 core 1's). A hog pinned to pCPU 0 keeps it busy; the
+/// hog `x` starts on its sibling, pCPU 2. The first tick (10 ms) only makes
+/// x active; at the second (20 ms) the pick compares x's core (one idle
+/// thread: x's own, counted idle as nothing waits behind it) with core 1
+/// (two idle threads), moves there, and takes core 1's idler after its
+/// idle_bias (nr_cpu_ids - 1 = 3, so pCPU 1). From pCPU 1 nothing is
+/// better (core 0 has one idle thread), so x stays.
+#[test]
+fn credit_tick_moves_a_vcpu_to_an_idle_core() {
+    let text = format!(
+        "{}{}[[vm]]\nname='f1'\n{}",
+        host("credit", 2).replace("[host]\n", "[host]\nthreads_per_core=2\n"),
+        pinned_hog("busy", 0),
+        hog_vm("x", "")
+    );
+    let t = slices(&text, 60);
+    assert_eq!(rows(&t, 2, MS), want(&[("x", 0, 20)]));
+    assert_eq!(rows(&t, 1, MS), want(&[("x", 20, 60)]));
+    assert_eq!(rows(&t, 3, MS), want(&[]));
+}
+
+/// Credit's pick across sockets (two sockets of three pCPUs): another
+/// socket must be more than twice as idle (migrate_factor 2). `x` runs on
+/// pCPU 1; with hogs pinned to 0 and 2, its socket has one idle pCPU (its
+/// own) and the other three, so at the second tick x moves to socket 1,
+/// to the idler after that socket's idle_bias (pCPU 3). With pCPU 2 idle
+/// too (two idlers: 2 x 2 is not below 3) x stays.
+#[test]
+fn credit_tick_moves_across_sockets_only_to_a_twice_as_idle_socket() {
+    let base = host("credit", 3).replace("[host]\n", "[host]\nsockets=2\n");
+    let text = format!("{base}{}{}{}", pinned_hog("busy0", 0), hog_vm("x", ""), pinned_hog("busy2", 2));
+    let t = slices(&text, 60);
+    assert_eq!(rows(&t, 1, MS), want(&[("x", 0, 20)]));
+    assert_eq!(rows(&t, 3, MS), want(&[("x", 20, 60)]));
+    let text = format!("{base}{}{}[[vm]]\nname='f2'\npin=[2]\n", pinned_hog("busy0", 0), hog_vm("x", ""));
+    let t = slices(&text, 60);
+    assert_eq!(rows(&t, 1, MS), want(&[("x", 0, 60)]));
+}
+
+/// Credit's __runq_tickle() kicks the current vCPU away: on two pCPUs, a
+/// hog runs on pCPU 0 (UNDER after the 10 ms tick); at 15 ms a vCPU pinned
+/// to pCPU 0 wakes BOOSTed. No idler may run it, so it preempts the hog, and
+/// since pCPU 1 idles and the hog may run there, the hog is flagged to
+/// migrate. Its pick counts pCPU 0 idle (nothing queued there once the
+/// BOOSTed vCPU runs) and keeps it, but its wakeup there (not BOOSTed)
+/// tickles idle pCPU 1, which steals it at once. With a 1 ms
+/// vcpu_migration_delay the hog is cache-hot on pCPU 0 when pCPU 1 looks,
+/// so it waits there until the BOOSTed vCPU halts at 17 ms.
+#[test]
+fn credit_wakeup_kicks_the_preempted_vcpu_to_an_idler() {
+    let io = "[[vm]]\nname='io'\npin=[0]\n[[vm.workload]]\nkind='bursty'\nstart_ms=15\nwork_dist='constant'\nwork_us=2000\nsleep_us=1e9\n";
+    let t = slices(&format!("{}{}{io}", host("credit", 2), hog_vm("hog", "")), 40);
+    assert_eq!(rows(&t, 0, 1000), want(&[("hog", 0, 15_000), ("io", 15_000, 17_000)]));
+    assert_eq!(rows(&t, 1, 1000), want(&[("hog", 15_000, 40_000)]));
+    let t = slices(&format!("{}{}{io}", host_with("credit", 2, "migration_delay_us=1000\n"), hog_vm("hog", "")), 40);
+    assert_eq!(rows(&t, 0, 1000), want(&[("hog", 0, 15_000), ("io", 15_000, 17_000), ("hog", 17_000, 40_000)]));
+    assert_eq!(rows(&t, 1, 1000), want(&[]));
+}
+
 /// Credit2 balance_load(): two sockets of two pCPUs (one runqueue each);
 /// four hogs start on socket 0's runqueue and the other runqueue's VMs are
 /// idle. Without balancing the hogs would share two pCPUs (2.0 pCPUs in
