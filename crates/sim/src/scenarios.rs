@@ -66,6 +66,7 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "irs-fig12",
     "irs-fig13",
     "eevdf-wakeup-latency",
+    "tableau-sla-peak" in "tableau",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {
