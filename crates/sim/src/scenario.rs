@@ -1572,6 +1572,21 @@ pub struct Credit2Params {
     pub wakeup_us: f64,
     #[serde(default = "credit2_migrate_us")]
     pub migrate_us: f64,
+    /// Credit2 has caps (budgets replenished every `cap_period_ms`): Xen 4.10
+    /// and later (the `xen-4.10` kernel profile sets it); Xen 4.9 had none.
+    #[serde(default)]
+    pub caps: bool,
+    /// Cap every domain at its reserved `utilization` (`xl sched-credit2 -c`,
+    /// in percent of one pCPU per vCPU, as `host.credit.capped`); needs `caps`.
+    #[serde(default)]
+    pub capped: bool,
+    /// Budget replenishment period: CSCHED2_BDGT_REPL_PERIOD, 10 ms (boot
+    /// option credit2_cap_period_ms, Xen 4.10 sched_credit2.c).
+    #[serde(default = "credit2_cap_period")]
+    pub cap_period_ms: f64,
+}
+fn credit2_cap_period() -> f64 {
+    10.0
 }
 fn credit2_migrate_resist() -> f64 {
     500.0
@@ -1710,6 +1725,9 @@ fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
         if !(0.0..=500_000.0).contains(&v) {
             return Err(err(f, "must be between 0 and 500000 us"));
         }
+    }
+    if s.host.credit2.capped && !s.host.credit2.caps {
+        return Err(err("host.credit2.capped", "Credit2 caps came with Xen 4.10: set host.kernel = \"xen-4.10\" (or host.credit2.caps = true)"));
     }
     if s.host.policy == HostPolicyKind::Tableau {
         crate::tableau::plan_scenario(s).map_err(|e| err(e.path, e.reason))?;
@@ -2267,6 +2285,7 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
     }
     checked_ns("host.credit2.migrate_resist_us", h.credit2.migrate_resist_us, 1e3, false)?;
     checked_ns("host.credit.migration_delay_us", h.credit.migration_delay_us, 1e3, false)?;
+    checked_ns("host.credit2.cap_period_ms", h.credit2.cap_period_ms, 1e6, true)?;
     checked_ns("host.irs.bound_us", h.irs.bound_us, 1e3, true)?;
     checked_ns("host.uvf.urgent_tslice_us", h.uvf.urgent_tslice_us, 1e3, true)?;
     checked_ns("host.uvf.resched_dp_us", h.uvf.resched_dp_us, 1e3, false)?;

@@ -146,6 +146,32 @@ fn credit2_weights_give_their_shares() {
     assert!((s[0] - 0.25).abs() < 0.02 && (s[1] - 0.75).abs() < 0.02, "{s:?}");
 }
 
+/// Credit2 caps (Xen 4.10): a hog capped at 30% alone on a pCPU. Its domain
+/// gets 3 ms of budget every 10 ms (CSCHED2_BDGT_REPL_PERIOD); the hog takes
+/// it all as its quota, runs 3 ms, finds no budget left and is parked until
+/// the next replenishment, where it runs again. At 31 ms its credit runs out
+/// and is reset, which does not end its budget.
+#[test]
+fn credit2_cap_runs_a_hog_for_its_budget_each_period() {
+    let text = format!("{}{}", host_with("credit2", 1, "caps=true\ncapped=true\n"), hog_vm("a", "utilization=0.3"));
+    let t = slices(&text, 40);
+    assert_eq!(rows(&t, 0, MS), want(&[("a", 0, 3), ("a", 10, 13), ("a", 20, 23), ("a", 30, 33)]));
+}
+
+/// A Credit2 cap gives the share it promises beside an uncapped hog (the
+/// uncapped one takes the rest), and the two split evenly uncapped. Caps
+/// need Xen 4.10: the `xen-4.10` profile has them, Xen 4.9 refuses them.
+#[test]
+fn credit2_caps_give_their_shares_from_xen_4_10() {
+    let capped = format!("{}{}{}", host_with("credit2", 1, "capped=true\n"), hog_vm("a", "utilization=0.3"), hog_vm("b", "")).replace("[host]\n", "[host]\nkernel='xen-4.10'\n");
+    let s = share_of(&capped, 3000);
+    assert!((s[0] - 0.30).abs() < 0.02 && (s[1] - 0.70).abs() < 0.02, "{s:?}");
+    let s = share_of(&capped.replace("capped=true", "capped=false"), 3000);
+    assert!((s[0] - 0.5).abs() < 0.02, "{s:?}");
+    let e = vmsched_sim::parse(&capped.replace("xen-4.10", "xen-4.9"), &[]).unwrap_err();
+    assert_eq!(e.path, "host.credit2.capped", "{e}");
+}
+
 /// Merges intervals that touch, keeping order.
 fn merge(mut iv: Vec<(String, u64, u64)>) -> Vec<(String, u64, u64)> {
     iv.sort_by_key(|r| r.1);
