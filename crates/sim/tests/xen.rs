@@ -146,6 +146,24 @@ fn credit2_weights_give_their_shares() {
     assert!((s[0] - 0.25).abs() < 0.02 && (s[1] - 0.75).abs() < 0.02, "{s:?}");
 }
 
+/// Credit2's runq_tickle() prefers the waking vCPU's own pCPU: two hogs
+/// run on the two pCPUs of one runqueue; at 0.3 ms a vCPU whose pCPU is 0
+/// wakes with 10 ms of credit, 0.3 ms more than the hog there. That is less
+/// than the migration resistance (500 us), which guards only other pCPUs:
+/// its own is tickled. The hog keeps the pCPU for the 1 ms rate limit, then
+/// the waking vCPU (10 ms against 9 ms) runs until its lead is gone plus the
+/// 500 us minimum timer (2.5 ms: 8.5 ms against 9 ms). Requeued, it is 1 ms
+/// ahead of the hog on pCPU 1 (7.5 ms), more than the resistance: that pCPU
+/// is tickled and runs the rest of its 2 ms burst. (Without the own-pCPU
+/// rule the first hog would have run its whole 10 ms slice.)
+#[test]
+fn credit2_wakeup_preempts_its_own_pcpu_without_the_migration_resistance() {
+    let io = "[[vm]]\nname='io'\n[[vm.workload]]\nkind='bursty'\nstart_ms=0.3\nwork_dist='constant'\nwork_us=2000\nsleep_us=1e9\n";
+    let t = slices(&format!("{}{}{}{io}", host("credit2", 2), hog_vm("h0", ""), hog_vm("h1", "")), 5);
+    assert_eq!(rows(&t, 0, 1000), want(&[("h0", 0, 1000), ("io", 1000, 2500), ("h0", 2500, 5000)]));
+    assert_eq!(rows(&t, 1, 1000), want(&[("h1", 0, 2500), ("io", 2500, 3000), ("h1", 3000, 5000)]));
+}
+
 /// Credit2 caps (Xen 4.10): a hog capped at 30% alone on a pCPU. Its domain
 /// gets 3 ms of budget every 10 ms (CSCHED2_BDGT_REPL_PERIOD); the hog takes
 /// it all as its quota, runs 3 ms, finds no budget left and is parked until

@@ -139,6 +139,9 @@ struct Runqueue {
     /// rqd->load: runnable vCPUs assigned here, running ones included.
     nr_runnable: i64,
     load: LoadAvg,
+    /// The pCPU last given to a vCPU moved here; the next move cycles on
+    /// from it (rqd->pick_bias, the runqueue's first pCPU at first).
+    pick_bias: PcpuId,
 }
 
 pub struct Credit2 {
@@ -177,6 +180,7 @@ impl Credit2 {
                 max_weight: 1,
                 nr_runnable: 0,
                 load: LoadAvg::default(),
+                pick_bias: (0..b.pcpus).find(|&p| rq_of_pcpu[p as usize] == r).expect("a runqueue has pCPUs"),
             })
             .collect();
         let cap_period_ns = (prm.cap_period_ms * 1e6).round() as u64;
@@ -330,31 +334,50 @@ impl Credit2 {
         }
     }
 
-    /// runq_tickle(): an idle pCPU of the runqueue (the vCPU's own first),
-    /// else the busy pCPU whose vCPU has the least credit, if the new one
-    /// beats it by the migration resistance.
+    /// runq_tickle(), among the runqueue's untickled pCPUs the vCPU may use:
+    /// a pCPU whose core idles entirely (rqd->smt_idle), else any idle one,
+    /// each time its own pCPU if it qualifies, else the next one after it
+    /// (cpumask_test_or_cycle()); else its own pCPU if the vCPU running there
+    /// has less credit; else the busy pCPU whose vCPU has the least credit,
+    /// if the new one beats it by the migration resistance.
     fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let rq = self.vcs[v as usize].rq;
         let own = self.vcs[v as usize].cpu;
         let free = |p: PcpuId| !self.pcpu.tickled[p as usize] && view.may_run(v, p);
-        let idle: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_none() && free(p)).collect();
-        let target = if idle.contains(&own) {
-            Some(own)
-        } else if let Some(&p) = idle.first() {
-            Some(p)
-        } else {
-            let busy: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_some() && free(p)).collect();
-            let mut lowest: Option<(i64, PcpuId)> = None;
-            for p in busy {
-                let cur = self.pcpu.curr[p as usize].expect("busy pCPU");
+        let idle = |p: PcpuId| self.pcpu.curr[p as usize].is_none() && !self.pcpu.tickled[p as usize];
+        let core_idle = |p: PcpuId| view.machine.threads_of_core[view.machine.core_of[p as usize] as usize].iter().all(|&t| idle(t));
+        let pcpus = &self.rqs[rq].pcpus;
+        let test_or_cycle = |ok: &dyn Fn(PcpuId) -> bool| -> Option<PcpuId> {
+            if pcpus.contains(&own) && ok(own) {
+                return Some(own);
+            }
+            let after = pcpus.iter().position(|&p| p > own).unwrap_or(0);
+            (0..pcpus.len()).map(|i| pcpus[(after + i) % pcpus.len()]).find(|&p| ok(p))
+        };
+        let mut target = test_or_cycle(&|p| free(p) && core_idle(p)).or_else(|| test_or_cycle(&|p| free(p) && idle(p)));
+        if target.is_none() {
+            let new_credit = self.vcs[v as usize].credit;
+            let busy: Vec<PcpuId> = pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_some() && free(p)).collect();
+            if busy.contains(&own) {
+                let cur = self.pcpu.curr[own as usize].expect("busy pCPU");
                 self.burn(cur, view.now);
-                let c = self.vcs[cur as usize].credit;
-                if lowest.is_none_or(|(l, _)| c < l) {
-                    lowest = Some((c, p));
+                if self.vcs[cur as usize].credit < new_credit {
+                    target = Some(own);
                 }
             }
-            lowest.filter(|&(l, _)| l + self.migrate_resist <= self.vcs[v as usize].credit).map(|(_, p)| p)
-        };
+            if target.is_none() {
+                let mut lowest: Option<(i64, PcpuId)> = None;
+                for p in busy.into_iter().filter(|&p| p != own) {
+                    let cur = self.pcpu.curr[p as usize].expect("busy pCPU");
+                    self.burn(cur, view.now);
+                    let c = self.vcs[cur as usize].credit;
+                    if lowest.is_none_or(|(l, _)| c < l) {
+                        lowest = Some((c, p));
+                    }
+                }
+                target = lowest.filter(|&(l, _)| l + self.migrate_resist <= new_credit).map(|(_, p)| p);
+            }
+        }
         if let Some(p) = target {
             self.pcpu.tickled[p as usize] = true;
             self.vcs[v as usize].tickled_cpu = Some(p);
@@ -414,13 +437,17 @@ impl Credit2 {
     }
 
     /// __runq_deassign() then __runq_assign(): `v` belongs to runqueue `to`
-    /// from now on, on the first pCPU of it that it may run on
-    /// (cpumask_any()); each runqueue's max_weight follows its members.
+    /// from now on, on the next pCPU of it after its pick_bias that it may
+    /// run on (migrate(), and csched2_cpu_pick() on a migrate request); each
+    /// runqueue's max_weight follows its members.
     fn reassign(&mut self, view: &HostView, v: VcpuId, to: usize) {
         let from = self.vcs[v as usize].rq;
         self.rqs[from].members.retain(|&o| o != v);
         self.rqs[from].max_weight = self.rqs[from].members.iter().map(|&o| self.vcs[o as usize].weight).max().unwrap_or(1);
-        let cpu = self.rqs[to].pcpus.iter().copied().find(|&p| view.may_run(v, p)).expect("balance moves a vCPU only where it may run");
+        let pcpus = &self.rqs[to].pcpus;
+        let bias = pcpus.iter().position(|&p| p == self.rqs[to].pick_bias).expect("pick_bias is the runqueue's");
+        let cpu = (1..=pcpus.len()).map(|i| pcpus[(bias + i) % pcpus.len()]).find(|&p| view.may_run(v, p)).expect("balance moves a vCPU only where it may run");
+        self.rqs[to].pick_bias = cpu;
         let vc = &mut self.vcs[v as usize];
         vc.rq = to;
         vc.cpu = cpu;
