@@ -45,6 +45,23 @@ class Experiment:
                 names.append(claim["versus"]["variant"])
         return list(dict.fromkeys(names))
 
+    def peak_sweep(self) -> dict | None:
+        """The sweep of a table of peak claims (the schema makes them share one), or None."""
+        return self.paper["claim"][0].get("peak")
+
+    def grid(self) -> dict[str, list]:
+        """The override grid its runs sweep: a peak table's `set` over its values."""
+        sweep = self.peak_sweep()
+        if sweep is None:
+            return {}
+        return {sweep["set"]: [_sweep_value(v) for v in sweep["values"]]}
+
+
+def _sweep_value(value: float) -> int | float:
+    """A swept number as the override gives it: integral values as integers, so that
+    integer fields take them (`sweep_literal` in scenario.rs)."""
+    return int(value) if float(value).is_integer() else value
+
 
 def registry() -> list[Experiment]:
     """Every built-in scenario whose normalized form has a [paper] table."""
@@ -92,17 +109,20 @@ def resolve_metric(summary: dict, path: str) -> float:
 def _claim_values(experiment: Experiment, index: int, claim: dict, summaries: dict) -> tuple[list, list, list]:
     """Per seed: the reported value (scaled, or the ratio), the claim's raw metric and the
     reference's raw metric (for the direction). `summaries` maps (variant, seed) to the
-    run's summary, or to None where that run failed."""
+    run's summary, or to None where that run failed; for a peak claim, to a mapping from
+    each swept value to the summary of the run there, and the claim's raw value is the
+    peak (see `peak_value`)."""
     versus = claim.get("versus")
     reported, own, reference = [], [], []
     seeds = sorted({seed for _, seed in summaries})
+    value_of = _metric if claim.get("peak") is None else _peak_metric(claim["peak"])
     for seed in seeds:
         try:
-            value = _metric(experiment, index, "metric", summaries[claim["variant"], seed], claim["metric"])
+            value = value_of(experiment, index, "metric", summaries[claim["variant"], seed], claim["metric"])
             other = None
             if versus:
-                other = _metric(experiment, index, "versus.metric", summaries[versus["variant"], seed],
-                                versus.get("metric") or claim["metric"])
+                other = value_of(experiment, index, "versus.metric", summaries[versus["variant"], seed],
+                                 versus.get("metric") or claim["metric"])
         except _RunFailed:
             continue
         own.append(value)
@@ -118,6 +138,24 @@ def _claim_values(experiment: Experiment, index: int, claim: dict, summaries: di
 
 class _RunFailed(Exception):
     pass
+
+
+def peak_value(sweep: dict, metric_at: dict[float, float]) -> float:
+    """The highest swept value at which the metric stays at or below `at_most`; 0 when it
+    holds at none. `metric_at` maps each swept value to the run's metric there."""
+    holding = [value for value, metric in metric_at.items() if metric <= sweep["at_most"]]
+    return max(holding, default=0.0)
+
+
+def _peak_metric(sweep: dict):
+    """A `_metric` for peak claims: reads the metric of every run of the sweep (a failed
+    run fails the seed) and returns the peak."""
+    def value_of(experiment: Experiment, index: int, field: str, by_value: dict | None, path: str) -> float:
+        if by_value is None or set(by_value) != {float(v) for v in sweep["values"]}:
+            raise _RunFailed
+        return peak_value(sweep, {value: _metric(experiment, index, field, summary, path)
+                                  for value, summary in by_value.items()})
+    return value_of
 
 
 def _metric(experiment: Experiment, index: int, field: str, summary: dict | None, path: str) -> float:
@@ -191,7 +229,7 @@ def plan_experiments(experiments: Iterable[Experiment], seeds: list[int], durati
         return f"{e.paper['quick_ms']:g}ms" if duration and e.paper.get("quick_ms") else duration
 
     return {e.name: plan(SweepSpec([e.scenario.source.removeprefix("builtin:")], seeds, e.variants(),
-                                   grid=kernel_overrides(e, kernel) if kernel else {},
+                                   grid=(kernel_overrides(e, kernel) if kernel else {}) | e.grid(),
                                    duration=run_duration(e), source=e.scenario.source))
             for e in experiments}
 
@@ -212,7 +250,7 @@ def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = 
                          address, progress)
     rows = []
     for experiment in experiments:
-        rows += claim_rows(experiment, _summaries(planned[experiment.name], store))
+        rows += claim_rows(experiment, _summaries(experiment, planned[experiment.name], store))
     if kernel:
         rows = [row | {"kernel": kernel} for row in rows]
     failures = []
@@ -226,11 +264,19 @@ def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = 
     return result
 
 
-def _summaries(runs: list[PlannedRun], store: Store) -> dict:
-    summaries = {}
+def _summaries(experiment: Experiment, runs: list[PlannedRun], store: Store) -> dict:
+    """(variant, seed) -> the run's summary (None if it failed); for a peak table,
+    (variant, seed) -> {swept value: summary}."""
+    sweep = experiment.peak_sweep()
+    summaries: dict = {}
     for run in runs:
         record = store.load(run.task.key)
-        summaries[run.variant, run.seed] = record["summary"] if record["status"] == "ok" else None
+        summary = record["summary"] if record["status"] == "ok" else None
+        if sweep is None:
+            summaries[run.variant, run.seed] = summary
+        else:
+            value = float(dict(run.point)[sweep["set"]])
+            summaries.setdefault((run.variant, run.seed), {})[value] = summary
     return summaries
 
 

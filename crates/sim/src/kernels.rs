@@ -158,6 +158,12 @@ pub const PROFILES: &[KernelProfile] = &[
         host: &[],
         guest: &[],
     },
+    KernelProfile {
+        name: "xen-4.10",
+        description: "Xen 4.10 hypervisor: as xen-4.9, and Credit2 has caps (per-domain budgets replenished every 10 ms, sched_credit2.c)",
+        host: &[("credit2.caps", "true")],
+        guest: &[],
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static KernelProfile> {

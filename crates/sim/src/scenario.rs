@@ -1383,6 +1383,7 @@ pub fn from_table(mut doc: toml::Table) -> Result<Scenario, ScenarioError> {
         .map_err(|e| err(clean_path(&e.path().to_string()), e.inner().to_string()))?;
     check(&scenario)?;
     check_variants(&doc_before_variants, &scenario)?;
+    check_peak_sweep(&doc_before_variants, &scenario)?;
     Ok(scenario)
 }
 
@@ -1673,6 +1674,11 @@ pub struct CreditParams {
     pub wakeup_us: f64,
     #[serde(default = "credit_migrate_us")]
     pub migrate_us: f64,
+    /// A vCPU that left a pCPU less than this long ago is cache-hot there and
+    /// is not stolen by another pCPU (__csched_vcpu_is_cache_hot(); boot
+    /// option vcpu_migration_delay, in us, default 0 in Xen 4.9: no delay).
+    #[serde(default)]
+    pub migration_delay_us: f64,
 }
 fn credit_tslice() -> f64 {
     30.0
@@ -1717,6 +1723,21 @@ pub struct Credit2Params {
     pub wakeup_us: f64,
     #[serde(default = "credit2_migrate_us")]
     pub migrate_us: f64,
+    /// Credit2 has caps (budgets replenished every `cap_period_ms`): Xen 4.10
+    /// and later (the `xen-4.10` kernel profile sets it); Xen 4.9 had none.
+    #[serde(default)]
+    pub caps: bool,
+    /// Cap every domain at its reserved `utilization` (`xl sched-credit2 -c`,
+    /// in percent of one pCPU per vCPU, as `host.credit.capped`); needs `caps`.
+    #[serde(default)]
+    pub capped: bool,
+    /// Budget replenishment period: CSCHED2_BDGT_REPL_PERIOD, 10 ms (boot
+    /// option credit2_cap_period_ms, Xen 4.10 sched_credit2.c).
+    #[serde(default = "credit2_cap_period")]
+    pub cap_period_ms: f64,
+}
+fn credit2_cap_period() -> f64 {
+    10.0
 }
 fn credit2_migrate_resist() -> f64 {
     500.0
@@ -1882,6 +1903,9 @@ fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(f, "must be between 0 and 500000 us"));
         }
     }
+    if s.host.credit2.capped && !s.host.credit2.caps {
+        return Err(err("host.credit2.capped", "Credit2 caps came with Xen 4.10: set host.kernel = \"xen-4.10\" (or host.credit2.caps = true)"));
+    }
     if s.host.policy == HostPolicyKind::Tableau {
         crate::tableau::plan_scenario(s).map_err(|e| err(e.path, e.reason))?;
         crate::tableau::plan_changes(s)?;
@@ -1957,9 +1981,65 @@ pub struct Claim {
     #[serde(default)]
     pub ratio: bool,
     pub direction: Option<Direction>,
+    /// A sweep claim: its value is a swept setting, not a metric (see [`Peak`]).
+    pub peak: Option<Peak>,
 }
 fn unit_scale() -> f64 {
     1.0
+}
+
+/// A peak under a limit, e.g. the SLA-aware peak throughput of the Tableau paper
+/// (section 7.4): the runs sweep the override `set` over `values`, and the claim's
+/// value (per seed) is the highest of them at which `metric` stays at or below
+/// `at_most` (in the metric's own unit), times `scale`; none holding is 0. A
+/// `versus` claim compares with the reference variant's peak over the same sweep.
+/// Every claim of a table with a peak claim is one, over the same sweep.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Peak {
+    /// An override key, as `--set` takes it: `vm[0].workload[0].rate_per_s`.
+    pub set: String,
+    /// The swept values, ascending.
+    pub values: Vec<f64>,
+    pub at_most: f64,
+}
+
+/// A number as a TOML literal for an override: integral values without a
+/// fraction, so that integer fields take them.
+pub fn sweep_literal(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The peak sweep of a [paper] table: every claim has one, the same; its values
+/// ascend and each gives a valid scenario when set.
+fn check_peak_sweep(doc: &toml::Table, s: &Scenario) -> Result<(), ScenarioError> {
+    let Some(paper) = &s.paper else { return Ok(()) };
+    let Some(first) = paper.claims.iter().find_map(|c| c.peak.as_ref()) else { return Ok(()) };
+    for (ci, claim) in paper.claims.iter().enumerate() {
+        if claim.peak.as_ref() != Some(first) {
+            return Err(err(format!("paper.claim[{ci}].peak"), "every claim of a table with a peak sweep is a peak claim over the same `set` and `values`"));
+        }
+    }
+    let p = "paper.claim[0].peak";
+    if first.values.is_empty() || !first.values.iter().all(|v| v.is_finite()) || !first.values.windows(2).all(|w| w[0] < w[1]) {
+        return Err(err(format!("{p}.values"), "must be finite numbers in ascending order, at least one"));
+    }
+    if !first.at_most.is_finite() {
+        return Err(err(format!("{p}.at_most"), "must be a finite number"));
+    }
+    for v in &first.values {
+        let mut applied = doc.clone();
+        applied.remove("variants");
+        applied.remove("paper");
+        let set = format!("{}={}", first.set, sweep_literal(*v));
+        apply_override(&mut applied, &set).map_err(|e| err(format!("{p}.set"), format!("{}: {}", e.path, e.reason)))?;
+        from_table(applied).map_err(|e| err(format!("{p}.set"), format!("`{set}`: {}: {}", e.path, e.reason)))?;
+    }
+    Ok(())
 }
 
 /// The run and metric a claim is compared with (defaults: as written, same metric).
@@ -2394,6 +2474,8 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
         }
     }
     checked_ns("host.credit2.migrate_resist_us", h.credit2.migrate_resist_us, 1e3, false)?;
+    checked_ns("host.credit.migration_delay_us", h.credit.migration_delay_us, 1e3, false)?;
+    checked_ns("host.credit2.cap_period_ms", h.credit2.cap_period_ms, 1e6, true)?;
     checked_ns("host.irs.bound_us", h.irs.bound_us, 1e3, true)?;
     checked_ns("host.uvf.urgent_tslice_us", h.uvf.urgent_tslice_us, 1e3, true)?;
     checked_ns("host.uvf.resched_dp_us", h.uvf.resched_dp_us, 1e3, false)?;

@@ -68,6 +68,7 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "eevdf-wakeup-latency",
     "vsched-fig16",
     "vsched-fig13",
+    "tableau-sla-peak" in "tableau",
 );
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

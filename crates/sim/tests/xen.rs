@@ -146,6 +146,50 @@ fn credit2_weights_give_their_shares() {
     assert!((s[0] - 0.25).abs() < 0.02 && (s[1] - 0.75).abs() < 0.02, "{s:?}");
 }
 
+/// Credit2's runq_tickle() prefers the waking vCPU's own pCPU: two hogs
+/// run on the two pCPUs of one runqueue; at 0.3 ms a vCPU whose pCPU is 0
+/// wakes with 10 ms of credit, 0.3 ms more than the hog there. That is less
+/// than the migration resistance (500 us), which guards only other pCPUs:
+/// its own is tickled. The hog keeps the pCPU for the 1 ms rate limit, then
+/// the waking vCPU (10 ms against 9 ms) runs until its lead is gone plus the
+/// 500 us minimum timer (2.5 ms: 8.5 ms against 9 ms). Requeued, it is 1 ms
+/// ahead of the hog on pCPU 1 (7.5 ms), more than the resistance: that pCPU
+/// is tickled and runs the rest of its 2 ms burst. (Without the own-pCPU
+/// rule the first hog would have run its whole 10 ms slice.)
+#[test]
+fn credit2_wakeup_preempts_its_own_pcpu_without_the_migration_resistance() {
+    let io = "[[vm]]\nname='io'\n[[vm.workload]]\nkind='bursty'\nstart_ms=0.3\nwork_dist='constant'\nwork_us=2000\nsleep_us=1e9\n";
+    let t = slices(&format!("{}{}{}{io}", host("credit2", 2), hog_vm("h0", ""), hog_vm("h1", "")), 5);
+    assert_eq!(rows(&t, 0, 1000), want(&[("h0", 0, 1000), ("io", 1000, 2500), ("h0", 2500, 5000)]));
+    assert_eq!(rows(&t, 1, 1000), want(&[("h1", 0, 2500), ("io", 2500, 3000), ("h1", 3000, 5000)]));
+}
+
+/// Credit2 caps (Xen 4.10): a hog capped at 30% alone on a pCPU. Its domain
+/// gets 3 ms of budget every 10 ms (CSCHED2_BDGT_REPL_PERIOD); the hog takes
+/// it all as its quota, runs 3 ms, finds no budget left and is parked until
+/// the next replenishment, where it runs again. At 31 ms its credit runs out
+/// and is reset, which does not end its budget.
+#[test]
+fn credit2_cap_runs_a_hog_for_its_budget_each_period() {
+    let text = format!("{}{}", host_with("credit2", 1, "caps=true\ncapped=true\n"), hog_vm("a", "utilization=0.3"));
+    let t = slices(&text, 40);
+    assert_eq!(rows(&t, 0, MS), want(&[("a", 0, 3), ("a", 10, 13), ("a", 20, 23), ("a", 30, 33)]));
+}
+
+/// A Credit2 cap gives the share it promises beside an uncapped hog (the
+/// uncapped one takes the rest), and the two split evenly uncapped. Caps
+/// need Xen 4.10: the `xen-4.10` profile has them, Xen 4.9 refuses them.
+#[test]
+fn credit2_caps_give_their_shares_from_xen_4_10() {
+    let capped = format!("{}{}{}", host_with("credit2", 1, "capped=true\n"), hog_vm("a", "utilization=0.3"), hog_vm("b", "")).replace("[host]\n", "[host]\nkernel='xen-4.10'\n");
+    let s = share_of(&capped, 3000);
+    assert!((s[0] - 0.30).abs() < 0.02 && (s[1] - 0.70).abs() < 0.02, "{s:?}");
+    let s = share_of(&capped.replace("capped=true", "capped=false"), 3000);
+    assert!((s[0] - 0.5).abs() < 0.02, "{s:?}");
+    let e = vmsched_sim::parse(&capped.replace("xen-4.10", "xen-4.9"), &[]).unwrap_err();
+    assert_eq!(e.path, "host.credit2.capped", "{e}");
+}
+
 /// Merges intervals that touch, keeping order.
 fn merge(mut iv: Vec<(String, u64, u64)>) -> Vec<(String, u64, u64)> {
     iv.sort_by_key(|r| r.1);
@@ -346,6 +390,72 @@ fn credit_soft_affinity_is_tried_before_hard_affinity() {
     };
     assert!(run_on("").iter().all(|&p| p == 1));
     assert!(run_on("cpus_soft=[2]").iter().all(|&p| p == 2));
+}
+
+/// `[[vm]]` entries: a hog pinned to each of `pinned`, in order.
+fn pinned_hog(name: &str, pcpu: u32) -> String {
+    format!("[[vm]]\nname='{name}'\npin=[{pcpu}]\n[[vm.workload]]\nkind='hog'\n")
+}
+
+/// Credit's pick at the tick (csched_vcpu_acct() -> _csched_cpu_pick()), on
+/// one socket of two cores with two threads each (pCPUs 0 and 2 are core
+/// 0's threads, 1 and 3 core 1's). A hog pinned to pCPU 0 keeps it busy; the
+/// hog `x` starts on its sibling, pCPU 2. The first tick (10 ms) only makes
+/// x active; at the second (20 ms) the pick compares x's core (one idle
+/// thread: x's own, counted idle as nothing waits behind it) with core 1
+/// (two idle threads), moves there, and takes core 1's idler after its
+/// idle_bias (nr_cpu_ids - 1 = 3, so pCPU 1). From pCPU 1 nothing is
+/// better (core 0 has one idle thread), so x stays.
+#[test]
+fn credit_tick_moves_a_vcpu_to_an_idle_core() {
+    let text = format!(
+        "{}{}[[vm]]\nname='f1'\n{}",
+        host("credit", 2).replace("[host]\n", "[host]\nthreads_per_core=2\n"),
+        pinned_hog("busy", 0),
+        hog_vm("x", "")
+    );
+    let t = slices(&text, 60);
+    assert_eq!(rows(&t, 2, MS), want(&[("x", 0, 20)]));
+    assert_eq!(rows(&t, 1, MS), want(&[("x", 20, 60)]));
+    assert_eq!(rows(&t, 3, MS), want(&[]));
+}
+
+/// Credit's pick across sockets (two sockets of three pCPUs): another
+/// socket must be more than twice as idle (migrate_factor 2). `x` runs on
+/// pCPU 1; with hogs pinned to 0 and 2, its socket has one idle pCPU (its
+/// own) and the other three, so at the second tick x moves to socket 1,
+/// to the idler after that socket's idle_bias (pCPU 3). With pCPU 2 idle
+/// too (two idlers: 2 x 2 is not below 3) x stays.
+#[test]
+fn credit_tick_moves_across_sockets_only_to_a_twice_as_idle_socket() {
+    let base = host("credit", 3).replace("[host]\n", "[host]\nsockets=2\n");
+    let text = format!("{base}{}{}{}", pinned_hog("busy0", 0), hog_vm("x", ""), pinned_hog("busy2", 2));
+    let t = slices(&text, 60);
+    assert_eq!(rows(&t, 1, MS), want(&[("x", 0, 20)]));
+    assert_eq!(rows(&t, 3, MS), want(&[("x", 20, 60)]));
+    let text = format!("{base}{}{}[[vm]]\nname='f2'\npin=[2]\n", pinned_hog("busy0", 0), hog_vm("x", ""));
+    let t = slices(&text, 60);
+    assert_eq!(rows(&t, 1, MS), want(&[("x", 0, 60)]));
+}
+
+/// Credit's __runq_tickle() kicks the current vCPU away: on two pCPUs, a
+/// hog runs on pCPU 0 (UNDER after the 10 ms tick); at 15 ms a vCPU pinned
+/// to pCPU 0 wakes BOOSTed. No idler may run it, so it preempts the hog, and
+/// since pCPU 1 idles and the hog may run there, the hog is flagged to
+/// migrate. Its pick counts pCPU 0 idle (nothing queued there once the
+/// BOOSTed vCPU runs) and keeps it, but its wakeup there (not BOOSTed)
+/// tickles idle pCPU 1, which steals it at once. With a 1 ms
+/// vcpu_migration_delay the hog is cache-hot on pCPU 0 when pCPU 1 looks,
+/// so it waits there until the BOOSTed vCPU halts at 17 ms.
+#[test]
+fn credit_wakeup_kicks_the_preempted_vcpu_to_an_idler() {
+    let io = "[[vm]]\nname='io'\npin=[0]\n[[vm.workload]]\nkind='bursty'\nstart_ms=15\nwork_dist='constant'\nwork_us=2000\nsleep_us=1e9\n";
+    let t = slices(&format!("{}{}{io}", host("credit", 2), hog_vm("hog", "")), 40);
+    assert_eq!(rows(&t, 0, 1000), want(&[("hog", 0, 15_000), ("io", 15_000, 17_000)]));
+    assert_eq!(rows(&t, 1, 1000), want(&[("hog", 15_000, 40_000)]));
+    let t = slices(&format!("{}{}{io}", host_with("credit", 2, "migration_delay_us=1000\n"), hog_vm("hog", "")), 40);
+    assert_eq!(rows(&t, 0, 1000), want(&[("hog", 0, 15_000), ("io", 15_000, 17_000), ("hog", 17_000, 40_000)]));
+    assert_eq!(rows(&t, 1, 1000), want(&[]));
 }
 
 /// Credit2 balance_load(): two sockets of two pCPUs (one runqueue each);

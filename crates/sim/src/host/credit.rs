@@ -17,9 +17,17 @@
 //! IRS's SA sender (`host/irs.rs`) and relaxed co-scheduling
 //! (`host/coscheduling.rs`).
 //!
-//! Simplifications: a waking vCPU stays on its last pCPU's runqueue
-//! (`_csched_cpu_pick()` is not modelled, at wakeup or at the tick in
-//! csched_vcpu_acct()); work is stolen only by a pCPU that schedules.
+//! Where a vCPU runs next is chosen by `_csched_cpu_pick()` (see
+//! [`Credit::cpu_pick`]) when Xen migrates it: at the tick, a running vCPU
+//! that has been active a while moves if the pick finds a better pCPU
+//! (csched_vcpu_acct()), and a waking vCPU that must preempt its pCPU's
+//! current vCPU kicks that one away when an idler could run it
+//! (__runq_tickle()). As in Xen 4.9, a plain wakeup keeps the vCPU on its
+//! last pCPU's runqueue (vcpu_wake() makes no pick); idlers reach it by
+//! stealing, which skips vCPUs still cache-hot on their pCPU
+//! (`migration_delay_us`).
+//!
+//! Simplification: work is stolen only by a pCPU that schedules.
 
 use super::coscheduling::{Coschedule, RelaxedCo};
 use super::irs::IrsSender;
@@ -74,6 +82,13 @@ struct Vc {
     yielding: bool,
     /// Soft affinity (vc->cpu_soft_affinity), if it is a useful one.
     soft: Option<Vec<bool>>,
+    /// To be moved when it next leaves its pCPU (_VPF_migrating).
+    migrating: bool,
+    /// Moved by vcpu_migrate(): its next wakeup is not BOOSTed
+    /// (CSCHED_FLAG_VCPU_MIGRATING, set by csched_cpu_pick()).
+    migrated: bool,
+    /// When it last left a pCPU (v->last_run_time, set in context_saved()).
+    last_run: u64,
 }
 
 /// The two balance steps (CSCHED_BALANCE_SOFT_AFFINITY, then
@@ -129,6 +144,11 @@ pub struct Credit {
     runq_sort: u64,
     runq_sort_last: Vec<u64>,
     last_tickle: PcpuId,
+    /// Per pCPU, the idler of its core or socket a pick last chose when it
+    /// moved work there; the next such pick cycles on from it
+    /// (csched_pcpu.idle_bias, nr_cpu_ids - 1 at first).
+    idle_bias: Vec<PcpuId>,
+    migration_delay_ns: u64,
     costs: DecisionCosts,
     /// IRS's SA sender, when Credit runs as the IRS prototype's base.
     activations: Option<IrsSender>,
@@ -191,6 +211,9 @@ impl Credit {
                 running_since: 0,
                 yielding: false,
                 soft: useful_soft_affinity(&s.vms[vm as usize], n),
+                migrating: false,
+                migrated: false,
+                last_run: 0,
             })
             .collect();
         Credit {
@@ -210,6 +233,8 @@ impl Credit {
             runq_sort: 0,
             runq_sort_last: vec![0; n],
             last_tickle: 0,
+            idle_bias: vec![n as PcpuId - 1; n],
+            migration_delay_ns: (prm.migration_delay_us * 1e3).round() as u64,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
             activations: None,
             coscheduling: None,
@@ -279,7 +304,14 @@ impl Credit {
                     return;
                 }
                 None if step == Step::Soft => {}
-                None if new_pri > cur_pri => out.resched.push(cpu),
+                None if new_pri > cur_pri => {
+                    // new preempts cur; cur moves away if an idler may run it.
+                    let cur = self.pcpu.curr[cpu as usize].expect("a busy pCPU runs a vCPU");
+                    if (0..n).any(|q| self.idle[q as usize] && view.may_run(cur, q)) {
+                        self.vcs[cur as usize].migrating = true;
+                    }
+                    out.resched.push(cpu);
+                }
                 None => {}
             }
         }
@@ -324,7 +356,7 @@ impl Credit {
                     if step == Step::Soft && self.vcs[v as usize].soft.is_none() {
                         continue;
                     }
-                    if self.may_use(view, v, p, step) {
+                    if self.may_use(view, v, p, step) && !self.cache_hot(v, view.now) {
                         self.runq_remove(v);
                         self.vcs[v as usize].cpu = p;
                         return Some(v);
@@ -333,6 +365,115 @@ impl Credit {
             }
         }
         None
+    }
+
+    /// __csched_vcpu_is_cache_hot(): it left its pCPU less than the
+    /// migration delay ago.
+    fn cache_hot(&self, v: VcpuId, now: u64) -> bool {
+        now.saturating_sub(self.vcs[v as usize].last_run) < self.migration_delay_ns
+    }
+
+    /// _csched_cpu_pick(): the pCPU `v` should run on, for each balance step
+    /// (soft affinity first, if useful, then hard): its own pCPU if allowed,
+    /// else the next allowed one; then an idler if there is one (its own
+    /// pCPU counts as idle when `v` would leave nothing queued there); then,
+    /// among the idlers, the one with the most idle neighbours: an idler on
+    /// the same socket is preferred when its core has more idle threads, one
+    /// on another socket only when that socket has more than twice as many
+    /// idle pCPUs (migrate_factor 2). A move to another core or socket takes
+    /// the group's idler after its idle_bias, which a committed pick
+    /// (csched_cpu_pick(), from vcpu_migrate()) records; the tick's pick
+    /// does not commit. The pick stops at the first step that finds an idler.
+    fn cpu_pick(&mut self, view: &HostView, v: VcpuId, commit: bool) -> PcpuId {
+        let m = view.machine;
+        let n = m.pcpus as usize;
+        let processor = self.vcs[v as usize].cpu;
+        let mut cpu = processor;
+        let mut biased: Option<PcpuId> = None;
+        for step in STEPS {
+            if step == Step::Soft && self.vcs[v as usize].soft.is_none() {
+                continue;
+            }
+            let mut cpus: Vec<bool> = (0..n as PcpuId).map(|q| self.may_use(view, v, q, step)).collect();
+            cpu = if cpus[processor as usize] { processor } else { cycle(processor, &cpus).expect("a vCPU may run somewhere") };
+            let mut idlers = self.idle.clone();
+            if processor == cpu && self.runq[cpu as usize].is_empty() {
+                idlers[cpu as usize] = true;
+            }
+            for q in 0..n {
+                cpus[q] &= idlers[q];
+            }
+            if !cpus[cpu as usize] {
+                cpu = cycle(cpu, &cpus).unwrap_or(cpu);
+            }
+            cpus[cpu as usize] = false;
+            while let Some(nxt) = cycle(cpu, &cpus) {
+                // Same socket: compare the idle threads of the two cores;
+                // different sockets: the idle pCPUs of the two sockets.
+                let same_socket = m.socket_of[cpu as usize] == m.socket_of[nxt as usize];
+                let group = |q: PcpuId| -> &[PcpuId] {
+                    if same_socket {
+                        &m.threads_of_core[m.core_of[q as usize] as usize]
+                    } else {
+                        &m.pcpus_of_socket[m.socket_of[q as usize] as usize]
+                    }
+                };
+                let idle_in = |q: PcpuId| group(q).iter().filter(|&&t| idlers[t as usize]).count();
+                let migrate_factor = if same_socket { 1 } else { 2 };
+                if idle_in(cpu) * migrate_factor < idle_in(nxt) {
+                    let mut nxt_idlers = vec![false; n];
+                    for &t in group(nxt) {
+                        nxt_idlers[t as usize] = cpus[t as usize] && idlers[t as usize];
+                    }
+                    biased = Some(nxt);
+                    cpu = cycle(self.idle_bias[nxt as usize], &nxt_idlers).expect("nxt is an idler of its group");
+                    for &t in &m.threads_of_core[m.core_of[cpu as usize] as usize] {
+                        cpus[t as usize] = false;
+                    }
+                } else {
+                    for &t in group(nxt) {
+                        if idlers[t as usize] {
+                            cpus[t as usize] = false;
+                        }
+                    }
+                }
+            }
+            if idlers[cpu as usize] {
+                break;
+            }
+        }
+        if let (true, Some(b)) = (commit, biased) {
+            self.idle_bias[b as usize] = cpu;
+        }
+        cpu
+    }
+
+    /// vcpu_migrate(), when `v` (flagged _VPF_migrating) has left its pCPU:
+    /// a committed pick moves it, and, if it is runnable, it wakes there
+    /// without a BOOST (csched_vcpu_wake() sees CSCHED_FLAG_VCPU_MIGRATING).
+    /// A halted or parked vCPU keeps the flag until it next wakes.
+    fn vcpu_migrate(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        self.vcs[v as usize].migrating = false;
+        let to = self.cpu_pick(view, v, true);
+        let vc = &mut self.vcs[v as usize];
+        vc.cpu = to;
+        vc.migrated = true;
+        if vc.awake && !vc.parked {
+            self.enqueue_woken(view, out, v);
+        }
+    }
+
+    /// csched_vcpu_wake() of a runnable vCPU: an UNDER vCPU is BOOSTed unless
+    /// it wakes from a migration; it is queued on its pCPU, and pCPUs are
+    /// tickled.
+    fn enqueue_woken(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        let vc = &mut self.vcs[v as usize];
+        let migrated = std::mem::take(&mut vc.migrated);
+        if !migrated && vc.pri == PRI_UNDER {
+            vc.pri = PRI_BOOST;
+        }
+        self.runq_insert(v);
+        self.tickle(view, out, v);
     }
 
     fn acct_start(&mut self, v: VcpuId) {
@@ -458,17 +599,21 @@ impl Credit {
     }
 
     /// csched_tick() on every pCPU: the running vCPU burns credit, loses
-    /// its BOOST and becomes active; runqueues are re-sorted once after
-    /// each accounting.
-    fn tick_all(&mut self, now: u64) {
+    /// its BOOST and becomes active, or, if it already was, moves when the
+    /// pick finds it a better pCPU (csched_vcpu_acct()); runqueues are
+    /// re-sorted once after each accounting.
+    fn tick_all(&mut self, view: &HostView, out: &mut HostOut) {
         for p in 0..self.pcpu.curr.len() {
             if let Some(v) = self.pcpu.curr[p] {
                 if self.vcs[v as usize].pri == PRI_BOOST {
                     self.vcs[v as usize].pri = PRI_UNDER;
                 }
-                self.burn(v, now);
+                self.burn(v, view.now);
                 if !self.vcs[v as usize].active {
                     self.acct_start(v);
+                } else if self.cpu_pick(view, v, false) != p as PcpuId {
+                    self.vcs[v as usize].migrating = true;
+                    out.resched.push(p as PcpuId);
                 }
             }
             if self.runq_sort_last[p] != self.runq_sort {
@@ -531,17 +676,20 @@ impl HostPolicy for Credit {
         if vc.parked {
             return;
         }
-        if vc.pri == PRI_UNDER {
-            vc.pri = PRI_BOOST;
-        }
-        self.runq_insert(v);
-        self.tickle(view, out, v);
+        self.enqueue_woken(view, out, v);
     }
 
-    fn block(&mut self, view: &HostView, _out: &mut HostOut, v: VcpuId, p: PcpuId) {
+    /// A halting vCPU flagged for migration moves when its context is saved
+    /// (context_saved() calls vcpu_migrate()).
+    fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.burn(v, view.now);
-        self.vcs[v as usize].awake = false;
+        let vc = &mut self.vcs[v as usize];
+        vc.awake = false;
+        vc.last_run = view.now;
         self.pcpu.halted(p);
+        if self.vcs[v as usize].migrating {
+            self.vcpu_migrate(view, out, v);
+        }
     }
 
     /// csched_schedule().
@@ -551,7 +699,9 @@ impl HostPolicy for Credit {
         if let Some(c) = prev {
             self.burn(c, now);
         }
-        let runnable_prev = prev.filter(|&c| !self.vcs[c as usize].parked);
+        // A vCPU flagged for migration is not runnable here (_VPF_migrating
+        // is a pause flag): it is moved once it has left (vcpu_migrate()).
+        let runnable_prev = prev.filter(|&c| !self.vcs[c as usize].parked && !self.vcs[c as usize].migrating);
         let switched_out = self.pcpu.begin(p);
         // Rate limiting: a vCPU that ran less than ratelimit_us keeps the
         // pCPU (never for a timer shorter than CSCHED_MIN_TIMER), unless it
@@ -612,6 +762,13 @@ impl HostPolicy for Credit {
         }
         let slice = next.map(|_| (T_SLICE, now + self.tslice_ns));
         self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
+        // context_saved() of the vCPU switched out.
+        if let Some(c) = prev.filter(|&c| next != Some(c)) {
+            self.vcs[c as usize].last_run = now;
+            if self.vcs[c as usize].migrating {
+                self.vcpu_migrate(view, out, c);
+            }
+        }
         next
     }
 
@@ -626,7 +783,7 @@ impl HostPolicy for Credit {
                 out.timers.push((view.now + self.tslice_ns, T_ACCT));
             }
             T_TICK => {
-                self.tick_all(view.now);
+                self.tick_all(view, out);
                 out.timers.push((view.now + self.tick_ns, T_TICK));
             }
             T_SLICE => out.resched.extend(self.pcpu.slice_due(token)),
@@ -657,6 +814,13 @@ impl HostPolicy for Credit {
             }
         }
     }
+}
+
+/// cpumask_cycle(): the first pCPU of `mask` after `from`, wrapping around
+/// (`from` itself last).
+fn cycle(from: PcpuId, mask: &[bool]) -> Option<PcpuId> {
+    let n = mask.len();
+    (1..=n).map(|i| (from as usize + i) % n).find(|&q| mask[q]).map(|q| q as PcpuId)
 }
 
 /// The VM's soft affinity when it is useful (__vcpu_has_soft_affinity()):

@@ -12,11 +12,18 @@
 //! when the averages of two runqueues differ by more than the tolerance the
 //! vCPU push, pull or swap that narrows the gap most is made.
 //!
-//! Simplifications: a waking vCPU stays in its runqueue (csched2_cpu_pick()'s
-//! choice of the least-loaded runqueue at wakeup is not modelled, so vCPUs
-//! change runqueues only by balance_load()); no soft affinity; no caps
-//! (Credit2 gained caps in Xen 4.10, after the version the Tableau paper
-//! measured, which ran Credit2 uncapped only).
+//! Caps (Xen 4.10, `host.credit2.caps`, set by the `xen-4.10` profile): a
+//! capped domain gets a budget of cap% of CSCHED2_BDGT_REPL_PERIOD every
+//! period; a vCPU takes its quota of it before it runs (vcpu_grab_budget()),
+//! runs at most that long, gives back what it did not use when it stops
+//! (vcpu_return_budget()), and is parked, out of the runqueue, when the
+//! domain has none left, until a replenishment or a sibling's return.
+//!
+//! Simplifications: a waking vCPU stays in its runqueue (as in Xen: vcpu_wake()
+//! makes no pick; csched2_cpu_pick()'s least-loaded runqueue choice serves
+//! vCPU creation, where the model places vCPUs round-robin instead, so vCPUs
+//! change runqueues only by balance_load()); no soft affinity (Xen 4.10);
+//! every domain's replenishment timer starts at time 0.
 
 use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
@@ -56,6 +63,8 @@ const UNDERLOAD_BALANCE_TOLERANCE: i32 = 0;
 const OVERLOAD_BALANCE_TOLERANCE: i32 = -3;
 
 const T_SLICE: u64 = 1 << 56;
+/// A capped domain's replenishment (replenish_domain_budget()); the VM index below.
+const T_REPL: u64 = 2 << 56;
 const KIND: u64 = 0xff << 56;
 
 #[derive(Debug, Clone)]
@@ -74,6 +83,25 @@ struct Vc {
     /// balance_load() moves it while it runs: it goes to this runqueue when
     /// it leaves its pCPU (CSFLAG_runq_migrate_request).
     migrate_to: Option<usize>,
+    dom: usize,
+    /// Budget taken from its domain and not yet used (svc->budget), ns.
+    budget: i64,
+    /// Out of budget, off the runqueue (_VPF_parked). Only a runnable vCPU
+    /// is parked, so unparking queues it again.
+    parked: bool,
+}
+
+/// A capped domain's budget pool (csched2_dom).
+#[derive(Debug, Clone)]
+struct CapBudget {
+    /// cap% of the replenishment period (sdom->tot_budget), ns.
+    total: i64,
+    /// What its vCPUs may still take (sdom->budget), ns.
+    pool: i64,
+    /// max(total / vCPUs, CSCHED2_MIN_TIMER) (svc->budget_quota).
+    quota: i64,
+    /// Parked vCPUs, most recent first (sdom->parked_vcpus).
+    parked: Vec<VcpuId>,
 }
 
 /// A decaying average of a runnable count (svc->avgload, rqd->avgload),
@@ -111,6 +139,9 @@ struct Runqueue {
     /// rqd->load: runnable vCPUs assigned here, running ones included.
     nr_runnable: i64,
     load: LoadAvg,
+    /// The pCPU last given to a vCPU moved here; the next move cycles on
+    /// from it (rqd->pick_bias, the runqueue's first pCPU at first).
+    pick_bias: PcpuId,
 }
 
 pub struct Credit2 {
@@ -121,6 +152,9 @@ pub struct Credit2 {
     ratelimit_ns: u64,
     migrate_resist: i64,
     costs: DecisionCosts,
+    /// Per VM: its cap's budget, if it is capped.
+    caps: Vec<Option<CapBudget>>,
+    cap_period_ns: u64,
 }
 
 impl Credit2 {
@@ -146,6 +180,23 @@ impl Credit2 {
                 max_weight: 1,
                 nr_runnable: 0,
                 load: LoadAvg::default(),
+                pick_bias: (0..b.pcpus).find(|&p| rq_of_pcpu[p as usize] == r).expect("a runqueue has pCPUs"),
+            })
+            .collect();
+        let cap_period_ns = (prm.cap_period_ms * 1e6).round() as u64;
+        let caps: Vec<Option<CapBudget>> = b
+            .scenario
+            .vms
+            .iter()
+            .map(|vm| match (prm.capped, vm.utilization) {
+                (true, Some(u)) => {
+                    // csched2_dom_cntl(): tot_budget = period * cap / 100; the
+                    // pool starts full.
+                    let cap_percent = (u * 100.0 * vm.vcpus as f64).round() as i64;
+                    let total = cap_period_ns as i64 * cap_percent / 100;
+                    Some(CapBudget { total, pool: total, quota: (total / vm.vcpus as i64).max(MIN_TIMER_NS), parked: Vec::new() })
+                }
+                _ => None,
             })
             .collect();
         let mut vcs = Vec::new();
@@ -165,6 +216,9 @@ impl Credit2 {
                 tickled_cpu: None,
                 load: LoadAvg::default(),
                 migrate_to: None,
+                dom: b.vm_of[v] as usize,
+                budget: 0,
+                parked: false,
             });
         }
         let n = b.pcpus as usize;
@@ -176,6 +230,78 @@ impl Credit2 {
             ratelimit_ns: (prm.ratelimit_us * 1e3).round() as u64,
             migrate_resist: (prm.migrate_resist_us * 1e3).round() as i64,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+            caps,
+            cap_period_ns,
+        }
+    }
+
+    fn capped(&self, v: VcpuId) -> bool {
+        self.caps[self.vcs[v as usize].dom].is_some()
+    }
+
+    /// vcpu_grab_budget(): a capped vCPU with no budget left takes its quota
+    /// (or what remains) from its domain, its overrun paid first; with none
+    /// left it is parked (out of the runqueue, if queued). Whether it may run.
+    fn grab_budget(&mut self, v: VcpuId, now: u64) -> bool {
+        let vi = v as usize;
+        let d = self.vcs[vi].dom;
+        if self.vcs[vi].budget > 0 {
+            return true;
+        }
+        let cap = self.caps[d].as_mut().expect("only capped vCPUs take budget");
+        cap.pool += self.vcs[vi].budget;
+        if cap.pool > 0 {
+            let take = cap.quota.min(cap.pool);
+            self.vcs[vi].budget = take;
+            cap.pool -= take;
+            return true;
+        }
+        self.vcs[vi].budget = 0;
+        // park_vcpu()
+        cap.parked.insert(0, v);
+        self.vcs[vi].parked = true;
+        if self.vcs[vi].on_runq {
+            self.runq_remove(v);
+            self.update_load(self.vcs[vi].rq, Some(v), -1, now);
+        }
+        false
+    }
+
+    /// vcpu_return_budget() when a capped vCPU stops running, then the
+    /// unparking of the domain's parked vCPUs if it has budget again.
+    fn return_budget(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        let vi = v as usize;
+        if self.vcs[vi].budget <= 0 {
+            return;
+        }
+        let d = self.vcs[vi].dom;
+        let cap = self.caps[d].as_mut().expect("only capped vCPUs hold budget");
+        cap.pool += std::mem::take(&mut self.vcs[vi].budget);
+        if cap.pool > 0 {
+            self.unpark_all(view, out, d);
+        }
+    }
+
+    /// unpark_parked_vcpus(): each parked vCPU of domain `d` goes back to
+    /// its runqueue, to compete for the budget.
+    fn unpark_all(&mut self, view: &HostView, out: &mut HostOut, d: usize) {
+        let parked = std::mem::take(&mut self.caps[d].as_mut().expect("capped domain").parked);
+        for v in parked {
+            self.vcs[v as usize].parked = false;
+            self.update_load(self.vcs[v as usize].rq, Some(v), 1, view.now);
+            self.runq_insert(v);
+            self.tickle(view, out, v);
+        }
+    }
+
+    /// replenish_domain_budget(): the pool gains the domain's total (more
+    /// than once if periods were missed), up to the total; parked vCPUs are
+    /// unparked if there is budget.
+    fn replenish(&mut self, view: &HostView, out: &mut HostOut, d: usize) {
+        let cap = self.caps[d].as_mut().expect("capped domain");
+        cap.pool = (cap.pool + cap.total).min(cap.total);
+        if cap.pool > 0 {
+            self.unpark_all(view, out, d);
         }
     }
 
@@ -185,6 +311,9 @@ impl Credit2 {
         let ran = now.saturating_sub(vc.burn_from) as i64;
         vc.credit -= ran * self.rqs[vc.rq].max_weight / vc.weight;
         vc.burn_from = now;
+        if self.caps[vc.dom].is_some() {
+            vc.budget -= ran;
+        }
     }
 
     /// runq_insert(): ahead of the first vCPU with less credit.
@@ -205,31 +334,50 @@ impl Credit2 {
         }
     }
 
-    /// runq_tickle(): an idle pCPU of the runqueue (the vCPU's own first),
-    /// else the busy pCPU whose vCPU has the least credit, if the new one
-    /// beats it by the migration resistance.
+    /// runq_tickle(), among the runqueue's untickled pCPUs the vCPU may use:
+    /// a pCPU whose core idles entirely (rqd->smt_idle), else any idle one,
+    /// each time its own pCPU if it qualifies, else the next one after it
+    /// (cpumask_test_or_cycle()); else its own pCPU if the vCPU running there
+    /// has less credit; else the busy pCPU whose vCPU has the least credit,
+    /// if the new one beats it by the migration resistance.
     fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let rq = self.vcs[v as usize].rq;
         let own = self.vcs[v as usize].cpu;
         let free = |p: PcpuId| !self.pcpu.tickled[p as usize] && view.may_run(v, p);
-        let idle: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_none() && free(p)).collect();
-        let target = if idle.contains(&own) {
-            Some(own)
-        } else if let Some(&p) = idle.first() {
-            Some(p)
-        } else {
-            let busy: Vec<PcpuId> = self.rqs[rq].pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_some() && free(p)).collect();
-            let mut lowest: Option<(i64, PcpuId)> = None;
-            for p in busy {
-                let cur = self.pcpu.curr[p as usize].expect("busy pCPU");
+        let idle = |p: PcpuId| self.pcpu.curr[p as usize].is_none() && !self.pcpu.tickled[p as usize];
+        let core_idle = |p: PcpuId| view.machine.threads_of_core[view.machine.core_of[p as usize] as usize].iter().all(|&t| idle(t));
+        let pcpus = &self.rqs[rq].pcpus;
+        let test_or_cycle = |ok: &dyn Fn(PcpuId) -> bool| -> Option<PcpuId> {
+            if pcpus.contains(&own) && ok(own) {
+                return Some(own);
+            }
+            let after = pcpus.iter().position(|&p| p > own).unwrap_or(0);
+            (0..pcpus.len()).map(|i| pcpus[(after + i) % pcpus.len()]).find(|&p| ok(p))
+        };
+        let mut target = test_or_cycle(&|p| free(p) && core_idle(p)).or_else(|| test_or_cycle(&|p| free(p) && idle(p)));
+        if target.is_none() {
+            let new_credit = self.vcs[v as usize].credit;
+            let busy: Vec<PcpuId> = pcpus.iter().copied().filter(|&p| self.pcpu.curr[p as usize].is_some() && free(p)).collect();
+            if busy.contains(&own) {
+                let cur = self.pcpu.curr[own as usize].expect("busy pCPU");
                 self.burn(cur, view.now);
-                let c = self.vcs[cur as usize].credit;
-                if lowest.is_none_or(|(l, _)| c < l) {
-                    lowest = Some((c, p));
+                if self.vcs[cur as usize].credit < new_credit {
+                    target = Some(own);
                 }
             }
-            lowest.filter(|&(l, _)| l + self.migrate_resist <= self.vcs[v as usize].credit).map(|(_, p)| p)
-        };
+            if target.is_none() {
+                let mut lowest: Option<(i64, PcpuId)> = None;
+                for p in busy.into_iter().filter(|&p| p != own) {
+                    let cur = self.pcpu.curr[p as usize].expect("busy pCPU");
+                    self.burn(cur, view.now);
+                    let c = self.vcs[cur as usize].credit;
+                    if lowest.is_none_or(|(l, _)| c < l) {
+                        lowest = Some((c, p));
+                    }
+                }
+                target = lowest.filter(|&(l, _)| l + self.migrate_resist <= new_credit).map(|(_, p)| p);
+            }
+        }
         if let Some(p) = target {
             self.pcpu.tickled[p as usize] = true;
             self.vcs[v as usize].tickled_cpu = Some(p);
@@ -258,29 +406,22 @@ impl Credit2 {
 
     /// runq_candidate(): the queue's best vCPU that may run here, unless it
     /// is tickled for another pCPU or came from another pCPU without
-    /// beating the current choice by the migration resistance.
-    fn candidate(&self, view: &HostView, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
+    /// beating the current choice by the migration resistance; a capped one
+    /// must get budget (or is parked, and the current choice stays).
+    fn candidate(&mut self, view: &HostView, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         let rq = self.rq_of_pcpu[p as usize];
-        let mut best = prev;
         // CSCHED2_IDLE_CREDIT = -(1 << 30): anything beats the idle vCPU.
-        let best_credit = |b: Option<VcpuId>| b.map_or(-(1i64 << 30), |v| self.vcs[v as usize].credit);
-        for &v in &self.rqs[rq].queue {
+        let best_credit = prev.map_or(-(1i64 << 30), |v| self.vcs[v as usize].credit);
+        let chosen = self.rqs[rq].queue.iter().copied().find(|&v| {
             let vc = &self.vcs[v as usize];
-            if vc.tickled_cpu.is_some_and(|t| t != p && self.pcpu.tickled[t as usize]) {
-                continue;
-            }
-            if vc.cpu != p && best_credit(best) + self.migrate_resist > vc.credit {
-                continue;
-            }
-            if !view.may_run(v, p) {
-                continue;
-            }
-            if vc.credit > best_credit(best) {
-                best = Some(v);
-            }
-            break;
+            let tickled_elsewhere = vc.tickled_cpu.is_some_and(|t| t != p && self.pcpu.tickled[t as usize]);
+            let resisted = vc.cpu != p && best_credit + self.migrate_resist > vc.credit;
+            !tickled_elsewhere && !resisted && view.may_run(v, p)
+        });
+        match chosen {
+            Some(v) if self.vcs[v as usize].credit > best_credit && (!self.capped(v) || self.grab_budget(v, view.now)) => Some(v),
+            _ => prev,
         }
-        best
     }
 
     /// update_load(): runqueue `rq`'s runnable count changes by `change`
@@ -296,13 +437,17 @@ impl Credit2 {
     }
 
     /// __runq_deassign() then __runq_assign(): `v` belongs to runqueue `to`
-    /// from now on, on the first pCPU of it that it may run on
-    /// (cpumask_any()); each runqueue's max_weight follows its members.
+    /// from now on, on the next pCPU of it after its pick_bias that it may
+    /// run on (migrate(), and csched2_cpu_pick() on a migrate request); each
+    /// runqueue's max_weight follows its members.
     fn reassign(&mut self, view: &HostView, v: VcpuId, to: usize) {
         let from = self.vcs[v as usize].rq;
         self.rqs[from].members.retain(|&o| o != v);
         self.rqs[from].max_weight = self.rqs[from].members.iter().map(|&o| self.vcs[o as usize].weight).max().unwrap_or(1);
-        let cpu = self.rqs[to].pcpus.iter().copied().find(|&p| view.may_run(v, p)).expect("balance moves a vCPU only where it may run");
+        let pcpus = &self.rqs[to].pcpus;
+        let bias = pcpus.iter().position(|&p| p == self.rqs[to].pick_bias).expect("pick_bias is the runqueue's");
+        let cpu = (1..=pcpus.len()).map(|i| pcpus[(bias + i) % pcpus.len()]).find(|&p| view.may_run(v, p)).expect("balance moves a vCPU only where it may run");
+        self.rqs[to].pick_bias = cpu;
         let vc = &mut self.vcs[v as usize];
         vc.rq = to;
         vc.cpu = cpu;
@@ -424,8 +569,13 @@ impl Credit2 {
                 credit -= wc;
             }
         }
-        // c2t(): credit back to time at this vCPU's burn rate.
-        let mut time = (credit.max(0) * vc.weight / rq.max_weight).clamp(MIN_TIMER_NS, MAX_TIMER_NS) as u64;
+        // c2t(): credit back to time at this vCPU's burn rate; a capped vCPU
+        // runs no longer than its budget.
+        let mut time = credit.max(0) * vc.weight / rq.max_weight;
+        if self.capped(v) {
+            time = time.min(vc.budget);
+        }
+        let mut time = time.clamp(MIN_TIMER_NS, MAX_TIMER_NS) as u64;
         if self.ratelimit_ns > 0 {
             let min = if continuing { (vc.running_since + self.ratelimit_ns).saturating_sub(now) } else { self.ratelimit_ns };
             time = time.max(min);
@@ -439,7 +589,15 @@ impl HostPolicy for Credit2 {
         "credit2"
     }
 
-    fn start(&mut self, _view: &HostView, _out: &mut HostOut) {}
+    /// The replenishment timers of capped domains (set when the cap is set,
+    /// csched2_dom_cntl()).
+    fn start(&mut self, _view: &HostView, out: &mut HostOut) {
+        for (d, cap) in self.caps.iter().enumerate() {
+            if cap.is_some() {
+                out.timers.push((self.cap_period_ns, T_REPL | d as u64));
+            }
+        }
+    }
 
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         self.costs.charge_wakeup(out, self.vcs[v as usize].cpu);
@@ -448,9 +606,12 @@ impl HostPolicy for Credit2 {
         self.tickle(view, out, v);
     }
 
-    fn block(&mut self, view: &HostView, _out: &mut HostOut, v: VcpuId, p: PcpuId) {
+    fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.burn(v, view.now);
         self.pcpu.halted(p);
+        if self.capped(v) {
+            self.return_budget(view, out, v);
+        }
         self.update_load(self.vcs[v as usize].rq, Some(v), -1, view.now);
         // A move balance_load() asked for happens all the same (vcpu_migrate()
         // from context_saved()).
@@ -482,6 +643,17 @@ impl HostPolicy for Credit2 {
             }
             _ => prev,
         };
+        // A capped vCPU that has overrun its budget takes more, or is parked:
+        // then it is not runnable and leaves.
+        let prev = match prev {
+            Some(c) if self.capped(c) && self.vcs[c as usize].budget <= 0 && !self.grab_budget(c, now) => {
+                self.pcpu.curr[pi] = None;
+                switched_out = true;
+                self.update_load(self.vcs[c as usize].rq, Some(c), -1, now);
+                None
+            }
+            _ => prev,
+        };
         // Rate limiting: a vCPU that ran less than ratelimit_us continues.
         let limited = prev.filter(|&c| self.ratelimit_ns > 0 && now - self.vcs[c as usize].running_since < self.ratelimit_ns);
         let mut next = limited.or_else(|| self.candidate(view, p, prev));
@@ -500,6 +672,10 @@ impl HostPolicy for Credit2 {
                         self.runq_insert(n);
                     }
                     next = self.candidate(view, p, prev);
+                    // A capped vCPU given budget but not chosen again gives it back.
+                    if next != Some(n) && self.capped(n) {
+                        self.return_budget(view, out, n);
+                    }
                     if let Some(m) = next.filter(|&m| Some(m) != prev) {
                         self.runq_remove(m);
                     }
@@ -519,9 +695,13 @@ impl HostPolicy for Credit2 {
             }
         }
         self.pcpu.curr[pi] = next;
-        // context_saved(): a preempted vCPU goes back on the queue and may
-        // be picked up by another pCPU (runq_tickle()).
+        // context_saved(): a preempted vCPU gives back its unused budget,
+        // goes back on the queue and may be picked up by another pCPU
+        // (runq_tickle()).
         if let Some(c) = prev.filter(|&c| Some(c) != next) {
+            if self.capped(c) {
+                self.return_budget(view, out, c);
+            }
             self.runq_insert(c);
             self.tickle(view, out, c);
         }
@@ -539,9 +719,13 @@ impl HostPolicy for Credit2 {
         // Credit2 has no periodic tick: slices end by their own timers.
     }
 
-    fn timer(&mut self, _view: &HostView, out: &mut HostOut, token: u64) {
+    fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
         match token & KIND {
             T_SLICE => out.resched.extend(self.pcpu.slice_due(token)),
+            T_REPL => {
+                self.replenish(view, out, (token & !KIND) as usize);
+                out.timers.push((view.now + self.cap_period_ns, token));
+            }
             _ => unreachable!("unknown credit2 timer token {token:#x}"),
         }
     }
