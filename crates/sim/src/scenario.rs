@@ -1118,9 +1118,12 @@ pub enum BalanceMode {
     #[default]
     Off,
     /// Balance scheduling: a woken vCPU goes only to a pCPU with no sibling
-    /// on its runqueue (ASPLOS'13 section 3.2.2, first paragraph).
+    /// on its runqueue (ASPLOS'13 section 3.2.2, first paragraph), and the
+    /// load balancer keeps it within those pCPUs until its next wakeup (the
+    /// prototype's purebal mode writes them into cpus_allowed).
     Strict,
-    /// Strict, and the load balancer never stacks siblings either.
+    /// Strict, but the load balancer may move the vCPU to any pCPU with no
+    /// sibling, never stacking siblings (the prototype's purebal_mig).
     StrictMigration,
     /// Load-conscious balance scheduling: the sibling-free pCPUs are the
     /// affinity only if one of them is not above the average load; else any
