@@ -98,12 +98,16 @@ def _claim_values(experiment: Experiment, index: int, claim: dict, summaries: di
     seeds = sorted({seed for _, seed in summaries})
     for seed in seeds:
         try:
-            value = _metric(experiment, index, "metric", summaries[claim["variant"], seed], claim["metric"])
+            value = _per_work(experiment, index, claim, summaries[claim["variant"], seed],
+                              _metric(experiment, index, "metric", summaries[claim["variant"], seed], claim["metric"]))
             other = None
             if versus:
-                other = _metric(experiment, index, "versus.metric", summaries[versus["variant"], seed],
-                                versus.get("metric") or claim["metric"])
+                run = summaries[versus["variant"], seed]
+                other = _per_work(experiment, index, claim, run,
+                                  _metric(experiment, index, "versus.metric", run, versus.get("metric") or claim["metric"]))
         except _RunFailed:
+            continue
+        if value is None or (versus and other is None):
             continue
         own.append(value)
         if other is not None:
@@ -118,6 +122,16 @@ def _claim_values(experiment: Experiment, index: int, claim: dict, summaries: di
 
 class _RunFailed(Exception):
     pass
+
+
+def _per_work(experiment: Experiment, index: int, claim: dict, summary: dict, value: float) -> float | None:
+    """`value` divided by the claim's `per` metric of the same run (None where that run
+    did no work), or `value` itself when the claim has no `per`."""
+    per = claim.get("per")
+    if per is None:
+        return value
+    work = _metric(experiment, index, "per", summary, per)
+    return value / work if work else None
 
 
 def _metric(experiment: Experiment, index: int, field: str, summary: dict | None, path: str) -> float:

@@ -1779,6 +1779,10 @@ pub struct Claim {
     #[serde(default)]
     pub ratio: bool,
     pub direction: Option<Direction>,
+    /// Path of a metric of the same run (and of the reference's run) that the
+    /// value is divided by: a count a paper takes over one run of a program
+    /// is compared per unit of work done, e.g. `workloads[0].completed`.
+    pub per: Option<String>,
 }
 fn unit_scale() -> f64 {
     1.0
@@ -1818,6 +1822,9 @@ fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
             }
         } else if claim.ratio || claim.direction.is_some() {
             return Err(err(format!("{p}.versus"), "`ratio` and `direction` compare with a reference run: give versus = { variant = ... }"));
+        }
+        if let Some(per) = &claim.per {
+            check_metric_path(per, s).map_err(|reason| err(format!("{p}.per"), reason))?;
         }
         if !(claim.scale.is_finite() && claim.scale != 0.0) {
             return Err(err(format!("{p}.scale"), "must be a non-zero number"));
@@ -2370,6 +2377,7 @@ mod tests {
         assert_eq!(bad("paper.paper='xen'").path, "paper.paper");
         assert_eq!(bad("paper.claim[0].scale=1e-6").path, "paper.claim[0].scale");
         assert_eq!(bad("paper.claim[0].metrc='x'").path, "paper.claim[0].metrc");
+        assert_eq!(bad("paper.claim[0].per='workloads[a/pong].completed'").path, "paper.claim[0].per");
         let mut doc: toml::Table = PAPER.parse().unwrap();
         doc["paper"]["claim"][0].as_table_mut().unwrap().remove("versus");
         assert_eq!(from_table(doc).unwrap_err().path, "paper.claim[0].versus");
