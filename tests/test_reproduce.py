@@ -131,6 +131,7 @@ direction = "lower"
     ('paper.claim[0].metric="vcpus[0].share"', "paper.claim[0].metric: `vcpus[0].share`: summary.json has no `vcpus`"),
     ('paper.paper="xen"', "paper.paper: unknown variant `xen`"),
     ('paper.claim[0].direction="up"', "paper.claim[0].direction: unknown variant `up`"),
+    ('paper.claim[0].per="vms[c].share"', "paper.claim[0].per: `vms[c].share`: no vms entry `c`"),
 ])
 def test_paper_table_errors_name_the_field(cli, tmp_path, override, message):
     path = tmp_path / "mini.toml"
@@ -152,6 +153,24 @@ def test_a_metric_missing_from_the_summary_is_an_error_naming_the_claim():
     [row] = registry.claim_rows(good, summaries)
     assert row["sim_mean"] == pytest.approx(summaries["", 1]["vms"][0]["share"] / summaries["alone", 1]["vms"][0]["share"])
     assert row["direction_ok"] is True
+
+
+def test_a_claim_per_unit_of_work_divides_each_run_by_its_own_work():
+    # Two hogs share a pCPU: with `per` the count of completed units per unit of CPU
+    # time is the same in both runs, where the raw counts differ by the share.
+    scenario = api.Scenario(PAPER_SCENARIO, "mini.toml")
+    paper = api.normalize(scenario)["paper"]
+    summaries = {(variant, 1): json.loads(api.run(scenario, seed=1, set=overrides, record=False).summary_json)
+                 for variant, overrides in (("", []), ("alone", ["vm[1].workload[0].enabled=false"]))}
+    claim = paper["claim"][0] | {"metric": "workloads[0].completed", "direction": None}
+    raw = registry.Experiment("mini", scenario, paper | {"claim": [claim]})
+    per = registry.Experiment("mini", scenario, paper | {"claim": [claim | {"per": "workloads[0].cpu_time_ns"}]})
+    [raw_row], [per_row] = registry.claim_rows(raw, summaries), registry.claim_rows(per, summaries)
+    assert raw_row["sim_mean"] < 0.6
+    own, alone = summaries["", 1]["workloads"][0], summaries["alone", 1]["workloads"][0]
+    assert per_row["sim_mean"] == pytest.approx((own["completed"] / own["cpu_time_ns"])
+                                                / (alone["completed"] / alone["cpu_time_ns"]))
+    assert per_row["sim_mean"] == pytest.approx(1.0, rel=0.05)
 
 
 def test_policies_come_from_the_registry(cli):

@@ -118,12 +118,17 @@ def _claim_values(experiment: Experiment, index: int, claim: dict, summaries: di
     value_of = _metric if claim.get("peak") is None else _peak_metric(claim["peak"])
     for seed in seeds:
         try:
-            value = value_of(experiment, index, "metric", summaries[claim["variant"], seed], claim["metric"])
+            run = summaries[claim["variant"], seed]
+            value = _per_work(experiment, index, claim, run,
+                              value_of(experiment, index, "metric", run, claim["metric"]))
             other = None
             if versus:
-                other = value_of(experiment, index, "versus.metric", summaries[versus["variant"], seed],
-                                 versus.get("metric") or claim["metric"])
+                run = summaries[versus["variant"], seed]
+                other = _per_work(experiment, index, claim, run,
+                                  value_of(experiment, index, "versus.metric", run, versus.get("metric") or claim["metric"]))
         except _RunFailed:
+            continue
+        if value is None or (versus and other is None):
             continue
         own.append(value)
         if other is not None:
@@ -156,6 +161,16 @@ def _peak_metric(sweep: dict):
         return peak_value(sweep, {value: _metric(experiment, index, field, summary, path)
                                   for value, summary in by_value.items()})
     return value_of
+
+
+def _per_work(experiment: Experiment, index: int, claim: dict, summary: dict, value: float) -> float | None:
+    """`value` divided by the claim's `per` metric of the same run (None where that run
+    did no work), or `value` itself when the claim has no `per`."""
+    per = claim.get("per")
+    if per is None:
+        return value
+    work = _metric(experiment, index, "per", summary, per)
+    return value / work if work else None
 
 
 def _metric(experiment: Experiment, index: int, field: str, summary: dict | None, path: str) -> float:

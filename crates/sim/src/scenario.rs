@@ -1236,9 +1236,12 @@ pub enum BalanceMode {
     #[default]
     Off,
     /// Balance scheduling: a woken vCPU goes only to a pCPU with no sibling
-    /// on its runqueue (ASPLOS'13 section 3.2.2, first paragraph).
+    /// on its runqueue (ASPLOS'13 section 3.2.2, first paragraph), and the
+    /// load balancer keeps it within those pCPUs until its next wakeup (the
+    /// prototype's purebal mode writes them into cpus_allowed).
     Strict,
-    /// Strict, and the load balancer never stacks siblings either.
+    /// Strict, but the load balancer may move the vCPU to any pCPU with no
+    /// sibling, never stacking siblings (the prototype's purebal_mig).
     StrictMigration,
     /// Load-conscious balance scheduling: the sibling-free pCPUs are the
     /// affinity only if one of them is not above the average load; else any
@@ -1983,6 +1986,10 @@ pub struct Claim {
     pub direction: Option<Direction>,
     /// A sweep claim: its value is a swept setting, not a metric (see [`Peak`]).
     pub peak: Option<Peak>,
+    /// Path of a metric of the same run (and of the reference's run) that the
+    /// value is divided by: a count a paper takes over one run of a program
+    /// is compared per unit of work done, e.g. `workloads[0].completed`.
+    pub per: Option<String>,
 }
 fn unit_scale() -> f64 {
     1.0
@@ -2076,6 +2083,12 @@ fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
             }
         } else if claim.ratio || claim.direction.is_some() {
             return Err(err(format!("{p}.versus"), "`ratio` and `direction` compare with a reference run: give versus = { variant = ... }"));
+        }
+        if let Some(per) = &claim.per {
+            if claim.peak.is_some() {
+                return Err(err(format!("{p}.per"), "a peak claim's value is a swept setting, not a count to take per unit of work"));
+            }
+            check_metric_path(per, s).map_err(|reason| err(format!("{p}.per"), reason))?;
         }
         if !(claim.scale.is_finite() && claim.scale != 0.0) {
             return Err(err(format!("{p}.scale"), "must be a non-zero number"));
@@ -2639,6 +2652,7 @@ mod tests {
         assert_eq!(bad("paper.paper='xen'").path, "paper.paper");
         assert_eq!(bad("paper.claim[0].scale=1e-6").path, "paper.claim[0].scale");
         assert_eq!(bad("paper.claim[0].metrc='x'").path, "paper.claim[0].metrc");
+        assert_eq!(bad("paper.claim[0].per='workloads[a/pong].completed'").path, "paper.claim[0].per");
         let mut doc: toml::Table = PAPER.parse().unwrap();
         doc["paper"]["claim"][0].as_table_mut().unwrap().remove("versus");
         assert_eq!(from_table(doc).unwrap_err().path, "paper.claim[0].versus");

@@ -225,6 +225,21 @@ fn lc_balance_spares_the_up_vms_that_strict_balance_slows() {
     assert!(up(&uvf) >= 0.995 * up(&plain), "uvf (LC) {} plain {}", up(&uvf), up(&plain));
 }
 
+/// Strict balance scheduling confines a woken vCPU to the pCPUs that held
+/// no sibling at its wakeup until it wakes again (the prototype writes them
+/// into cpus_allowed), so an idle pCPU may not pull it: pCPUs idle while
+/// vCPUs wait elsewhere. With the migration mode the balancer may move it to
+/// any sibling-free pCPU, and the host stays as busy as plain CFS keeps it.
+#[test]
+fn strict_balance_binds_the_balancer_until_the_next_wakeup() {
+    let busy = |s: &Value| n(&s["host"]["busy_ns"]);
+    let plain = summary(UP_MIX, &[]);
+    let strict = summary(UP_MIX, &["host.cfs.balance=\"strict\""]);
+    let migration = summary(UP_MIX, &["host.cfs.balance=\"strict_migration\""]);
+    assert!(busy(&strict) < 0.97 * busy(&migration), "strict {} migration {}", busy(&strict), busy(&migration));
+    assert!(busy(&migration) > 0.99 * busy(&plain), "migration {} plain {}", busy(&migration), busy(&plain));
+}
+
 /// Where PLE is on, an urgent vCPU that starts busy-waiting (a Resched-Co
 /// recipient whose thread spins at the next barrier) exits and loses its
 /// urgency (section 4.3); without PLE nothing cancels it.

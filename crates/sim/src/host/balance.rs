@@ -5,7 +5,11 @@
 //!
 //! Sources: Sukwong and Kim, "Is co-scheduling too expensive for SMP VMs?",
 //! EuroSys'11 (balance scheduling); Kim et al., ASPLOS'13, section 3.2.2
-//! (load-conscious balance scheduling).
+//! (load-conscious balance scheduling), whose prototype
+//! (hwanju/demand-cosched, kernel/sched.c try_to_balance_affine()) writes the
+//! restricted set into the vCPU thread's cpus_allowed at every wakeup: it
+//! binds the load balancer too until the next wakeup, except where the
+//! prototype's can_migrate_task() relaxes it (the migration and LC modes).
 
 use super::cfs::{CfsCore, CfsHooks};
 use super::HostView;
@@ -14,11 +18,29 @@ use crate::scenario::BalanceMode;
 
 pub struct Balance {
     mode: BalanceMode,
+    /// Strict mode: the sibling-free pCPUs each vCPU was restricted to at
+    /// its last wakeup (empty: unrestricted). The load balancer may not move
+    /// a vCPU outside them, as it may not move a thread outside its
+    /// cpus_allowed.
+    affinity: Vec<Vec<PcpuId>>,
 }
 
 impl Balance {
     pub fn new(mode: BalanceMode) -> Self {
-        Balance { mode }
+        Balance { mode, affinity: Vec::new() }
+    }
+
+    /// Records the set strict balance scheduling confines `v` to until its
+    /// next wakeup (empty when every allowed pCPU holds a sibling: then the
+    /// prototype sets cpus_allowed to all pCPUs).
+    fn confine(&mut self, v: VcpuId, candidates: Vec<PcpuId>) {
+        if self.mode != BalanceMode::Strict {
+            return;
+        }
+        if self.affinity.len() <= v as usize {
+            self.affinity.resize(v as usize + 1, Vec::new());
+        }
+        self.affinity[v as usize] = candidates;
     }
 
     /// A sibling of `v` is runnable (queued or running) on `p`'s runqueue.
@@ -44,11 +66,12 @@ impl Balance {
     }
 
     /// The pCPU a waking `v` goes to, given CFS's own choice `chosen`.
-    pub fn place(&self, cfs: &CfsCore, view: &HostView, v: VcpuId, chosen: PcpuId) -> PcpuId {
+    pub fn place(&mut self, cfs: &CfsCore, view: &HostView, v: VcpuId, chosen: PcpuId) -> PcpuId {
         if self.mode == BalanceMode::Off {
             return chosen;
         }
         let candidates: Vec<PcpuId> = (0..cfs.nr_pcpus()).filter(|&p| view.may_run(v, p) && !Self::sibling_on(cfs, view, v, p)).collect();
+        self.confine(v, candidates.clone());
         if candidates.is_empty() {
             // Every allowed pCPU has a sibling: no placement avoids stacking.
             return chosen;
@@ -75,7 +98,8 @@ impl Balance {
     /// Whether the balancer may move queued `v` from `from` to `to`.
     pub fn allows_migration(&self, cfs: &CfsCore, view: &HostView, v: VcpuId, to: PcpuId) -> bool {
         match self.mode {
-            BalanceMode::Off | BalanceMode::Strict => true,
+            BalanceMode::Off => true,
+            BalanceMode::Strict => self.affinity.get(v as usize).is_none_or(|set| set.is_empty() || set.contains(&to)),
             BalanceMode::StrictMigration => !Self::sibling_on(cfs, view, v, to),
             // LC allows stacking when the balancer moves the vCPU to an
             // underloaded pCPU (section 3.2.2).
