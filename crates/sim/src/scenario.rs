@@ -324,7 +324,8 @@ pub struct CfsTunables {
     #[serde(default)]
     pub base_slice: bool,
     /// The fair class: `cfs` (Linux up to 6.5) or EEVDF as released in
-    /// Linux 6.6 or 6.12. Kernel profiles `linux-6.6` and `linux-6.12` set it.
+    /// Linux 6.6, 6.12 or 6.14. Kernel profiles `linux-6.6`, `linux-6.12`
+    /// and `linux-6.14` set it.
     #[serde(default)]
     pub fair: FairKind,
 }
@@ -339,6 +340,8 @@ pub enum FairKind {
     Eevdf6_6,
     #[serde(rename = "eevdf-6.12")]
     Eevdf6_12,
+    #[serde(rename = "eevdf-6.14")]
+    Eevdf6_14,
 }
 
 impl FairKind {
@@ -349,6 +352,7 @@ impl FairKind {
             FairKind::Cfs => FairClass::Cfs,
             FairKind::Eevdf6_6 => FairClass::Eevdf(Features::LINUX_6_6),
             FairKind::Eevdf6_12 => FairClass::Eevdf(Features::LINUX_6_12),
+            FairKind::Eevdf6_14 => FairClass::Eevdf(Features::LINUX_6_14),
         }
     }
 }
@@ -1708,9 +1712,6 @@ fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
     if s.host.policy == HostPolicyKind::Tableau {
         crate::tableau::plan_scenario(s).map_err(|e| err(e.path, e.reason))?;
         crate::tableau::plan_changes(s)?;
-    }
-    if s.host.cfs.vm_groups && s.host.cfs.fair != FairKind::Cfs {
-        return Err(err("host.cfs.vm_groups", "VM cgroups are modelled on CFS only (host.cfs.fair = \"cfs\", a kernel profile before linux-6.6)"));
     }
     if s.host.cfs.vm_groups && s.host.policy == HostPolicyKind::Anubis {
         // Anubis moves a vCPU's vruntime against the leftmost vCPU of the

@@ -12,11 +12,6 @@ fn on_kernel(text: &str, kernel: &str) -> Vec<String> {
     let mut sets = Vec::new();
     if s.host.kernel.starts_with("linux") {
         sets.push(format!("host.kernel='{kernel}'"));
-        // VM cgroups are modelled on CFS only (as `vmsched reproduce
-        // --kernel` does, the VMs' threads become plain threads).
-        if s.host.cfs.vm_groups {
-            sets.push("host.cfs.vm_groups=false".into());
-        }
     }
     sets.extend((0..s.vms.len()).map(|i| format!("vm[{i}].guest.kernel='{kernel}'")));
     sets
@@ -30,7 +25,7 @@ fn scenario(text: &str, kernel: &str, extra: &[&str]) -> Scenario {
 
 #[test]
 fn builtins_hold_invariants_on_eevdf() {
-    for kernel in ["linux-6.6", "linux-6.12"] {
+    for kernel in ["linux-6.6", "linux-6.12", "linux-6.14"] {
         for b in BUILTINS {
             let opts = RunOptions { validate: true, duration_ns: Some(100_000_000), ..Default::default() };
             run(scenario(b.toml, kernel, &[]), &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{} on {kernel}: {e}", b.name));
@@ -79,4 +74,53 @@ fn eevdf_profiles_change_the_schedule() {
     let (a, b, c) = (summary("linux-6.5"), summary("linux-6.6"), summary("linux-6.12"));
     assert_ne!(a, b);
     assert_ne!(b, c);
+}
+
+/// A 1-vCPU VM and an 8-vCPU VM, all vCPUs busy, on `cores` pCPUs.
+fn small_and_big(cores: u32) -> String {
+    format!(
+        r#"
+name = "small-and-big"
+duration_ms = 1000
+[host]
+cores_per_socket = {cores}
+[[vm]]
+name = "small"
+vcpus = 1
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "big"
+vcpus = 8
+[[vm.workload]]
+kind = "hog"
+threads = 8
+"#
+    )
+}
+
+/// CPU time of each VM over the run, in pCPUs.
+fn pcpus_used(text: &str, kernel: &str, extra: &[&str]) -> Vec<f64> {
+    let opts = RunOptions { validate: true, ..Default::default() };
+    let v = run(scenario(text, kernel, extra), &opts, &mut |_, _| {}).unwrap().summary;
+    let secs = v["duration_ns"].as_f64().unwrap();
+    v["vms"].as_array().unwrap().iter().map(|vm| vm["cpu_time_ns"].as_f64().unwrap() / secs).collect()
+}
+
+/// VM cgroups on an EEVDF host: with equal cgroup weights a 1-vCPU VM and
+/// an 8-vCPU VM share one pCPU half and half (the group entities compete on
+/// the root runqueue, the big VM's vCPUs inside its group); as plain
+/// threads the big VM takes 8/9. On two pCPUs the small VM's fair share is
+/// a whole pCPU, which its cgroup gets.
+#[test]
+fn equal_vm_weights_give_equal_shares_on_eevdf() {
+    for kernel in ["linux-6.6", "linux-6.12", "linux-6.14"] {
+        let one = small_and_big(1);
+        let grouped = pcpus_used(&one, kernel, &["host.cfs.vm_groups=true"]);
+        assert!((grouped[0] - 0.5).abs() < 0.02 && (grouped[1] - 0.5).abs() < 0.02, "{kernel}: {grouped:?}");
+        let threads = pcpus_used(&one, kernel, &[]);
+        assert!((threads[0] - 1.0 / 9.0).abs() < 0.02, "{kernel}: {threads:?}");
+        let two = pcpus_used(&small_and_big(2), kernel, &["host.cfs.vm_groups=true"]);
+        assert!(two[0] > 0.95 && two[1] > 0.95, "{kernel}: {two:?}");
+    }
 }
