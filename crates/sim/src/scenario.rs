@@ -439,6 +439,12 @@ pub struct Vm {
     /// kernel/sched/core.c) and the default cpu.shares.
     #[serde(default = "capacity_scale")]
     pub weight: u32,
+    /// The EEVDF request of each vCPU thread on the host, in us, as
+    /// sched_setattr() sets it with sched_runtime (Linux 6.12 on; the
+    /// kernel clamps it to 0.1-100 ms). Linux 6.6 ignores it; CFS hosts
+    /// have no per-thread request and refuse it.
+    #[serde(default)]
+    pub host_slice_us: Option<f64>,
     /// pCPU of each vCPU (one entry per vCPU). Mutually exclusive with `cpus`.
     #[serde(default)]
     pub pin: Vec<u32>,
@@ -966,6 +972,12 @@ pub struct Workload {
     pub threads: u32,
     #[serde(default)]
     pub policy: Policy,
+    /// The EEVDF request of each thread, in us: sched_setattr() with
+    /// sched_runtime (Linux 6.12 on, clamped by the kernel to 0.1-100 ms;
+    /// 6.6 ignores it). Fair-class threads on an EEVDF guest only: CFS has
+    /// no per-task request.
+    #[serde(default)]
+    pub slice_us: Option<f64>,
     /// RT priority for fifo/rr (1..99).
     #[serde(default = "rt_prio")]
     pub rt_priority: u32,
@@ -1478,6 +1490,17 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         for (wi, w) in vm.workloads.iter().enumerate() {
             check_workload(w, vm, &format!("{p}.workload[{wi}]"))?;
         }
+        if let Some(us) = vm.host_slice_us {
+            let on_host_cfs = match s.host.policy {
+                HostPolicyKind::Cfs | HostPolicyKind::Anubis | HostPolicyKind::Uvf | HostPolicyKind::RelaxedCo => true,
+                HostPolicyKind::Irs => s.host.irs.base == crate::host::irs::IrsBase::Cfs,
+                HostPolicyKind::Credit | HostPolicyKind::Credit2 | HostPolicyKind::Rtds | HostPolicyKind::Tableau => false,
+            };
+            if !on_host_cfs {
+                return Err(err(format!("{p}.host_slice_us"), "a vCPU thread's slice is a Linux host setting; this host policy is not built on host CFS"));
+            }
+            check_custom_slice(&format!("{p}.host_slice_us"), us, s.host.cfs.fair)?;
+        }
     }
     check_uvf(s)?;
     for (name, ovs) in &s.variants {
@@ -1903,6 +1926,18 @@ fn check_metric_path(path: &str, s: &Scenario) -> Result<(), String> {
     Ok(())
 }
 
+/// A custom slice (sched_setattr()'s sched_runtime for a fair-class
+/// thread): a positive duration, on a kernel whose fair class is EEVDF.
+fn check_custom_slice(path: &str, us: f64, fair: FairKind) -> Result<(), ScenarioError> {
+    if !(us.is_finite() && us > 0.0) {
+        return Err(err(path, "must be a positive number of microseconds"));
+    }
+    if fair == FairKind::Cfs {
+        return Err(err(path, "a custom slice is an EEVDF request (sched_runtime, Linux 6.12 on); CFS (cfs.fair = \"cfs\", kernels before linux-6.6) has no per-thread slice"));
+    }
+    Ok(())
+}
+
 fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
     if w.threads == 0 {
         return Err(err(format!("{p}.threads"), "must be at least 1"));
@@ -1915,6 +1950,12 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
     }
     if matches!(w.policy, Policy::Fifo | Policy::Rr) && !rt_range_ok(w.rt_priority) {
         return Err(err(format!("{p}.rt_priority"), "must be 1..=99"));
+    }
+    if let Some(us) = w.slice_us {
+        check_custom_slice(&format!("{p}.slice_us"), us, vm.guest.cfs.fair)?;
+        if matches!(w.policy, Policy::Fifo | Policy::Rr) {
+            return Err(err(format!("{p}.slice_us"), "a custom slice is a fair-class request; policy fifo and rr threads have none"));
+        }
     }
     for (f, v) in [("work_us", w.work_us), ("cs_us", w.cs_us), ("rate_per_s", w.rate_per_s), ("device_us", w.device_us)] {
         if !(v > 0.0 && v.is_finite()) {
@@ -1944,17 +1985,17 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
 /// `start_ms`, which every kind reads). Any other field given for that kind is an
 /// error: the run would silently ignore it.
 pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
-    const THREADS: [&str; 5] = ["threads", "policy", "rt_priority", "affinity", "pin_threads"];
+    const THREADS: [&str; 6] = ["threads", "policy", "rt_priority", "affinity", "pin_threads", "slice_us"];
     macro_rules! threaded {
         ($($f:literal),*) => {{
-            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], $($f),*];
+            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], THREADS[5], $($f),*];
             FIELDS
         }};
     }
     match kind {
         WorkloadKind::Hog => threaded!("work_us"),
         // Filler threads are SCHED_IDLE whatever `policy` says.
-        WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us"],
+        WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us", "slice_us"],
         WorkloadKind::Bursty => threaded!("work_us", "work_dist", "sleep_us"),
         WorkloadKind::Parallel => threaded!(
             "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",

@@ -977,6 +977,19 @@ impl<H: CfsHooks> HostCfs<H> {
         self
     }
 
+    /// sched_setattr() with sched_runtime on vCPU threads: `slices[v]`, if
+    /// any, becomes vCPU v's EEVDF request (a no-op before 6.12).
+    pub fn with_thread_slices(mut self, slices: &[Option<u64>]) -> Self {
+        if let Some(rq) = self.k.rqs[0].eevdf() {
+            for (v, slice) in slices.iter().enumerate() {
+                if let Some(ns) = *slice {
+                    rq.set_custom_slice(&mut self.k.ents, v as u32, ns);
+                }
+            }
+        }
+        self
+    }
+
     pub fn hooks(&self) -> &H {
         &self.hooks
     }
