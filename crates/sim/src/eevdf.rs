@@ -526,6 +526,9 @@ impl EevdfRq {
         self.update_curr(ents, now);
         debug_assert!(ents[id as usize].on_rq, "entity {id} dequeued while not queued");
         if sleep && self.feat.delay_dequeue && !ents[id as usize].eevdf.delayed && !self.eligible(ents, id) {
+            // A delayed entity is never the next buddy (commit 493afbd187c4,
+            // Linux 6.13, which matters once PICK_BUDDY reads the buddy).
+            self.clear_buddies(id);
             ents[id as usize].eevdf.delayed = true;
             self.nr_delayed += 1;
             return false;
@@ -686,9 +689,11 @@ impl EevdfRq {
         all.into_iter().chain(curr).map(|id| self.slice(ents, id)).min()
     }
 
-    /// set_next_entity(): the entity leaves the tree and the sums while it
-    /// runs; its deadline is stashed for RUN_TO_PARITY.
+    /// set_next_entity(): the entity is nobody's buddy any more
+    /// (clear_buddies()), leaves the tree and the sums while it runs, and
+    /// its deadline is stashed for RUN_TO_PARITY.
     pub fn set_curr(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+        self.clear_buddies(id);
         if self.tree.contains(id) {
             self.unlink(ents, id);
         }
