@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import _native, api
+from . import api
 from .atomic import write_atomic
 from .errors import UserError
 from .sweeps import PlannedRun, ProgressCallback, Store, SweepSpec, execute_runs, mean_ci95, plan
@@ -221,18 +221,13 @@ class Reproduction:
 def kernel_overrides(experiment: Experiment, kernel: str) -> dict[str, list[str]]:
     """The settings that rerun an experiment on kernel profile `kernel`: every guest, and
     the host when it runs Linux (a Xen host stays Xen). The experiment's variants are
-    applied after them, so a variant that names its own kernel keeps it. VM cgroups
-    (`host.cfs.vm_groups`) are modelled on CFS only, so on an EEVDF host the VMs' vCPU
-    threads become plain threads."""
+    applied after them, so a variant that names its own kernel keeps it; VM cgroups
+    (`host.cfs.vm_groups`) stay as the scenario sets them, on either fair class."""
     config = api.normalize(experiment.scenario)
     keys = [f"vm[{i}].guest.kernel" for i in range(len(config["vm"]))]
     grid = {key: [kernel] for key in keys}
     if config["host"]["kernel"].startswith("linux"):
         grid = {"host.kernel": [kernel]} | grid
-        profile = next((p for p in json.loads(_native.kernels()) if p["name"] == kernel), None)
-        host_eevdf = profile is not None and profile["sets"]["host"].get("cfs.fair", "cfs") != "cfs"
-        if host_eevdf and config["host"].get("cfs", {}).get("vm_groups"):
-            grid["host.cfs.vm_groups"] = ["false"]
     return grid
 
 

@@ -68,6 +68,12 @@ impl Features {
         next_buddy: false,
         custom_slices: true,
     };
+    /// Linux 6.14 (kernel/sched/features.h of v6.14): 6.12 with PICK_BUDDY
+    /// on (commit 2a77e4be12cb, "sched/fair: Untangle NEXT_BUDDY and
+    /// pick_next_task()"): pick_next_entity() honours the next buddy when
+    /// it is eligible, while NEXT_BUDDY, which sets it at wakeup, stays off;
+    /// so the buddy of yield_to() steers the pick again.
+    pub const LINUX_6_14: Features = Features { next_buddy: true, ..Features::LINUX_6_12 };
 }
 
 /// Bounds of a custom slice: sched_setattr() clamps sched_runtime to
@@ -520,6 +526,9 @@ impl EevdfRq {
         self.update_curr(ents, now);
         debug_assert!(ents[id as usize].on_rq, "entity {id} dequeued while not queued");
         if sleep && self.feat.delay_dequeue && !ents[id as usize].eevdf.delayed && !self.eligible(ents, id) {
+            // A delayed entity is never the next buddy (commit 493afbd187c4,
+            // Linux 6.13, which matters once PICK_BUDDY reads the buddy).
+            self.clear_buddies(id);
             ents[id as usize].eevdf.delayed = true;
             self.nr_delayed += 1;
             return false;
@@ -608,8 +617,7 @@ impl EevdfRq {
     /// for good (its task sleeps) and the pick repeats (pick_task_fair()).
     pub fn pick(&mut self, ents: &mut [Entity], now: u64) -> Option<u32> {
         loop {
-            let buddy = self.next.filter(|&n| self.feat.next_buddy && ents[n as usize].on_rq && self.eligible(ents, n));
-            let se = buddy.or_else(|| self.pick_eevdf(ents))?;
+            let se = self.pick_entity(ents)?;
             if ents[se as usize].eevdf.delayed {
                 self.dequeue(ents, se, true, now);
                 continue;
@@ -618,9 +626,74 @@ impl EevdfRq {
         }
     }
 
-    /// set_next_entity(): the entity leaves the tree and the sums while it
-    /// runs; its deadline is stashed for RUN_TO_PARITY.
+    /// pick_next_entity() without acting on a delayed winner: the next
+    /// buddy when NEXT_BUDDY is on and it is eligible, else pick_eevdf().
+    /// A caller holding a hierarchy dequeues a delayed winner at every level
+    /// it empties, as dequeue_entities() does, and picks again.
+    pub fn pick_entity(&self, ents: &[Entity]) -> Option<u32> {
+        let buddy = self.next.filter(|&n| self.feat.next_buddy && ents[n as usize].on_rq && self.eligible(ents, n));
+        buddy.or_else(|| self.pick_eevdf(ents))
+    }
+
+    /// reweight_entity() with reweight_eevdf() (commit eab03c23c2a1,
+    /// "sched/eevdf: Fix vruntime adjustment on reweight", Linux 6.7, taken
+    /// into 6.6 stable, with V taken before the entity leaves the tree as
+    /// commit afa7c1d5 fixed it in 6.8): a queued entity keeps its weighted lag,
+    /// v' = V - (V - v) w / w' (the lag clamped as entity_lag() does), and
+    /// its deadline keeps its distance from V in wall time,
+    /// d' = V + (d - V) w / w', so V itself does not move. An entity off the
+    /// runqueue scales its saved vlag the same way. Nothing happens when the
+    /// weight is unchanged (update_cfs_group() calls it only then).
+    pub fn reweight(&mut self, ents: &mut [Entity], id: u32, weight: u64, now: u64) {
+        let old = ents[id as usize].weight;
+        if old == weight {
+            return;
+        }
+        if !ents[id as usize].on_rq {
+            let e = &mut ents[id as usize];
+            e.eevdf.vlag = (e.eevdf.vlag as i128 * old as i128 / weight as i128) as i64;
+            e.weight = weight;
+            return;
+        }
+        let queued = self.curr != Some(id);
+        if !queued {
+            self.update_curr(ents, now);
+        }
+        let v = self.avg_vruntime(ents) as i128;
+        if queued {
+            self.unlink(ents, id);
+        }
+        let e = &mut ents[id as usize];
+        if v != e.vruntime as i128 {
+            let limit = calc_delta_fair((2 * e.eevdf.slice).max(self.tick_ns), e.weight) as i128;
+            let vlag = (v - e.vruntime as i128).clamp(-limit, limit) * old as i128 / weight as i128;
+            e.vruntime = (v - vlag).max(0) as u64;
+        }
+        let vslice = (e.eevdf.deadline as i128 - v) * old as i128 / weight as i128;
+        e.eevdf.deadline = (v + vslice).max(0) as u64;
+        e.weight = weight;
+        self.load = self.load - old + weight;
+        if queued {
+            self.link(ents, id);
+        }
+        self.update_min_vruntime(ents);
+    }
+
+    /// cfs_rq_min_slice() (6.12): the shortest request among the entities
+    /// on the runqueue, the current one included; a group entity takes it
+    /// as its own request.
+    pub fn min_slice(&self, ents: &[Entity]) -> Option<u64> {
+        let mut all = Vec::with_capacity(self.nr_running as usize);
+        self.tree.in_order(&mut all);
+        let curr = self.curr_on_rq(ents).and(self.curr);
+        all.into_iter().chain(curr).map(|id| self.slice(ents, id)).min()
+    }
+
+    /// set_next_entity(): the entity is nobody's buddy any more
+    /// (clear_buddies()), leaves the tree and the sums while it runs, and
+    /// its deadline is stashed for RUN_TO_PARITY.
     pub fn set_curr(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+        self.clear_buddies(id);
         if self.tree.contains(id) {
             self.unlink(ents, id);
         }

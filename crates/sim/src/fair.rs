@@ -41,19 +41,49 @@ impl FairRq {
         }
     }
 
-    /// The CFS runqueue; per-VM group runqueues exist only under CFS
-    /// (the scenario check refuses VM groups with EEVDF).
+    /// The CFS runqueue, for mechanisms only CFS has (skip buddies,
+    /// check_preempt_tick() with a hierarchy's slice).
     pub fn as_cfs(&self) -> &CfsRq {
         match self {
             FairRq::Cfs(rq) => rq,
-            FairRq::Eevdf(_) => panic!("VM groups are modelled on CFS only"),
+            FairRq::Eevdf(_) => panic!("a CFS-only mechanism asked of an EEVDF runqueue"),
         }
     }
 
     pub fn as_cfs_mut(&mut self) -> &mut CfsRq {
         match self {
             FairRq::Cfs(rq) => rq,
-            FairRq::Eevdf(_) => panic!("VM groups are modelled on CFS only"),
+            FairRq::Eevdf(_) => panic!("a CFS-only mechanism asked of an EEVDF runqueue"),
+        }
+    }
+
+    /// reweight_entity(): CFS keeps the vruntime (6.5); EEVDF keeps the
+    /// weighted lag and the deadline's distance from V (reweight_eevdf()).
+    pub fn reweight(&mut self, ents: &mut [Entity], id: u32, weight: u64, now: u64) {
+        match self {
+            FairRq::Cfs(rq) => rq.reweight(ents, id, weight),
+            FairRq::Eevdf(rq) => rq.reweight(ents, id, weight, now),
+        }
+    }
+
+    /// pick_next_entity() leaving a delayed EEVDF winner queued, for a
+    /// caller that dequeues it through its hierarchy (CFS never delays).
+    pub fn pick_entity(&self, ents: &[Entity], t: &Tunables) -> Option<u32> {
+        match self {
+            FairRq::Cfs(rq) => rq.pick(ents, t),
+            FairRq::Eevdf(rq) => rq.pick_entity(ents),
+        }
+    }
+
+    /// Whether the class would run queued `a` before queued `b`: CFS by
+    /// vruntime; EEVDF an eligible entity first, then by deadline.
+    pub fn runs_before(&self, ents: &[Entity], a: u32, b: u32) -> bool {
+        match self {
+            FairRq::Cfs(_) => ents[a as usize].vruntime < ents[b as usize].vruntime,
+            FairRq::Eevdf(rq) => {
+                let rank = |id: u32| (!rq.eligible(ents, id), ents[id as usize].eevdf.deadline);
+                rank(a) < rank(b)
+            }
         }
     }
 
@@ -122,12 +152,14 @@ impl FairRq {
     /// The entity's task sleeps (DEQUEUE_SLEEP). Under EEVDF with delayed
     /// dequeue an ineligible entity stays queued, competing, until it is
     /// picked or woken.
-    pub fn dequeue_sleep(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+    /// Returns whether the entity left (false: its dequeue was delayed).
+    pub fn dequeue_sleep(&mut self, ents: &mut [Entity], id: u32, now: u64) -> bool {
         match self {
-            FairRq::Cfs(rq) => rq.dequeue(ents, id, now),
-            FairRq::Eevdf(rq) => {
-                rq.dequeue(ents, id, true, now);
+            FairRq::Cfs(rq) => {
+                rq.dequeue(ents, id, now);
+                true
             }
+            FairRq::Eevdf(rq) => rq.dequeue(ents, id, true, now),
         }
     }
 

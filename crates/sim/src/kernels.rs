@@ -80,6 +80,8 @@ const BASE_SLICE: Setting = ("cfs.base_slice", "true");
 /// Linux 6.12 completed it (delayed dequeue, custom slices, PREEMPT_SHORT).
 const EEVDF_6_6: Setting = ("cfs.fair", "'eevdf-6.6'");
 const EEVDF_6_12: Setting = ("cfs.fair", "'eevdf-6.12'");
+/// Linux 6.14: PICK_BUDDY (see `eevdf::Features::LINUX_6_14`).
+const EEVDF_6_14: Setting = ("cfs.fair", "'eevdf-6.14'");
 
 const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
@@ -96,6 +98,8 @@ const GUEST_6_6: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, 
 const GUEST_6_12: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, EEVDF_6_12];
 const HOST_6_6: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, EEVDF_6_6];
 const HOST_6_12: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, EEVDF_6_12];
+const GUEST_6_14: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, EEVDF_6_14];
+const HOST_6_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, EEVDF_6_14];
 
 pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {
@@ -151,6 +155,12 @@ pub const PROFILES: &[KernelProfile] = &[
         description: "Linux 6.12 host (KVM) and guest: EEVDF completed with delayed dequeue, custom slices and PREEMPT_SHORT (cfs.fair = eevdf-6.12); paravirtual features as 6.5",
         host: HOST_6_12,
         guest: GUEST_6_12,
+    },
+    KernelProfile {
+        name: "linux-6.14",
+        description: "Linux 6.14 host (KVM) and guest: 6.12's EEVDF with PICK_BUDDY, so yield_to()'s next buddy is picked when eligible (cfs.fair = eevdf-6.14); paravirtual features as 6.5",
+        host: HOST_6_14,
+        guest: GUEST_6_14,
     },
     KernelProfile {
         name: "xen-4.9",

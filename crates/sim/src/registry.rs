@@ -168,15 +168,17 @@ pub fn host_policy(b: HostBuild) -> Box<dyn HostPolicy> {
 /// (weight 1024, nice 0) share a cgroup whose weight is the VM's.
 fn host_cfs<H: CfsHooks>(b: &HostBuild, hooks: H) -> HostCfs<H> {
     let tun = Tunables { tick_ns: 1_000_000_000 / b.host.hz as u64, ..Tunables::with_overrides(b.pcpus, &b.host.cfs) };
+    // vm.host_slice_us: sched_setattr() on each vCPU thread of the VM.
+    let slices: Vec<Option<u64>> = b.vm_of.iter().map(|&vm| b.scenario.vms[vm as usize].host_slice_us.map(|us| (us * 1e3).round() as u64)).collect();
     if !b.host.cfs.vm_groups {
-        return HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks);
+        return HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks).with_thread_slices(&slices);
     }
     let threads = vec![crate::cfs::NICE_0_LOAD; b.weights.len()];
     let mut shares = vec![crate::cfs::NICE_0_LOAD; b.scenario.vms.len()];
     for (v, &vm) in b.vm_of.iter().enumerate() {
         shares[vm as usize] = b.weights[v];
     }
-    HostCfs::with_hooks(tun, b.pcpus, &threads, b.initial_cpu, b.bandwidth.clone(), hooks).with_vm_groups(b.vm_of, &shares)
+    HostCfs::with_hooks(tun, b.pcpus, &threads, b.initial_cpu, b.bandwidth.clone(), hooks).with_vm_groups(b.vm_of, &shares).with_thread_slices(&slices)
 }
 
 pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {

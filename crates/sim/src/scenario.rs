@@ -363,7 +363,8 @@ pub struct CfsTunables {
     #[serde(default)]
     pub base_slice: bool,
     /// The fair class: `cfs` (Linux up to 6.5) or EEVDF as released in
-    /// Linux 6.6 or 6.12. Kernel profiles `linux-6.6` and `linux-6.12` set it.
+    /// Linux 6.6, 6.12 or 6.14. Kernel profiles `linux-6.6`, `linux-6.12`
+    /// and `linux-6.14` set it.
     #[serde(default)]
     pub fair: FairKind,
 }
@@ -378,6 +379,8 @@ pub enum FairKind {
     Eevdf6_6,
     #[serde(rename = "eevdf-6.12")]
     Eevdf6_12,
+    #[serde(rename = "eevdf-6.14")]
+    Eevdf6_14,
 }
 
 impl FairKind {
@@ -388,6 +391,7 @@ impl FairKind {
             FairKind::Cfs => FairClass::Cfs,
             FairKind::Eevdf6_6 => FairClass::Eevdf(Features::LINUX_6_6),
             FairKind::Eevdf6_12 => FairClass::Eevdf(Features::LINUX_6_12),
+            FairKind::Eevdf6_14 => FairClass::Eevdf(Features::LINUX_6_14),
         }
     }
 }
@@ -474,6 +478,12 @@ pub struct Vm {
     /// kernel/sched/core.c) and the default cpu.shares.
     #[serde(default = "capacity_scale")]
     pub weight: u32,
+    /// The EEVDF request of each vCPU thread on the host, in us, as
+    /// sched_setattr() sets it with sched_runtime (Linux 6.12 on; the
+    /// kernel clamps it to 0.1-100 ms). Linux 6.6 ignores it; CFS hosts
+    /// have no per-thread request and refuse it.
+    #[serde(default)]
+    pub host_slice_us: Option<f64>,
     /// pCPU of each vCPU (one entry per vCPU). Mutually exclusive with `cpus`.
     #[serde(default)]
     pub pin: Vec<u32>,
@@ -1064,6 +1074,12 @@ pub struct Workload {
     pub threads: u32,
     #[serde(default)]
     pub policy: Policy,
+    /// The EEVDF request of each thread, in us: sched_setattr() with
+    /// sched_runtime (Linux 6.12 on, clamped by the kernel to 0.1-100 ms;
+    /// 6.6 ignores it). Fair-class threads on an EEVDF guest only: CFS has
+    /// no per-task request.
+    #[serde(default)]
+    pub slice_us: Option<f64>,
     /// RT priority for fifo/rr (1..99).
     #[serde(default = "rt_prio")]
     pub rt_priority: u32,
@@ -1467,9 +1483,10 @@ pub fn apply_override(doc: &mut toml::Table, ov: &str) -> Result<(), ScenarioErr
     Ok(())
 }
 
-/// Whether the host policy moves a vCPU thread whose affinity changed: host
-/// CFS and the hook sets built on it do (HostCfs::affinity_changed()).
-fn pin_changes_supported(s: &Scenario) -> bool {
+/// Whether the host policy is host CFS or a hook set built on it: only those
+/// move a vCPU thread whose affinity changed (HostCfs::affinity_changed())
+/// and give a vCPU thread a custom slice.
+fn built_on_host_cfs(s: &Scenario) -> bool {
     match s.host.policy {
         HostPolicyKind::Cfs | HostPolicyKind::Anubis | HostPolicyKind::Uvf => true,
         HostPolicyKind::Irs => s.host.irs.base == crate::host::irs::HookBase::Cfs,
@@ -1566,7 +1583,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             if !(c.at_ms >= 0.0 && c.at_ms < s.duration_ms) {
                 return Err(err(format!("{f}.at_ms"), format!("{} ms is not within the run (0 to {} ms)", c.at_ms, s.duration_ms)));
             }
-            if !pin_changes_supported(s) {
+            if !built_on_host_cfs(s) {
                 return Err(err(format!("{f}"), "run-time re-pinning needs a host policy built on host CFS (cfs, anubis, uvf, irs or relaxed_co with base = \"cfs\")"));
             }
         }
@@ -1627,6 +1644,12 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         }
         for (wi, w) in vm.workloads.iter().enumerate() {
             check_workload(w, vm, &format!("{p}.workload[{wi}]"))?;
+        }
+        if let Some(us) = vm.host_slice_us {
+            if !built_on_host_cfs(s) {
+                return Err(err(format!("{p}.host_slice_us"), "a vCPU thread's slice is a Linux host setting; this host policy is not built on host CFS"));
+            }
+            check_custom_slice(&format!("{p}.host_slice_us"), us, s.host.cfs.fair)?;
         }
     }
     check_uvf(s)?;
@@ -1913,9 +1936,6 @@ fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
         crate::tableau::plan_scenario(s).map_err(|e| err(e.path, e.reason))?;
         crate::tableau::plan_changes(s)?;
     }
-    if s.host.cfs.vm_groups && s.host.cfs.fair != FairKind::Cfs {
-        return Err(err("host.cfs.vm_groups", "VM cgroups are modelled on CFS only (host.cfs.fair = \"cfs\", a kernel profile before linux-6.6)"));
-    }
     if s.host.cfs.vm_groups && s.host.policy == HostPolicyKind::Anubis {
         // Anubis moves a vCPU's vruntime against the leftmost vCPU of the
         // pCPU, whatever its VM; with VM cgroups those vruntimes live on
@@ -2176,6 +2196,18 @@ fn check_metric_path(path: &str, s: &Scenario) -> Result<(), String> {
     Ok(())
 }
 
+/// A custom slice (sched_setattr()'s sched_runtime for a fair-class
+/// thread): a positive duration, on a kernel whose fair class is EEVDF.
+fn check_custom_slice(path: &str, us: f64, fair: FairKind) -> Result<(), ScenarioError> {
+    if !(us.is_finite() && us > 0.0) {
+        return Err(err(path, "must be a positive number of microseconds"));
+    }
+    if fair == FairKind::Cfs {
+        return Err(err(path, "a custom slice is an EEVDF request (sched_runtime, Linux 6.12 on); CFS (cfs.fair = \"cfs\", kernels before linux-6.6) has no per-thread slice"));
+    }
+    Ok(())
+}
+
 fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
     if !(w.working_set_kb >= 0.0 && w.working_set_kb.is_finite()) {
         return Err(err(format!("{p}.working_set_kb"), "must be a non-negative number of KiB"));
@@ -2196,6 +2228,12 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
     }
     if matches!(w.policy, Policy::Fifo | Policy::Rr) && !rt_range_ok(w.rt_priority) {
         return Err(err(format!("{p}.rt_priority"), "must be 1..=99"));
+    }
+    if let Some(us) = w.slice_us {
+        check_custom_slice(&format!("{p}.slice_us"), us, vm.guest.cfs.fair)?;
+        if matches!(w.policy, Policy::Fifo | Policy::Rr) {
+            return Err(err(format!("{p}.slice_us"), "a custom slice is a fair-class request; policy fifo and rr threads have none"));
+        }
     }
     for (f, v) in [("work_us", w.work_us), ("cs_us", w.cs_us), ("rate_per_s", w.rate_per_s), ("device_us", w.device_us)] {
         if !(v > 0.0 && v.is_finite()) {
@@ -2225,18 +2263,18 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
 /// `start_ms`, which every kind reads). Any other field given for that kind is an
 /// error: the run would silently ignore it.
 pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
-    const THREADS: [&str; 5] = ["threads", "policy", "rt_priority", "affinity", "pin_threads"];
+    const THREADS: [&str; 6] = ["threads", "policy", "rt_priority", "affinity", "pin_threads", "slice_us"];
     macro_rules! threaded {
         ($($f:literal),*) => {{
             // Every kind with threads computes, so its threads pay for where they run.
-            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], "working_set_kb", "smt_factor", $($f),*];
+            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], THREADS[5], "working_set_kb", "smt_factor", $($f),*];
             FIELDS
         }};
     }
     match kind {
         WorkloadKind::Hog => threaded!("work_us"),
         // Filler threads are SCHED_IDLE whatever `policy` says.
-        WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us", "working_set_kb", "smt_factor"],
+        WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us", "working_set_kb", "smt_factor", "slice_us"],
         WorkloadKind::Bursty => threaded!("work_us", "work_dist", "sleep_us"),
         WorkloadKind::Parallel => threaded!(
             "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",

@@ -142,3 +142,29 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    // VM cgroups on an EEVDF host (6.6, 6.12 with delayed dequeue of vCPUs
+    // and of group entities, 6.14 with PICK_BUDDY), guests on the same
+    // kernel: the host's hierarchy bookkeeping (per-level EEVDF sums,
+    // runnable counts, VM loads, group entities queued iff their runqueue
+    // holds a vCPU or they are delayed) holds after every event.
+    #![proptest_config(ProptestConfig { cases: 128, rng_seed: proptest::test_runner::RngSeed::Fixed(20261122), failure_persistence: None, .. ProptestConfig::default() })]
+    #[test]
+    fn invariants_hold_with_vm_groups_on_eevdf(
+        cores in 1u32..4,
+        smt in 1u32..3,
+        vms in prop::collection::vec((1u32..4, any::<bool>(), prop::option::of(2u32..10), prop::collection::vec(wl(), 1..3)), 1..4),
+        seed in 0u64..1000,
+        flags in 0u8..32,
+        kernel in prop::sample::select(vec!["linux-6.6", "linux-6.12", "linux-6.14"]),
+    ) {
+        let text = scenario_with(cores, smt, &vms, flags | 32);
+        let mut sets = vec![format!("host.kernel='{kernel}'")];
+        sets.extend((0..vms.len()).map(|i| format!("vm[{i}].guest.kernel='{kernel}'")));
+        let s = vmsched_sim::parse(&text, &sets).unwrap();
+        let opts = RunOptions { seed: Some(seed), validate: true, ..Default::default() };
+        let out = run(s, &opts, &mut |_, _| {});
+        prop_assert!(out.is_ok(), "{} on {}\n{}", out.err().unwrap_or_default(), kernel, text);
+    }
+}

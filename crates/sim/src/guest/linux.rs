@@ -511,6 +511,12 @@ impl GuestPolicy for LinuxKernel {
         (self.tasks.len() - 1) as u32
     }
 
+    fn set_custom_slice(&mut self, t: u32, slice_ns: u64) {
+        if let Some(rq) = self.rqs[0].cfs.eevdf() {
+            rq.set_custom_slice(&mut self.ents, t, slice_ns);
+        }
+    }
+
     fn curr(&self, v: u32) -> Option<u32> {
         self.rqs[v as usize].curr
     }
@@ -865,6 +871,10 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
     }
     fn add_task(&mut self, policy: Policy, rt_priority: u32, allowed: Vec<bool>) -> u32 {
         self.kernel.add_task(policy, rt_priority, allowed)
+    }
+
+    fn set_custom_slice(&mut self, t: u32, slice_ns: u64) {
+        self.kernel.set_custom_slice(t, slice_ns)
     }
     fn select_rq(&mut self, view: &GuestView, t: u32) -> u32 {
         let chosen = self.kernel.select_rq(view, t);

@@ -100,6 +100,11 @@ pub trait GuestPolicy {
     fn tick_ns(&self) -> u64;
     /// Registers a task (not yet runnable); returns its VM-local index.
     fn add_task(&mut self, policy: Policy, rt_priority: u32, allowed: Vec<bool>) -> u32;
+    /// sched_setattr() with sched_runtime for fair-class task `t`: its
+    /// EEVDF request becomes `slice_ns` (Linux 6.12 on). The scenario check
+    /// admits it only on EEVDF guests; a kernel without custom slices
+    /// ignores it, as 6.6 does.
+    fn set_custom_slice(&mut self, _t: u32, _slice_ns: u64) {}
     /// select_task_rq(): the vCPU a waking task goes to.
     fn select_rq(&mut self, view: &GuestView, t: u32) -> u32;
     /// Enqueues a runnable task on `v`; returns whether it preempts the

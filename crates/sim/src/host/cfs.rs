@@ -8,8 +8,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
-use crate::cfs::{CfsRq, Entity, Placement, Tunables};
-use crate::fair::FairRq;
+use crate::cfs::{Entity, Placement, Tunables};
+use crate::fair::{FairClass, FairRq};
 use crate::ids::{PcpuId, VcpuId, VmId};
 
 /// sd->busy_factor = 16 (sd_init(), kernel/sched/topology.c): a busy CPU
@@ -73,7 +73,7 @@ pub struct CfsCore {
     vcpus: u32,
     /// Runqueues: the pCPUs' root runqueues first (index = pCPU), then the
     /// runqueue of each VM group entity (index = pCPU count + group).
-    /// Each of the class the host kernel runs (VM groups only under CFS).
+    /// Each of the class the host kernel runs.
     rqs: Vec<FairRq>,
     /// Scheduling entities: the vCPU threads first (index = vCPU), then the
     /// VM group entities (index = vCPU count + group).
@@ -185,7 +185,7 @@ impl CfsCore {
             vg.on_pcpu[p as usize].push(g);
             self.ents.push(Entity { weight: vg.shares[vm as usize], ..Default::default() });
             self.rq_of.push(p);
-            self.rqs.push(FairRq::Cfs(CfsRq::default()));
+            self.rqs.push(FairRq::new(&self.tun));
         }
         pcpus + g
     }
@@ -222,7 +222,7 @@ impl CfsCore {
     /// share of the VM's weight that its runnable vCPUs on this pCPU hold
     /// (calc_group_shares(), with the runnable weights standing for the PELT
     /// load averages the kernel divides).
-    fn update_group_weight(&mut self, rq: u32) {
+    fn update_group_weight(&mut self, rq: u32, now: u64) {
         let vg = self.vm_groups.as_ref().expect("group runqueues exist only with VM groups");
         let e = self.group_entity_of_rq(rq);
         let (vm, p) = vg.key[(rq - self.pcpus) as usize];
@@ -231,7 +231,16 @@ impl CfsCore {
         let shares = vg.shares[vm as usize];
         let w = (shares as u128 * local as u128 / total as u128) as u64;
         let w = w.clamp(MIN_SHARES.min(shares), shares);
-        self.rqs[p as usize].as_cfs_mut().reweight(&mut self.ents, e, w);
+        self.rqs[p as usize].reweight(&mut self.ents, e, w, now);
+        if let Some(min) = self.rqs[rq as usize].eevdf().filter(|r| r.features().custom_slices).and_then(|r| r.min_slice(&self.ents)) {
+            // enqueue_task_fair() and dequeue_entities() of 6.12: a group
+            // entity's request is the shortest of its runqueue's
+            // (cfs_rq_min_slice()), so a short-slice thread is not held to
+            // its group's base-slice deadline.
+            let g = &mut self.ents[e as usize].eevdf;
+            g.slice = min;
+            g.custom_slice = true;
+        }
     }
 
     /// `v` is runnable: queued on its runqueue or running there (not a
@@ -269,12 +278,13 @@ impl CfsCore {
         }
         let mut rq = p;
         loop {
-            let root = self.rqs[rq as usize].as_cfs();
+            let root = &self.rqs[rq as usize];
             // A running group entity is off its timeline but may hold
-            // queued vCPUs; it competes with the leftmost by vruntime.
-            let curr_group = root.curr.filter(|&c| !self.is_vcpu(c) && self.rqs[self.own_rq(c) as usize].as_cfs().first().is_some());
-            let e = match (root.first(), curr_group) {
-                (Some(f), Some(c)) if self.ents[c as usize].vruntime < self.ents[f as usize].vruntime => c,
+            // queued vCPUs; it competes with the leftmost queued entity
+            // (CFS: by vruntime; EEVDF: eligibility, then deadline).
+            let curr_group = root.curr().filter(|&c| !self.is_vcpu(c) && self.rqs[self.own_rq(c) as usize].first(&self.ents).is_some());
+            let e = match (root.first(&self.ents), curr_group) {
+                (Some(f), Some(c)) if root.runs_before(&self.ents, c, f) => c,
                 (Some(f), _) => f,
                 (None, Some(c)) => c,
                 (None, None) => return None,
@@ -403,21 +413,28 @@ impl CfsCore {
     fn enqueue_vcpu(&mut self, view: &HostView, v: VcpuId, p: PcpuId, how: Placement) {
         self.update_curr(view, p);
         let leaf = self.leaf_rq(v, p);
+        // EEVDF 6.12: a vCPU whose halt was delayed is still queued and
+        // counted; enqueueing requeues it in place (requeue_delayed_entity()).
+        let requeue = self.ents[v as usize].on_rq;
         self.rqs[leaf as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
         self.rq_of[v as usize] = leaf;
         self.cpu_of[v as usize] = p;
         if leaf != p {
-            self.h_nr[p as usize] += 1;
-            let vg = self.vm_groups.as_mut().expect("a group runqueue");
-            vg.vm_load[vg.vm_of[v as usize] as usize] += self.ents[v as usize].weight;
+            if !requeue {
+                self.h_nr[p as usize] += 1;
+                let vg = self.vm_groups.as_mut().expect("a group runqueue");
+                vg.vm_load[vg.vm_of[v as usize] as usize] += self.ents[v as usize].weight;
+            }
             let ge = self.group_entity_of_rq(leaf);
-            if !self.ents[ge as usize].on_rq {
+            if !self.ents[ge as usize].on_rq || self.ents[ge as usize].eevdf.delayed {
                 // The group entity was dequeued when its last vCPU slept
-                // here, keeping its vruntime, so it is placed as a sleeper
-                // (enqueue_entity() passes the task's ENQUEUE_WAKEUP up).
+                // here, keeping its vruntime (CFS) or its lag (EEVDF), so it
+                // is placed as a sleeper (enqueue_entity() passes the task's
+                // ENQUEUE_WAKEUP up); one whose dequeue EEVDF delayed is
+                // requeued where it is.
                 self.rqs[p as usize].enqueue(&mut self.ents, ge, Placement::Wakeup, &self.tun, view.now);
             }
-            self.update_group_weight(leaf);
+            self.update_group_weight(leaf, view.now);
         }
     }
 
@@ -427,32 +444,43 @@ impl CfsCore {
     fn dequeue_vcpu(&mut self, view: &HostView, v: VcpuId, sleep: bool) {
         let p = self.cpu_of[v as usize];
         self.update_curr(view, p);
+        self.dequeue_vcpu_at(v, sleep, view.now);
+    }
+
+    /// dequeue_entities() for vCPU `v` after update_curr(): a delayed
+    /// dequeue (EEVDF 6.12) stops at the vCPU, which stays counted; else the
+    /// group entity above leaves the root runqueue when its runqueue empties,
+    /// as a sleep (DEQUEUE_SLEEP is set for every parent level, so 6.12 may
+    /// delay the group entity too), or takes its new share.
+    fn dequeue_vcpu_at(&mut self, v: VcpuId, sleep: bool, now: u64) {
+        let p = self.cpu_of[v as usize];
         let leaf = self.rq_of[v as usize];
-        if sleep {
-            self.rqs[leaf as usize].dequeue_sleep(&mut self.ents, v, view.now);
+        let left = if sleep {
+            self.rqs[leaf as usize].dequeue_sleep(&mut self.ents, v, now)
         } else {
-            self.rqs[leaf as usize].dequeue(&mut self.ents, v, view.now);
-        }
-        if leaf != p {
+            self.rqs[leaf as usize].dequeue(&mut self.ents, v, now);
+            true
+        };
+        if leaf != p && left {
             self.h_nr[p as usize] -= 1;
             let vg = self.vm_groups.as_mut().expect("a group runqueue");
             vg.vm_load[vg.vm_of[v as usize] as usize] -= self.ents[v as usize].weight;
             if self.rqs[leaf as usize].nr_running() == 0 {
                 let ge = self.group_entity_of_rq(leaf);
-                self.rqs[p as usize].dequeue(&mut self.ents, ge, view.now);
+                self.rqs[p as usize].dequeue_sleep(&mut self.ents, ge, now);
             } else {
-                self.update_group_weight(leaf);
+                self.update_group_weight(leaf, now);
             }
         }
     }
 
     /// Applies `mark` to `e` and each group entity above it, with the
     /// runqueue each is on.
-    fn mark_up(&mut self, e: u32, mark: impl Fn(&mut CfsRq, u32)) {
+    fn mark_up(&mut self, e: u32, mark: impl Fn(&mut FairRq, u32)) {
         let mut e = e;
         loop {
             let rq = self.rq_of[e as usize] as usize;
-            mark(self.rqs[rq].as_cfs_mut(), e);
+            mark(&mut self.rqs[rq], e);
             match self.parent(e) {
                 Some(g) => e = g,
                 None => break,
@@ -519,14 +547,31 @@ impl CfsCore {
     }
 
     /// pick_next_entity() level by level down from `p`'s root runqueue.
+    /// With VM groups this is pick_task_fair() of 6.12: a delayed winner at
+    /// any level is dequeued through the hierarchy (a vCPU whose halt was
+    /// delayed, or a group entity whose runqueue emptied while it was
+    /// ineligible) and the pick starts again from the root.
     fn pick(&mut self, p: PcpuId, now: u64) -> Option<VcpuId> {
-        let mut rq = p;
-        loop {
-            let e = self.rqs[rq as usize].pick(&mut self.ents, &self.tun, now)?;
-            if self.is_vcpu(e) {
-                return Some(e);
+        if self.vm_groups.is_none() {
+            return self.rqs[p as usize].pick(&mut self.ents, &self.tun, now);
+        }
+        'again: loop {
+            let mut rq = p;
+            loop {
+                let e = self.rqs[rq as usize].pick_entity(&self.ents, &self.tun)?;
+                if self.ents[e as usize].eevdf.delayed {
+                    if self.is_vcpu(e) {
+                        self.dequeue_vcpu_at(e, true, now);
+                    } else {
+                        self.rqs[rq as usize].dequeue_sleep(&mut self.ents, e, now);
+                    }
+                    continue 'again;
+                }
+                if self.is_vcpu(e) {
+                    return Some(e);
+                }
+                rq = self.own_rq(e);
             }
-            rq = self.own_rq(e);
         }
     }
 
@@ -580,12 +625,24 @@ impl CfsCore {
     }
 
     /// check_preempt_tick() at each level of `p` with more than one entity.
+    /// EEVDF: entity_tick() -> update_curr() at each level, and a level
+    /// whose current entity used up its request (with company) reschedules.
     fn tick_preempts(&self, p: PcpuId) -> bool {
         if self.vm_groups.is_none() {
             return self.rqs[p as usize].tick_preempt(&self.ents, &self.tun);
         }
         let mut rq = p;
         while let Some(c) = self.rqs[rq as usize].curr() {
+            if let Some(r) = self.rqs[rq as usize].eevdf() {
+                if r.tick_preempt() {
+                    return true;
+                }
+                if self.is_vcpu(c) {
+                    break;
+                }
+                rq = self.own_rq(c);
+                continue;
+            }
             let r = self.rqs[rq as usize].as_cfs();
             if r.nr_running > 1 && r.tick_preempt_with_slice(&self.ents, &self.tun, self.sched_slice(c)) {
                 return true;
@@ -600,6 +657,11 @@ impl CfsCore {
 
     pub fn tunables(&self) -> &Tunables {
         &self.tun
+    }
+
+    #[cfg(test)]
+    fn eevdf_root(&self, p: PcpuId) -> &crate::eevdf::EevdfRq {
+        self.rqs[p as usize].eevdf().expect("an EEVDF host")
     }
 
     /// The runqueue `v` is on (or last ran on).
@@ -642,8 +704,9 @@ impl CfsCore {
 
     /// sched_slice() of `v` on its runqueue, in wall time.
     pub fn slice(&self, v: VcpuId) -> u64 {
-        if self.vm_groups.is_none() {
-            return self.rqs[self.cpu_of[v as usize] as usize].slice(&self.ents, v, &self.tun);
+        if self.vm_groups.is_none() || self.tun.fair != FairClass::Cfs {
+            // EEVDF: the vCPU's own request, whatever the levels above.
+            return self.rqs[self.rq_of[v as usize] as usize].slice(&self.ents, v, &self.tun);
         }
         self.sched_slice(v)
     }
@@ -914,6 +977,19 @@ impl<H: CfsHooks> HostCfs<H> {
         self
     }
 
+    /// sched_setattr() with sched_runtime on vCPU threads: `slices[v]`, if
+    /// any, becomes vCPU v's EEVDF request (a no-op before 6.12).
+    pub fn with_thread_slices(mut self, slices: &[Option<u64>]) -> Self {
+        if let Some(rq) = self.k.rqs[0].eevdf() {
+            for (v, slice) in slices.iter().enumerate() {
+                if let Some(ns) = *slice {
+                    rq.set_custom_slice(&mut self.k.ents, v as u32, ns);
+                }
+            }
+        }
+        self
+    }
+
     pub fn hooks(&self) -> &H {
         &self.hooks
     }
@@ -974,7 +1050,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             }
         }
         let prev = self.k.cpu_of[v as usize];
-        if self.k.rqs[prev as usize].is_delayed(&self.k.ents, v) {
+        if self.k.rqs[self.k.rq_of[v as usize] as usize].is_delayed(&self.k.ents, v) {
             // ttwu_runnable() (EEVDF 6.12): a halted vCPU whose dequeue was
             // delayed is still queued and wakes where it is.
             self.enqueue(view, out, v, prev, Placement::Wakeup);
@@ -1061,7 +1137,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             // entity_tick() -> update_cfs_group() for the running group entity.
             if let Some(g) = self.k.rqs[p as usize].curr().filter(|&c| !self.k.is_vcpu(c)) {
                 let rq = self.k.own_rq(g);
-                self.k.update_group_weight(rq);
+                self.k.update_group_weight(rq, view.now);
             }
         }
         let preempt = self.k.tick_preempts(p);
@@ -1105,12 +1181,21 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         }
         let p = self.k.cpu_of[v as usize];
         if self.k.vm_groups.is_some() {
-            // set_next_buddy() and set_skip_buddy() mark every level.
-            self.k.mark_up(target, |rq, e| rq.next = Some(e));
-            // yield_task_fair() does nothing when the yielder is alone.
-            if self.k.nr_running(p) > 1 {
+            // set_next_buddy() marks every level.
+            self.k.mark_up(target, |rq, e| rq.set_next_buddy(e));
+            if self.k.tun.fair == FairClass::Cfs {
+                // set_skip_buddy() marks every level too; yield_task_fair()
+                // does nothing when the yielder is alone.
+                if self.k.nr_running(p) > 1 {
+                    self.k.update_curr(view, p);
+                    self.k.mark_up(v, |rq, e| rq.as_cfs_mut().skip = Some(e));
+                }
+            } else {
+                // EEVDF's yield_task_fair() moves the deadline of the
+                // yielder's own entity, on its group's runqueue, only.
                 self.k.update_curr(view, p);
-                self.k.mark_up(v, |rq, e| rq.skip = Some(e));
+                let leaf = self.k.rq_of[v as usize];
+                self.k.rqs[leaf as usize].yield_curr(&mut self.k.ents, view.now);
             }
         } else {
             self.k.rqs[tp as usize].set_next_buddy(target);
@@ -1212,9 +1297,35 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
                 return Err(format!("pCPU {p} has nothing to run but is not in the nohz idle set"));
             }
         }
-        for (p, rq) in k.rqs.iter().enumerate().take(k.pcpus as usize) {
-            let members = (0..k.vcpus).filter(|&v| k.cpu_of[v as usize] == p as PcpuId);
-            rq.check(&k.ents, members).map_err(|e| format!("pCPU {p}: {e}"))?;
+        let mut members = vec![Vec::new(); k.rqs.len()];
+        for (e, &rq) in k.rq_of.iter().enumerate() {
+            members[rq as usize].push(e as u32);
+        }
+        for (r, rq) in k.rqs.iter().enumerate() {
+            let at = if r < k.pcpus as usize { format!("pCPU {r}") } else { format!("VM group runqueue {}", r - k.pcpus as usize) };
+            rq.check(&k.ents, members[r].iter().copied()).map_err(|e| format!("{at}: {e}"))?;
+        }
+        if let Some(vg) = &k.vm_groups {
+            let mut h_nr = vec![0u32; k.pcpus as usize];
+            let mut vm_load = vec![0u64; vg.shares.len()];
+            for v in (0..k.vcpus).filter(|&v| k.ents[v as usize].on_rq) {
+                h_nr[k.cpu_of[v as usize] as usize] += 1;
+                vm_load[vg.vm_of[v as usize] as usize] += k.ents[v as usize].weight;
+            }
+            if h_nr != k.h_nr {
+                return Err(format!("runnable vCPUs per pCPU are {:?}, the vCPUs give {h_nr:?}", k.h_nr));
+            }
+            if vm_load != vg.vm_load {
+                return Err(format!("VM loads are {:?}, the vCPUs give {vm_load:?}", vg.vm_load));
+            }
+            for g in 0..vg.key.len() as u32 {
+                let (e, rq) = (k.vcpus + g, (k.pcpus + g) as usize);
+                let ent = &k.ents[e as usize];
+                let active = ent.on_rq && !ent.eevdf.delayed;
+                if active != (k.rqs[rq].nr_running() > 0) {
+                    return Err(format!("VM group entity {g} (VM, pCPU) = {:?}: queued = {}, delayed = {}, its runqueue holds {}", vg.key[g as usize], ent.on_rq, ent.eevdf.delayed, k.rqs[rq].nr_running()));
+                }
+            }
         }
         Ok(())
     }
@@ -1348,6 +1459,127 @@ mod tests {
         assert!(h.k.is_queued(2, 0));
     }
 
+    /// VM cgroups on an EEVDF host: one pCPU, VM A with one vCPU (0) and
+    /// VM B with two (1, 2), equal cgroup weights, 0.75 ms base slice.
+    /// Hand-worked: the group entities A and B take turns on the root
+    /// runqueue by deadline (ties to the lower index, A), and inside B its
+    /// vCPUs take turns: 0 [0, .75) 1 [.75, 1.5) 0 [1.5, 2.25) 2 [2.25, 3)
+    /// and again, so VM A gets half the pCPU (a flat runqueue would give
+    /// each vCPU a third).
+    #[test]
+    fn eevdf_vm_groups_take_turns_per_level() {
+        use crate::eevdf::Features;
+        let m = machine(1);
+        let allowed = vec![vec![true]; 3];
+        for f in [Features::LINUX_6_6, Features::LINUX_6_12] {
+            let tun = Tunables { fair: FairClass::Eevdf(f), ..Tunables::linux_default(1) };
+            assert_eq!(tun.min_granularity_ns, 750_000);
+            let mut h = HostCfs::new(tun, 1, &[1024; 3], &[0, 0, 0], vec![]).with_vm_groups(&[0, 1, 1], &[1024, 1024]);
+            let mut out = HostOut::default();
+            for v in 0..3 {
+                h.wake(&HostView::new(0, &m, &allowed, &[None]), &mut out, v);
+            }
+            let mut running = None;
+            let mut order = Vec::new();
+            for k in 0..8u64 {
+                let on = [running];
+                let view = HostView::new(k * 750_000, &m, &allowed, &on);
+                if k > 0 {
+                    out.resched.clear();
+                    h.tick(&view, &mut out, 0);
+                    assert_eq!(out.resched, vec![0], "the request ends at {k} x 0.75 ms");
+                }
+                running = h.pick_next(&view, &mut out, 0, running);
+                order.push(running.unwrap());
+                h.check_invariants().unwrap();
+            }
+            assert_eq!(order, vec![0, 1, 0, 2, 0, 1, 0, 2], "{f:?}");
+            // The group entities (3 = A, 4 = B) kept their cgroup weight.
+            assert_eq!((h.k.ents[3].weight, h.k.ents[4].weight), (1024, 1024));
+        }
+    }
+
+    /// 6.12's delayed dequeue of a group entity: vCPU 0, VM A's only vCPU,
+    /// halts at 0.75 ms just after its turn; it leaves A's runqueue (it is
+    /// eligible there, alone) but A's group entity is ineligible on the
+    /// root (vA = .75 > V = .375), so it stays queued, delayed. At 1.5 ms V
+    /// reaches vA and A wins the pick; it then leaves for good, its lag 0,
+    /// and the pick starts again and runs B's vCPU 2. On 6.6 A leaves at
+    /// the halt, keeping its lag of -0.375 ms.
+    #[test]
+    fn eevdf_6_12_delays_an_emptied_group_entity() {
+        use crate::eevdf::Features;
+        let m = machine(1);
+        let allowed = vec![vec![true]; 3];
+        for f in [Features::LINUX_6_6, Features::LINUX_6_12] {
+            let tun = Tunables { fair: FairClass::Eevdf(f), ..Tunables::linux_default(1) };
+            let mut h = HostCfs::new(tun, 1, &[1024; 3], &[0, 0, 0], vec![]).with_vm_groups(&[0, 1, 1], &[1024, 1024]);
+            let mut out = HostOut::default();
+            for v in 0..3 {
+                h.wake(&HostView::new(0, &m, &allowed, &[None]), &mut out, v);
+            }
+            assert_eq!(h.pick_next(&HostView::new(0, &m, &allowed, &[None]), &mut out, 0, None), Some(0));
+            let view = HostView::new(750_000, &m, &allowed, &[Some(0)]);
+            h.block(&view, &mut out, 0, 0);
+            let a = &h.k.ents[3];
+            if f.delay_dequeue {
+                assert!(a.on_rq && a.eevdf.delayed, "A is delayed");
+            } else {
+                assert!(!a.on_rq);
+                assert_eq!(a.eevdf.vlag, -375_000);
+            }
+            assert_eq!(h.nr_running(0), 2, "vCPU 0 left in both");
+            h.check_invariants().unwrap();
+            assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), Some(1));
+            let view = HostView::new(1_500_000, &m, &allowed, &[Some(1)]);
+            h.tick(&view, &mut out, 0);
+            let next = h.pick_next(&view, &mut out, 0, Some(1));
+            h.check_invariants().unwrap();
+            assert!(!h.k.ents[3].on_rq && !h.k.ents[3].eevdf.delayed);
+            if f.delay_dequeue {
+                assert_eq!(h.k.ents[3].eevdf.vlag, 0);
+            }
+            assert_eq!(next, Some(2));
+        }
+    }
+
+    /// reweight_eevdf(): a group entity whose share changes keeps its
+    /// weighted lag, so V stays where it was. VM B (cgroup weight 2048) has
+    /// vCPU 1 on pCPU 0 and vCPU 2 on pCPU 1; B's entity on pCPU 0 took the
+    /// whole 2048 when vCPU 1 woke first and is running when the tick
+    /// brings it to its share, 1024 (update_cfs_group()). At 1 ms:
+    /// vB = 0.5, vA = 0, V = 1/3 ms; after, vB = V + 2 (vB - V) = 2/3 ms.
+    #[test]
+    fn eevdf_group_reweight_keeps_the_lag() {
+        use crate::eevdf::Features;
+        let m = machine(2);
+        let allowed = vec![vec![true, false], vec![true, false], vec![false, true]];
+        let tun = Tunables { fair: FairClass::Eevdf(Features::LINUX_6_12), ..Tunables::linux_default(2) };
+        let mut h = HostCfs::new(tun, 2, &[1024; 3], &[0, 0, 1], vec![]).with_vm_groups(&[0, 1, 1], &[1024, 2048]);
+        let mut out = HostOut::default();
+        let idle = [None, None];
+        for v in 0..3 {
+            h.wake(&HostView::new(0, &m, &allowed, &idle), &mut out, v);
+        }
+        let running: Vec<Option<VcpuId>> = (0..2).map(|p| h.pick_next(&HostView::new(0, &m, &allowed, &idle), &mut out, p, None)).collect();
+        assert_eq!(running, vec![Some(1), Some(2)], "B's heavier entity has the earlier deadline");
+        let b0 = h.k.vcpus + 1;
+        assert_eq!(h.k.ents[b0 as usize].weight, 2048);
+        let view = HostView::new(1_000_000, &m, &allowed, &running);
+        h.k.update_curr(&view, 0);
+        let rq = h.k.eevdf_root(0);
+        let (v_before, lag_before) = (rq.avg_vruntime(&h.k.ents), rq.vlag_now(&h.k.ents, b0) as i128 * 2048);
+        assert_eq!(v_before - rq.min_vruntime, 333_333);
+        h.tick(&view, &mut out, 0);
+        let rq = h.k.eevdf_root(0);
+        assert_eq!(h.k.ents[b0 as usize].weight, 1024);
+        assert!(rq.avg_vruntime(&h.k.ents).abs_diff(v_before) <= 1);
+        let lag_after = rq.vlag_now(&h.k.ents, b0) as i128 * 1024;
+        assert!((lag_after - lag_before).abs() <= 2048, "{lag_before} -> {lag_after}");
+        assert_eq!(h.k.ents[b0 as usize].vruntime - rq.min_vruntime, 666_667);
+        h.check_invariants().unwrap();
+    }
+
     /// EEVDF (6.6, 6.12): yield_to() still pushes the yielder's deadline,
     /// but the target's next-buddy mark is honoured only under NEXT_BUDDY
     /// (off by default), so the pick is EEVDF's own: the directed yield of
@@ -1358,9 +1590,16 @@ mod tests {
         use crate::fair::FairClass;
         let m = machine(1);
         let allowed = vec![vec![true]; 3];
-        for (next_buddy, want) in [(false, 1), (true, 2)] {
-            let tun = Tunables { fair: FairClass::Eevdf(Features { next_buddy, ..Features::LINUX_6_12 }), ..Tunables::linux_default(1) };
+        // Linux 6.14's PICK_BUDDY honours the buddy again, also through
+        // the levels of a VM cgroup (set_next_buddy() marks each).
+        let cases = [(Features::LINUX_6_12, false, 1), (Features { next_buddy: true, ..Features::LINUX_6_12 }, false, 2), (Features::LINUX_6_14, false, 2), (Features::LINUX_6_12, true, 1), (Features::LINUX_6_14, true, 2)];
+        for (f, groups, want) in cases {
+            let next_buddy = f.next_buddy;
+            let tun = Tunables { fair: FairClass::Eevdf(f), ..Tunables::linux_default(1) };
             let mut h = HostCfs::new(tun, 1, &[1024; 3], &[0, 0, 0], vec![]);
+            if groups {
+                h = h.with_vm_groups(&[0, 0, 0], &[1024]);
+            }
             let mut out = HostOut::default();
             let idle: Vec<Option<VcpuId>> = vec![None];
             for v in 0..3 {
@@ -1370,7 +1609,7 @@ mod tests {
             let on = vec![Some(0)];
             let view = HostView::new(100_000, &m, &allowed, &on);
             assert!(h.yield_to(&view, &mut out, 0, 2));
-            assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), Some(want), "NEXT_BUDDY = {next_buddy}");
+            assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), Some(want), "NEXT_BUDDY = {next_buddy}, VM groups = {groups}");
         }
     }
 

@@ -147,6 +147,9 @@ impl World {
                 let mut ids = Vec::new();
                 for (thread, spec) in built.threads.into_iter().enumerate() {
                     let local = vms[vi].guest.add_task(spec.policy, spec.rt_priority, spec.allowed);
+                    if let Some(us) = w.slice_us {
+                        vms[vi].guest.set_custom_slice(local, (us * 1e3).round() as u64);
+                    }
                     let id = tasks.len() as u32;
                     vms[vi].tasks.push(id);
                     let home = vms[vi].first_vcpu + vms[vi].guest.task_cpu(local);
