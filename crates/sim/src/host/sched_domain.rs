@@ -349,6 +349,34 @@ mod tests {
         assert!(Level::Llc.is_top(&flat));
     }
 
+    proptest::proptest! {
+        /// On any machine shape, each domain's groups partition its span,
+        /// the local group comes first and holds the CPU, every group is
+        /// the CPU's span one level down, and spans grow with the level.
+        #[test]
+        fn groups_partition_every_domain(sockets in 1u32..4, cores in 1u32..6, threads in 1u32..3) {
+            let m = machine(&format!("sockets={sockets}\ncores_per_socket={cores}\nthreads_per_core={threads}"));
+            for p in 0..m.pcpus {
+                let mut below = 1;
+                for level in Level::all(&m) {
+                    let span = level.span(&m, p);
+                    let groups = level.groups(&m, p);
+                    proptest::prop_assert!(groups[0].contains(&p));
+                    proptest::prop_assert!(groups.len() >= 2, "a present level has two groups or more");
+                    let mut covered: Vec<PcpuId> = groups.iter().flatten().copied().collect();
+                    covered.sort_unstable();
+                    proptest::prop_assert_eq!(&covered, &span);
+                    for g in &groups {
+                        proptest::prop_assert_eq!(g, &level.group_of(&m, g[0]));
+                    }
+                    proptest::prop_assert!(level.weight(&m, p) as usize == span.len() && span.len() > below);
+                    below = span.len();
+                }
+                proptest::prop_assert_eq!(below, m.pcpus as usize, "the top domain spans the machine");
+            }
+        }
+    }
+
     fn cpu(nr: u32, load: u64, util: u64) -> GroupStats {
         let mut s = GroupStats { load, util, runnable: load, nr_running: nr, idle_cpus: u32::from(nr == 0), capacity: 1024, weight: 1, ..Default::default() };
         s.classify(117);
