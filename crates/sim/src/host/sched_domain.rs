@@ -110,11 +110,12 @@ impl Level {
     pub fn groups(self, m: &Machine, p: PcpuId) -> Vec<Vec<PcpuId>> {
         let span = self.span(m, p);
         let start = span.partition_point(|&q| q < p);
-        let mut seen = vec![false; m.pcpus as usize];
+        // A set of the groups seen, sized by the groups rather than the
+        // machine, so a pass costs the domain's span.
+        let mut seen = std::collections::BTreeSet::new();
         let mut groups = Vec::new();
         for &q in span[start..].iter().chain(&span[..start]) {
-            let key = self.group_key(m, q);
-            if !std::mem::replace(&mut seen[key], true) {
+            if seen.insert(self.group_key(m, q)) {
                 groups.push(self.group_of(m, q));
             }
         }
