@@ -196,6 +196,8 @@ pub struct CfsCore {
     overload: bool,
     /// nohz.next_balance: the earliest periodic balance due on an idle CPU.
     nohz_next_balance: u64,
+    /// rq->next_balance per pCPU: when its next periodic balance is due.
+    rq_next_balance: Vec<u64>,
     /// sd_llc_shared->has_idle_cores per socket (LLC): set when a core
     /// becomes wholly idle, cleared by a wakeup scan that found none.
     has_idle_cores: Vec<bool>,
@@ -238,6 +240,7 @@ impl CfsCore {
             idle_stamp: vec![None; pcpus as usize],
             overload: false,
             nohz_next_balance: 0,
+            rq_next_balance: vec![0; pcpus as usize],
             // Every core is idle at boot; sized per socket at first use.
             has_idle_cores: Vec::new(),
         }
@@ -1102,31 +1105,34 @@ impl CfsCore {
         st.last_balance + interval_ms * 1_000_000
     }
 
-    /// rq->next_balance of an idle `p`: its earliest domain balance.
-    fn next_balance(&self, m: &crate::machine::Machine, p: PcpuId) -> u64 {
-        Level::all(m).map(|level| self.balance_due(m, p, level, IdleType::Idle)).min().unwrap_or(u64::MAX)
-    }
-
     /// rebalance_domains() for `p`: each domain whose interval has passed
     /// since its last balance is balanced, bottom-up; a domain this CPU
     /// does not balance for its group ends the walk (continue_balancing = 0).
+    /// rq->next_balance becomes the earliest next balance of the domains
+    /// the walk reached (at most 60 s ahead).
     fn rebalance_domains(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, may: &mut MayMigrate) {
         let m = view.machine;
         let mut idle = if self.is_idle(view, p) { IdleType::Idle } else { IdleType::NotIdle };
+        let mut next_balance = view.now + 60_000_000_000;
         for level in Level::all(m) {
             let weight = level.weight(m, p);
-            if view.now < self.balance_due(m, p, level, idle) {
-                continue;
+            let mut continue_balancing = true;
+            if view.now >= self.balance_due(m, p, level, idle) {
+                let outcome = self.load_balance(view, out, p, level, idle, may);
+                self.account_balance(p, level, weight, idle, outcome);
+                self.sd[p as usize][level.index()].last_balance = view.now;
+                match outcome {
+                    LbOutcome::NotBalancer => continue_balancing = false,
+                    LbOutcome::Moved => idle = if self.is_idle(view, p) { IdleType::Idle } else { IdleType::NotIdle },
+                    _ => {}
+                }
             }
-            let outcome = self.load_balance(view, out, p, level, idle, may);
-            self.account_balance(p, level, weight, idle, outcome);
-            self.sd[p as usize][level.index()].last_balance = view.now;
-            match outcome {
-                LbOutcome::NotBalancer => break,
-                LbOutcome::Moved => idle = if self.is_idle(view, p) { IdleType::Idle } else { IdleType::NotIdle },
-                _ => {}
+            next_balance = next_balance.min(self.balance_due(m, p, level, idle));
+            if !continue_balancing {
+                break;
             }
         }
+        self.rq_next_balance[p as usize] = next_balance;
     }
 
     /// nohz_balancer_kick() from `p`'s tick and the idle load balancer it
@@ -1140,16 +1146,15 @@ impl CfsCore {
         if self.nr_running(p) < 2 || view.now < self.nohz_next_balance {
             return;
         }
-        let m = view.machine;
         let idle: Vec<PcpuId> = self.idle_hint.iter().copied().filter(|&q| self.is_idle(view, q)).collect();
         let mut next = u64::MAX;
         if let Some(&ilb) = idle.first() {
             let after = idle.partition_point(|&q| q <= ilb);
             for &q in idle[after..].iter().chain(&idle[..after]) {
-                if view.now >= self.next_balance(m, q) {
+                if view.now >= self.rq_next_balance[q as usize] {
                     self.rebalance_domains(view, out, q, may);
                 }
-                next = next.min(self.next_balance(m, q));
+                next = next.min(self.rq_next_balance[q as usize]);
             }
         }
         self.nohz_next_balance = next;
@@ -1165,6 +1170,12 @@ impl CfsCore {
     /// balancing, so that cost is zero and only the overload gate remains.
     fn newidle_balance<H: CfsHooks>(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, hooks: &H) {
         self.idle_stamp[p as usize] = Some(view.now);
+        // update_next_balance() with the idle intervals: the CPU's next
+        // periodic balance comes as soon as an idle CPU's would.
+        let idle_due = Level::all(view.machine).map(|level| self.balance_due(view.machine, p, level, IdleType::Idle)).min();
+        if let Some(due) = idle_due {
+            self.rq_next_balance[p as usize] = self.rq_next_balance[p as usize].min(due);
+        }
         if !self.overload || (self.tun.newidle_migration_cost_gate && self.avg_idle[p as usize] < MIGRATION_COST_NS) {
             return;
         }
@@ -1469,7 +1480,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             self.k.update_idle_core(view, p);
             // nohz_balance_enter_idle(): the idle balancer's next round
             // accounts for this CPU.
-            self.k.nohz_next_balance = self.k.nohz_next_balance.min(self.k.next_balance(view.machine, p));
+            self.k.nohz_next_balance = self.k.nohz_next_balance.min(self.k.rq_next_balance[p as usize]);
         }
         out.resched.retain(|&q| q != p);
         next
