@@ -17,7 +17,7 @@ pub const NICE_0_LOAD: u64 = 1024;
 pub const WEIGHT_IDLEPRIO: u64 = 3;
 /// sched_nr_latency (fair.c): beyond this many runnable entities the period
 /// stretches to nr * min_granularity.
-const SCHED_NR_LATENCY: u64 = 8;
+pub const SCHED_NR_LATENCY: u64 = 8;
 /// Unscaled defaults (fair.c): sysctl_sched_latency = 6 ms,
 /// sysctl_sched_min_granularity = 0.75 ms, sysctl_sched_wakeup_granularity = 1 ms.
 const BASE_LATENCY_NS: u64 = 6_000_000;
@@ -35,6 +35,9 @@ pub struct Tunables {
     pub fair: FairClass,
     /// TICK_NSEC: the kernel's tick (EEVDF's lag clamp has it as floor).
     pub tick_ns: u64,
+    /// Host CFS before Linux 5.16: newidle_balance() is skipped while the
+    /// CPU's average idle period is under sysctl_sched_migration_cost.
+    pub newidle_migration_cost_gate: bool,
 }
 
 impl Tunables {
@@ -51,6 +54,7 @@ impl Tunables {
             fair: FairClass::Cfs,
             // HZ=250, the x86 default of distribution kernels (see `hz`).
             tick_ns: 4_000_000,
+            newidle_migration_cost_gate: false,
         }
     }
 
@@ -63,6 +67,7 @@ impl Tunables {
             base_slice: o.base_slice,
             fair: o.fair.class(),
             tick_ns: d.tick_ns,
+            newidle_migration_cost_gate: o.newidle_migration_cost_gate,
         }
     }
 
@@ -136,6 +141,10 @@ pub struct CfsRq {
     /// The skip buddy (set by sched_yield()): passed over when another entity
     /// can run without being too unfair.
     pub skip: Option<u32>,
+    /// The last buddy (set_last_buddy(): the entity a wakeup preempted),
+    /// picked after the next buddy on the same terms, to give the CPU back
+    /// to it (LAST_BUDDY, on in CFS until EEVDF removed it in Linux 6.6).
+    pub last: Option<u32>,
 }
 
 impl CfsRq {
@@ -270,12 +279,15 @@ impl CfsRq {
         if self.skip == Some(id) {
             self.skip = None;
         }
+        if self.last == Some(id) {
+            self.last = None;
+        }
     }
 
     /// pick_next_entity() with the running entity put back in the timeline:
     /// the leftmost, unless it is the skip buddy and the second is not too
-    /// far behind it, and the next buddy when it is not too far behind the
-    /// leftmost (wakeup_preempt_entity(buddy, left) < 1).
+    /// far behind it, and the next buddy, else the last buddy, when it is not
+    /// too far behind the leftmost (wakeup_preempt_entity(buddy, left) < 1).
     pub fn pick(&self, ents: &[Entity], t: &Tunables) -> Option<u32> {
         let left = self.first()?;
         // wakeup_gran() scales by the weight of the entity compared against.
@@ -287,7 +299,8 @@ impl CfsRq {
                 se = second;
             }
         }
-        if let Some(n) = self.next.filter(|&n| ents[n as usize].on_rq && self.curr != Some(n) && near(n)) {
+        let buddy = |b: Option<u32>| b.filter(|&b| ents[b as usize].on_rq && self.curr != Some(b) && near(b));
+        if let Some(n) = buddy(self.next).or_else(|| buddy(self.last)) {
             se = n;
         }
         Some(se)
@@ -465,5 +478,27 @@ mod tests {
         assert_eq!(rq.pick(&e, &t), Some(1));
         rq.set_curr(&mut e, 1, 0);
         assert_eq!(rq.next, None, "a picked buddy is cleared");
+    }
+
+    /// The last buddy is taken when within a wakeup granularity of the
+    /// leftmost and no next buddy is set; a next buddy comes first.
+    #[test]
+    fn last_buddy_comes_after_the_next_buddy() {
+        let t = Tunables::linux_default(1);
+        let mut e = ents(&[1024, 1024, 1024]);
+        let mut rq = CfsRq::default();
+        for (id, v) in [(0, 0), (1, 800_000), (2, 900_000)] {
+            e[id as usize].vruntime = v;
+            rq.enqueue(&mut e, id, Placement::Keep, &t, 0);
+        }
+        rq.last = Some(2);
+        assert_eq!(rq.pick(&e, &t), Some(2));
+        rq.next = Some(1);
+        assert_eq!(rq.pick(&e, &t), Some(1));
+        rq.next = None;
+        rq.set_vruntime(&mut e, 2, 1_100_000);
+        assert_eq!(rq.pick(&e, &t), Some(0), "1.1 ms behind: beyond the 1 ms granularity");
+        rq.dequeue(&mut e, 2, 0);
+        assert_eq!(rq.last, None, "a leaving buddy is cleared");
     }
 }

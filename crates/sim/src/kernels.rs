@@ -83,15 +83,20 @@ const EEVDF_6_12: Setting = ("cfs.fair", "'eevdf-6.12'");
 /// Linux 6.14: PICK_BUDDY (see `eevdf::Features::LINUX_6_14`).
 const EEVDF_6_14: Setting = ("cfs.fair", "'eevdf-6.14'");
 
+/// newidle_balance() skipped while avg_idle < sysctl_sched_migration_cost:
+/// the gate until Linux 5.16 replaced it with the measured
+/// max_newidle_lb_cost (commit 8ea9183db4ad, "sched/fair: Remove
+/// sysctl_sched_migration_cost condition").
+const NEWIDLE_COST_GATE: Setting = ("cfs.newidle_migration_cost_gate", "true");
 const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
 const GUEST_4_4: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK];
 const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD];
-const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW, ON_SPIN_READY];
-const HOST_3_18: &[Setting] = &[PLE, PV_UNHALT];
-const HOST_4_4: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL];
-const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG];
-const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY];
+const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW, ON_SPIN_READY, NEWIDLE_COST_GATE];
+const HOST_3_18: &[Setting] = &[PLE, PV_UNHALT, NEWIDLE_COST_GATE];
+const HOST_4_4: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, NEWIDLE_COST_GATE];
+const HOST_4_14: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, NEWIDLE_COST_GATE];
+const HOST_5_10: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, NEWIDLE_COST_GATE];
 const HOST_6_1: &[Setting] = &[PLE, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, BASE_SLICE];
 const GUEST_6_1: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, BASE_SLICE];
 const GUEST_6_6: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, EEVDF_6_6];

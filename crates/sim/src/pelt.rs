@@ -35,6 +35,16 @@ impl Pelt {
         self.avg * (-((now - self.last) as f64) / HALF_LIFE_NS).exp2()
     }
 
+    /// The average at `now` if the signal stayed `active` since the last
+    /// update (what an update would give, without making it).
+    pub fn value_at(&self, now: u64, active: bool) -> f64 {
+        if now <= self.last {
+            return self.avg;
+        }
+        let decay = (-((now - self.last) as f64) / HALF_LIFE_NS).exp2();
+        self.avg * decay + if active { SCALE * (1.0 - decay) } else { 0.0 }
+    }
+
     /// Accumulates a busy interval of `busy` ns that ended at `now` (used for
     /// steal: an amount observed at once rather than a state).
     pub fn add_busy(&mut self, now: u64, busy: u64) {
@@ -61,6 +71,16 @@ mod tests {
         let peek = p.decayed_to(5_000_000);
         p.update(5_000_000, false);
         assert_eq!(peek, p.avg);
+    }
+
+    #[test]
+    fn value_at_matches_an_update() {
+        for active in [false, true] {
+            let mut p = Pelt { avg: 300.0, last: 1_000 };
+            let peek = p.value_at(7_000_000, active);
+            p.update(7_000_000, active);
+            assert_eq!(peek, p.avg);
+        }
     }
 
     #[test]

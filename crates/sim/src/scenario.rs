@@ -367,6 +367,12 @@ pub struct CfsTunables {
     /// and `linux-6.14` set it.
     #[serde(default)]
     pub fair: FairKind,
+    /// Host only: newidle_balance() is skipped while the pCPU's average
+    /// idle period is under sysctl_sched_migration_cost (500 us), as before
+    /// Linux 5.16 (commit "sched/fair: Remove sysctl_sched_migration_cost
+    /// condition"). Set by the kernel profiles older than that.
+    #[serde(default)]
+    pub newidle_migration_cost_gate: bool,
 }
 
 /// The fair scheduling class a kernel runs (see [`crate::fair`]).

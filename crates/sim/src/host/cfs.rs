@@ -7,10 +7,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::sched_domain::{Domain, GroupStats, IdleType, Level, Migration};
 use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
-use crate::cfs::{Entity, Placement, Tunables};
+use crate::cfs::{Entity, Placement, Tunables, NICE_0_LOAD, SCHED_NR_LATENCY};
 use crate::fair::{FairClass, FairRq};
 use crate::ids::{PcpuId, VcpuId, VmId};
+use crate::pelt::Pelt;
 
 /// sd->busy_factor = 16 (sd_init(), kernel/sched/topology.c): a busy CPU
 /// balances 16 times less often.
@@ -18,6 +20,85 @@ const BUSY_FACTOR: u64 = 16;
 /// MIN_SHARES (kernel/sched/sched.h): the smallest weight a group entity
 /// gets on a CPU (calc_group_shares() clamps to it).
 const MIN_SHARES: u64 = 2;
+/// sysctl_sched_migration_cost (fair.c): a task that ran less than 500 us
+/// ago is cache hot (task_hot()); rq->avg_idle starts at twice it and is
+/// capped at twice rq->max_idle_balance_cost, which starts at it.
+const MIGRATION_COST_NS: u64 = 500_000;
+/// sysctl_sched_nr_migrate (kernel/sched/core.c, 32 with CONFIG_PREEMPT_RT
+/// off): the most tasks one load_balance() looks at.
+const SCHED_NR_MIGRATE: u32 = 32;
+/// MAX_PINNED_INTERVAL (fair.c): how far, in ms, the balance interval may
+/// grow while every task is pinned away.
+const MAX_PINNED_INTERVAL_MS: u64 = 512;
+
+/// One CPU's copy of a sched domain's balancing state (struct sched_domain:
+/// every CPU has its own).
+#[derive(Debug, Clone, Copy, Default)]
+struct SdState {
+    /// sd->last_balance.
+    last_balance: u64,
+    /// sd->balance_interval in ms; 0 until first used, then the span
+    /// weight (sd_init() sets min_interval and the start to the weight).
+    balance_interval_ms: u64,
+    /// sd->nr_balance_failed.
+    nr_balance_failed: u32,
+}
+
+/// A vCPU thread's PELT signals (struct sched_avg): runnable (queued or
+/// running) gives load_avg and runnable_avg, running gives util_avg.
+#[derive(Debug, Clone, Copy)]
+struct ThreadAvg {
+    runnable: Pelt,
+    running: Pelt,
+    is_runnable: bool,
+    is_running: bool,
+}
+
+impl ThreadAvg {
+    /// init_entity_runnable_average() starts a task at its full weight;
+    /// post_init_entity_util_avg() gives it half the capacity that an empty
+    /// runqueue has spare.
+    fn new() -> Self {
+        ThreadAvg {
+            runnable: Pelt { avg: crate::pelt::SCALE, last: 0 },
+            running: Pelt { avg: crate::pelt::SCALE / 2.0, last: 0 },
+            is_runnable: false,
+            is_running: false,
+        }
+    }
+
+    fn set(&mut self, now: u64, runnable: bool, running: bool) {
+        self.runnable.update(now, self.is_runnable);
+        self.running.update(now, self.is_running);
+        self.is_runnable = runnable;
+        self.is_running = running;
+    }
+
+    /// The runnable fraction at `now`, on the 1024 scale.
+    fn runnable_at(&self, now: u64) -> f64 {
+        self.runnable.value_at(now, self.is_runnable)
+    }
+
+    /// util_avg at `now`. Averages are rounded to the nearest unit: a
+    /// saturated signal is exactly 1024 in the kernel's sums (its *_sum
+    /// equals the divider), which the closed form approaches from below.
+    fn util_at(&self, now: u64) -> u64 {
+        self.running.value_at(now, self.is_running).round() as u64
+    }
+}
+
+/// What one load_balance() pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LbOutcome {
+    Moved,
+    /// An imbalance, but no task could move (a failed balance).
+    Failed,
+    Balanced,
+    /// Balanced because every task that could fix it is pinned away.
+    AllPinned,
+    /// should_we_balance() said another CPU of the group balances.
+    NotBalancer,
+}
 
 /// A cpu.max cgroup: `quota` of runtime per `period`, shared by its members.
 #[derive(Debug, Clone)]
@@ -98,10 +179,28 @@ pub struct CfsCore {
     group_of: Vec<Option<u32>>,
     groups: Vec<GroupState>,
     throttled: Vec<bool>,
-    /// Next periodic balance per pCPU, for the socket and the machine level.
-    next_balance: Vec<[u64; 2]>,
-    /// sd->nr_balance_failed per pCPU, for the socket and the machine level.
-    nr_balance_failed: Vec<[u32; 2]>,
+    /// Each pCPU's sched domains (SMT, LLC, NUMA; see sched_domain.rs).
+    sd: Vec<[SdState; 3]>,
+    /// PELT signals of each vCPU thread.
+    avg: Vec<ThreadAvg>,
+    /// The vCPU threads whose averages each pCPU's runqueue carries: the
+    /// ones last queued there, halted ones included (their blocked load
+    /// decays there until they wake elsewhere, remove_entity_load_avg()).
+    attached: Vec<Vec<VcpuId>>,
+    /// rq->avg_idle: the average length of this pCPU's idle periods.
+    avg_idle: Vec<u64>,
+    /// rq->idle_stamp: when newidle_balance() last found nothing to pull.
+    idle_stamp: Vec<Option<u64>>,
+    /// rd->overload: set when a runqueue gets a second task, recomputed by
+    /// each balance of the top domain.
+    overload: bool,
+    /// nohz.next_balance: the earliest periodic balance due on an idle CPU.
+    nohz_next_balance: u64,
+    /// rq->next_balance per pCPU: when its next periodic balance is due.
+    rq_next_balance: Vec<u64>,
+    /// sd_llc_shared->has_idle_cores per socket (LLC): set when a core
+    /// becomes wholly idle, cleared by a wakeup scan that found none.
+    has_idle_cores: Vec<bool>,
 }
 
 impl CfsCore {
@@ -131,8 +230,19 @@ impl CfsCore {
                 .map(|cfg| GroupState { runtime_left: cfg.quota_ns as i64, cfg, last_charge: 0, throttled: Vec::new(), expiry_gen: 0 })
                 .collect(),
             throttled: vec![false; weights.len()],
-            next_balance: vec![[0; 2]; pcpus as usize],
-            nr_balance_failed: vec![[0; 2]; pcpus as usize],
+            sd: vec![[SdState::default(); 3]; pcpus as usize],
+            avg: vec![ThreadAvg::new(); weights.len()],
+            attached: initial_cpu.iter().enumerate().fold(vec![Vec::new(); pcpus as usize], |mut on, (v, &p)| {
+                on[p as usize].push(v as VcpuId);
+                on
+            }),
+            avg_idle: vec![2 * MIGRATION_COST_NS; pcpus as usize],
+            idle_stamp: vec![None; pcpus as usize],
+            overload: false,
+            nohz_next_balance: 0,
+            rq_next_balance: vec![0; pcpus as usize],
+            // Every core is idle at boot; sized per socket at first use.
+            has_idle_cores: Vec::new(),
         }
     }
 
@@ -359,10 +469,11 @@ impl CfsCore {
     }
 
     /// select_idle_sibling() of Linux 6.5: the target or prev if idle, the
-    /// recently used CPU, an idle SMT sibling of prev when no core is idle,
-    /// then select_idle_cpu() over the target's LLC: a wholly idle core when
-    /// the LLC has one, else the first idle CPU. SIS_UTIL's cap on the scan
-    /// length is not modelled (the scan covers the LLC).
+    /// recently used CPU, an idle SMT sibling of prev when the LLC's
+    /// has_idle_cores hint is off, then select_idle_cpu() over the target's
+    /// LLC: a wholly idle core while the hint is on (clearing a stale hint
+    /// when it finds none), else the first idle CPU. SIS_UTIL's cap on the
+    /// scan length is not modelled (the scan covers the LLC).
     fn select_idle_sibling(&mut self, view: &HostView, v: VcpuId, prev: PcpuId, target: PcpuId) -> PcpuId {
         let m = view.machine;
         let same_llc = |a: PcpuId, b: PcpuId| m.socket_of[a as usize] == m.socket_of[b as usize];
@@ -373,15 +484,16 @@ impl CfsCore {
             return prev;
         }
         let recent = std::mem::replace(&mut self.recent_used_cpu[v as usize], prev);
+        let smt = m.threads_of_core.first().is_some_and(|t| t.len() > 1);
+        let llc_id = m.socket_of[target as usize] as usize;
+        // test_idle_cores(): the LLC's has_idle_cores hint (SMT only).
+        let has_idle_core = smt && self.idle_cores_hint(view)[llc_id];
         let idle_for = |p: PcpuId| view.may_run(v, p) && self.is_idle(view, p);
         if recent != prev && recent != target && same_llc(recent, target) && idle_for(recent) {
             return recent;
         }
-        let smt = m.threads_of_core.first().is_some_and(|t| t.len() > 1);
-        let llc = &m.pcpus_of_socket[m.socket_of[target as usize] as usize];
+        let llc = &m.pcpus_of_socket[llc_id];
         let core_idle = |p: PcpuId| m.threads_of_core[m.core_of[p as usize] as usize].iter().all(|&q| self.is_idle(view, q));
-        // test_idle_cores(): the LLC's has_idle_cores hint, taken as exact.
-        let has_idle_core = smt && llc.iter().any(|&p| core_idle(p));
         if smt && !has_idle_core && same_llc(prev, target) {
             // select_idle_smt()
             if let Some(q) = m.siblings(prev).find(|&q| idle_for(q)) {
@@ -403,6 +515,9 @@ impl CfsCore {
                     fallback = m.threads_of_core[m.core_of[q as usize] as usize].iter().copied().find(|&t| idle_for(t));
                 }
             }
+            // The scan found no idle core: the hint was stale
+            // (set_idle_cores(target, false)).
+            self.has_idle_cores[llc_id] = false;
             return fallback.unwrap_or(target);
         }
         wrap.into_iter().find(|&q| self.is_idle(view, q)).unwrap_or(target)
@@ -418,7 +533,15 @@ impl CfsCore {
         let requeue = self.ents[v as usize].on_rq;
         self.rqs[leaf as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
         self.rq_of[v as usize] = leaf;
-        self.cpu_of[v as usize] = p;
+        let from = std::mem::replace(&mut self.cpu_of[v as usize], p);
+        if from != p {
+            // migrate_task_rq_fair(): the thread's averages leave the old
+            // runqueue and join the new one.
+            self.attached[from as usize].retain(|&u| u != v);
+            self.attached[p as usize].push(v);
+        }
+        let running = self.avg[v as usize].is_running;
+        self.avg[v as usize].set(view.now, true, running);
         if leaf != p {
             if !requeue {
                 self.h_nr[p as usize] += 1;
@@ -435,6 +558,10 @@ impl CfsCore {
                 self.rqs[p as usize].enqueue(&mut self.ents, ge, Placement::Wakeup, &self.tun, view.now);
             }
             self.update_group_weight(leaf, view.now);
+        }
+        if self.nr_running(p) >= 2 {
+            // add_nr_running(): a second task marks the root domain overloaded.
+            self.overload = true;
         }
     }
 
@@ -461,6 +588,9 @@ impl CfsCore {
             self.rqs[leaf as usize].dequeue(&mut self.ents, v, now);
             true
         };
+        // A halted vCPU whose dequeue EEVDF delays stays runnable for PELT.
+        let (runnable, running) = (self.ents[v as usize].on_rq, self.avg[v as usize].is_running);
+        self.avg[v as usize].set(now, runnable, running);
         if leaf != p && left {
             self.h_nr[p as usize] -= 1;
             let vg = self.vm_groups.as_mut().expect("a group runqueue");
@@ -520,7 +650,17 @@ impl CfsCore {
             return false;
         }
         let rq = self.rq_of[pse as usize] as usize;
-        self.rqs[rq].wakeup_preempts(&mut self.ents, pse, &self.tun)
+        let preempts = self.rqs[rq].wakeup_preempts(&mut self.ents, pse, &self.tun);
+        // set_last_buddy() on the preempted thread, so the pick can give the
+        // CPU back to it: CFS's LAST_BUDDY (EEVDF dropped it in 6.6), only
+        // when the entities meet at the thread level, the preempted one is
+        // still queued, and the running thread's runqueue is crowded
+        // (nr_running >= sched_nr_latency, check_preempt_wakeup()'s scale).
+        let crowded = self.rqs[self.rq_of[curr as usize] as usize].nr_running() as u64 >= SCHED_NR_LATENCY;
+        if preempts && crowded && self.is_vcpu(se) && self.ents[se as usize].on_rq && matches!(self.rqs[rq], FairRq::Cfs(_)) {
+            self.mark_up(se, |rq, e| rq.as_cfs_mut().last = Some(e));
+        }
+        preempts
     }
 
     /// Enqueues `v` on `p`; returns check_preempt_wakeup()'s verdict (an
@@ -540,6 +680,8 @@ impl CfsCore {
         while let Some(c) = self.rqs[rq as usize].curr() {
             self.rqs[rq as usize].put_prev(&mut self.ents, view.now);
             if self.is_vcpu(c) {
+                let runnable = self.ents[c as usize].on_rq;
+                self.avg[c as usize].set(view.now, runnable, false);
                 break;
             }
             rq = self.own_rq(c);
@@ -581,6 +723,7 @@ impl CfsCore {
     fn set_curr(&mut self, view: &HostView, v: VcpuId) {
         let p = self.cpu_of[v as usize];
         let top_before = self.put_top[p as usize].take();
+        self.avg[v as usize].set(view.now, true, true);
         let mut e = v;
         loop {
             let rq = self.rq_of[e as usize];
@@ -754,88 +897,389 @@ impl CfsCore {
         self.enqueue_vcpu(view, v, to, Placement::Keep);
     }
 
-    /// A queued vCPU on `from` that may run on `to` and passes `fits`, least
-    /// urgent first (the tail of the timeline, as detach_tasks() takes from
-    /// the list's tail).
-    fn pullable(&self, view: &HostView, from: PcpuId, to: PcpuId, may: &mut MayMigrate, fits: impl Fn(VcpuId) -> bool) -> Option<VcpuId> {
-        self.queued(from).into_iter().rev().find(|&v| view.may_run(v, to) && !self.throttled[v as usize] && fits(v) && may(self, v, from, to))
-    }
-
-    /// load_balance() toward `p` over `span`, at domain `level` (None for
-    /// newidle_balance()). An idle `p` pulls any vCPU from the busiest pCPU
-    /// with two or more (calculate_imbalance()'s migrate_task case). A busy
-    /// one pulls only when the busiest is above the span's average load by
-    /// more than imbalance_pct allows, and only a vCPU whose load, halved
-    /// for each balance that failed before (detach_tasks()'s
-    /// shr_bound(load, nr_balance_failed)), fits in the imbalance, so
-    /// runqueues of three and two vCPUs trade one back and forth, as Linux
-    /// does, instead of freezing. Active balancing of running vCPUs is not
-    /// modelled.
-    fn balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, span: &[PcpuId], level: Option<usize>, may: &mut MayMigrate) -> bool {
-        let this_load = self.rqs[p as usize].load();
-        let busiest = span
-            .iter()
-            .copied()
-            .filter(|&q| q != p && self.nr_running(q) >= 2)
-            .max_by_key(|&q| (self.rqs[q as usize].load(), std::cmp::Reverse(q)));
-        let Some(b) = busiest else { return false };
-        let busiest_load = self.rqs[b as usize].load();
-        let moved = if self.nr_running(p) == 0 {
-            self.pullable(view, b, p, may, |_| true)
-        } else {
-            let avg = span.iter().map(|&q| self.rqs[q as usize].load() as u128).sum::<u128>() / span.len() as u128;
-            // find_busiest_group(): an overloaded local CPU (two or more
-            // runnable) stays unless the busiest exceeds it by more than
-            // sd->imbalance_pct, 117 above the SMT level (sd_init()).
-            let overloaded = self.nr_running(p) >= 2;
-            if busiest_load as u128 <= avg || this_load as u128 >= avg || (overloaded && 100 * busiest_load as u128 <= 117 * this_load as u128) {
-                if let Some(l) = level {
-                    self.nr_balance_failed[p as usize][l] = 0;
-                }
-                return false;
-            }
-            let imbalance = (busiest_load as u128 - avg).min(avg - this_load as u128);
-            let failed = level.map_or(0, |l| self.nr_balance_failed[p as usize][l]);
-            self.pullable(view, b, p, may, |v| (self.h_load(v) as u128 >> failed.min(31)) <= imbalance)
-        };
-        let Some(v) = moved else {
-            if let Some(l) = level {
-                self.nr_balance_failed[p as usize][l] += 1;
-            }
-            return false;
-        };
-        if let Some(l) = level {
-            self.nr_balance_failed[p as usize][l] = 0;
+    /// cpu_load(), cpu_util_cfs() and cpu_runnable() of `q` at `now`: sums
+    /// of the averages of the threads attached to its runqueue (a
+    /// runqueue's PELT average is the sum of its entities', as both decay
+    /// alike), utilization capped at the capacity.
+    fn cpu_avgs(&self, q: PcpuId, now: u64, capacity: u64) -> (u64, u64, u64) {
+        let (mut load, mut util, mut runnable) = (0, 0, 0);
+        for &v in &self.attached[q as usize] {
+            let a = &self.avg[v as usize];
+            let r = a.runnable_at(now);
+            load += self.thread_load(v, r);
+            runnable += r.round() as u64;
+            util += a.util_at(now);
         }
-        self.migrate(view, v, b, p);
-        out.resched.push(p);
-        true
+        (load, util.min(capacity), runnable)
     }
 
-    /// newidle_balance(): an idle CPU pulls before it idles, walking its
-    /// domains from the smallest (the socket) up and stopping at the first
-    /// that gives it a vCPU (for_each_domain()). The avg_idle and
-    /// max_newidle_lb_cost gates are not modelled: the model charges no time
-    /// for balancing, so there is no cost to weigh.
-    fn newidle_balance<H: CfsHooks>(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, hooks: &H) {
-        let sockets = view.machine.pcpus_of_socket.len();
-        for level in 0..2 {
-            if level == 1 && sockets == 1 {
-                break;
-            }
-            let span = self.span(view, p, level);
-            if self.balance(view, out, p, &span, None, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to)) {
-                break;
-            }
-        }
+    /// se->avg.load_avg of `v` in its root runqueue's units (task_h_load()):
+    /// its runnable fraction times its weight scaled through the group
+    /// levels above it. The group levels use their current weights where
+    /// the kernel divides the group entities' own averages.
+    fn thread_load(&self, v: VcpuId, runnable: f64) -> u64 {
+        (runnable * self.h_load(v) as f64 / NICE_0_LOAD as f64).round() as u64
     }
 
-    fn span(&self, view: &HostView, p: PcpuId, level: usize) -> Vec<PcpuId> {
+    /// update_sg_lb_stats() over the CPUs of `group` not in `excluded`
+    /// (capacity and weight are the whole group's, as sgc->capacity is);
+    /// notes whether any CPU runs two or more tasks (SG_OVERLOAD).
+    fn group_stats(&self, view: &HostView, group: &[PcpuId], excluded: &[PcpuId], level: Level, overloaded_cpu: &mut bool) -> GroupStats {
         let m = view.machine;
-        match level {
-            0 => m.socket_pcpus(m.socket_of[p as usize]).collect(),
-            _ => (0..m.pcpus).collect(),
+        let mut s = GroupStats { capacity: group.iter().map(|&q| m.capacity_of(q)).sum(), weight: group.len() as u32, ..Default::default() };
+        for &q in group.iter().filter(|q| !excluded.contains(q)) {
+            let (load, util, runnable) = self.cpu_avgs(q, view.now, m.capacity_of(q));
+            s.load += load;
+            s.util += util;
+            s.runnable += runnable;
+            let nr = self.nr_running(q);
+            s.nr_running += nr;
+            *overloaded_cpu |= nr > 1;
+            if self.is_idle(view, q) {
+                s.idle_cpus += 1;
+            }
         }
+        s.classify(level.imbalance_pct());
+        s
+    }
+
+    /// should_we_balance() of a periodic balance (Linux 6.5): of `p`'s
+    /// group, the first idle CPU balances the domain, or the group's first
+    /// CPU when none is idle; the others skip it and the domains above.
+    fn should_we_balance(&self, view: &HostView, p: PcpuId, level: Level) -> bool {
+        let group = level.group_of(view.machine, p);
+        match group.iter().find(|&&q| self.is_idle(view, q)) {
+            Some(&q) => q == p,
+            None => group[0] == p,
+        }
+    }
+
+    /// load_balance() toward `p` in its domain at `level`:
+    /// find_busiest_group() on the groups' PELT statistics, then
+    /// find_busiest_queue() in the busiest group and detach_tasks() from
+    /// it. When every task there is pinned away (or it has one task), the
+    /// search repeats without that CPU (LBF_ALL_PINNED). Active balancing
+    /// of a running vCPU is not modelled.
+    fn load_balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, level: Level, idle: IdleType, may: &mut MayMigrate) -> LbOutcome {
+        let m = view.machine;
+        let not_balancer = match idle {
+            // A newly idle CPU balances for itself, unless work arrived.
+            IdleType::NewlyIdle => self.nr_running(p) > 0,
+            IdleType::Idle | IdleType::NotIdle => !self.should_we_balance(view, p, level),
+        };
+        if not_balancer {
+            return LbOutcome::NotBalancer;
+        }
+        let groups = level.groups(m, p);
+        let outside_local = level.weight(m, p) as usize - groups[0].len();
+        let mut excluded: Vec<PcpuId> = Vec::new();
+        loop {
+            let mut overloaded_cpu = false;
+            let stats: Vec<GroupStats> = groups.iter().map(|g| self.group_stats(view, g, &excluded, level, &mut overloaded_cpu)).collect();
+            if level.is_top(m) && excluded.is_empty() {
+                // update_sd_lb_stats() of the root domain sets rd->overload
+                // from what it saw (here from the first pass, which sees
+                // every CPU).
+                self.overload = overloaded_cpu;
+            }
+            let mut busiest: Option<usize> = None;
+            for (i, st) in stats.iter().enumerate().skip(1) {
+                if st.busier_than(busiest.map(|b| &stats[b])) {
+                    busiest = Some(i);
+                }
+            }
+            let Some(b) = busiest else { return LbOutcome::Balanced };
+            let domain = Domain { level, machine: m, idle, total_load: stats.iter().map(|s| s.load).sum(), total_capacity: stats.iter().map(|s| s.capacity).sum() };
+            let Some((migration, imbalance)) = domain.imbalance(&stats[0], &stats[b]) else { return LbOutcome::Balanced };
+            let Some(src) = self.find_busiest_queue(view, &groups[b], &excluded, migration, imbalance) else { return LbOutcome::Balanced };
+            match self.detach_tasks(view, out, src, p, level, idle, migration, imbalance, may) {
+                Some(0) => return LbOutcome::Failed,
+                Some(_) => return LbOutcome::Moved,
+                None => {
+                    excluded.push(src);
+                    if excluded.len() >= outside_local {
+                        return LbOutcome::AllPinned;
+                    }
+                }
+            }
+        }
+    }
+
+    /// find_busiest_queue(): within the busiest group, the CPU with the
+    /// highest load per capacity (a lone task heavier than the imbalance
+    /// stays; no capacity is lost to IRQs or RT in the model, so
+    /// check_cpu_capacity() never overrides that), the highest utilization
+    /// among CPUs with two or more tasks, or the most tasks.
+    fn find_busiest_queue(&self, view: &HostView, group: &[PcpuId], excluded: &[PcpuId], migration: Migration, imbalance: i64) -> Option<PcpuId> {
+        let m = view.machine;
+        let mut busiest = None;
+        let (mut busiest_load, mut busiest_capacity, mut busiest_util, mut busiest_nr) = (0u64, 1u64, 0u64, 0u32);
+        for &q in group.iter().filter(|q| !excluded.contains(q)) {
+            let nr = self.nr_running(q);
+            if nr == 0 {
+                continue;
+            }
+            let capacity = m.capacity_of(q);
+            let (load, util, _) = self.cpu_avgs(q, view.now, capacity);
+            match migration {
+                Migration::Load => {
+                    if nr == 1 && load as i64 > imbalance {
+                        continue;
+                    }
+                    if load as u128 * busiest_capacity as u128 > busiest_load as u128 * capacity as u128 {
+                        (busiest_load, busiest_capacity, busiest) = (load, capacity, Some(q));
+                    }
+                }
+                Migration::Util => {
+                    if nr > 1 && util > busiest_util {
+                        (busiest_util, busiest) = (util, Some(q));
+                    }
+                }
+                Migration::Task => {
+                    if nr > busiest_nr {
+                        (busiest_nr, busiest) = (nr, Some(q));
+                    }
+                }
+            }
+        }
+        busiest
+    }
+
+    /// task_hot(): `v` ran on its pCPU less than sysctl_sched_migration_cost
+    /// ago, or is a buddy of its CFS runqueue while `dst` has work
+    /// (CACHE_HOT_BUDDY, on by default); never between SMT siblings, which
+    /// share their caches.
+    fn task_hot(&self, view: &HostView, v: VcpuId, dst: PcpuId, level: Level) -> bool {
+        if level.shares_capacity() {
+            return false;
+        }
+        if let FairRq::Cfs(rq) = &self.rqs[self.rq_of[v as usize] as usize] {
+            if self.nr_running(dst) > 0 && (rq.next == Some(v) || rq.last == Some(v)) {
+                return true;
+            }
+        }
+        view.now.saturating_sub(self.ents[v as usize].exec_start) < MIGRATION_COST_NS
+    }
+
+    /// detach_tasks() from `src` to `dst`, up to `imbalance` of load,
+    /// utilization or tasks, looking at most at sysctl_sched_nr_migrate
+    /// threads from the tail of rq->cfs_tasks (the queued vCPUs, least
+    /// urgent first, then the running one). can_migrate_task() refuses a
+    /// vCPU pinned away (or refused by the hooks), the running one, and a
+    /// cache-hot one until more balances failed than the domain's
+    /// cache_nice_tries; a load migration skips a vCPU whose load, halved
+    /// for each failed balance (shr_bound()), exceeds what is left of the
+    /// imbalance. A newly idle balance stops at the first vCPU (as with
+    /// CONFIG_PREEMPTION, which distribution kernels' PREEMPT_DYNAMIC
+    /// selects). Returns the number moved, or None if every vCPU was pinned
+    /// away or `src` had just one (LBF_ALL_PINNED).
+    #[allow(clippy::too_many_arguments)]
+    fn detach_tasks(&mut self, view: &HostView, out: &mut HostOut, src: PcpuId, dst: PcpuId, level: Level, idle: IdleType, migration: Migration, imbalance: i64, may: &mut MayMigrate) -> Option<u32> {
+        if self.nr_running(src) <= 1 {
+            return None;
+        }
+        let failed = self.sd[dst as usize][level.index()].nr_balance_failed;
+        let loop_max = SCHED_NR_MIGRATE.min(self.nr_running(src));
+        let mut candidates = self.queued(src);
+        candidates.reverse();
+        candidates.extend(self.leaf_curr(src));
+        let (mut left, mut moved, mut all_pinned) = (imbalance, 0, true);
+        for (seen, v) in candidates.into_iter().enumerate() {
+            if idle != IdleType::NotIdle && self.nr_running(src) <= 1 {
+                break;
+            }
+            if seen as u32 >= loop_max && !all_pinned {
+                break;
+            }
+            if !view.may_run(v, dst) || self.throttled[v as usize] || !may(self, v, src, dst) {
+                continue;
+            }
+            all_pinned = false;
+            if self.leaf_curr(src) == Some(v) || (failed <= level.cache_nice_tries() && self.task_hot(view, v, dst, level)) {
+                continue;
+            }
+            match migration {
+                Migration::Load => {
+                    let load = self.thread_load(v, self.avg[v as usize].runnable_at(view.now)).max(1);
+                    if (load >> failed.min(63)) as i64 > left {
+                        continue;
+                    }
+                    left -= load as i64;
+                }
+                Migration::Util => {
+                    let util = self.avg[v as usize].util_at(view.now);
+                    if util as i64 > left {
+                        continue;
+                    }
+                    left -= util as i64;
+                }
+                Migration::Task => left -= 1,
+            }
+            self.migrate(view, v, src, dst);
+            moved += 1;
+            if idle == IdleType::NewlyIdle || left <= 0 {
+                break;
+            }
+        }
+        if moved > 0 {
+            out.resched.push(dst);
+        }
+        (!all_pinned).then_some(moved)
+    }
+
+    /// load_balance()'s bookkeeping after a pass at `level` on `p`: a move
+    /// clears sd->nr_balance_failed, a failure (periodic only) counts one,
+    /// and either resets sd->balance_interval to the span weight; a balanced
+    /// domain clears the count and, for a periodic balance, doubles the
+    /// interval up to twice the span weight (512 ms while all is pinned).
+    fn account_balance(&mut self, p: PcpuId, level: Level, weight: u64, idle: IdleType, outcome: LbOutcome) {
+        let st = &mut self.sd[p as usize][level.index()];
+        if st.balance_interval_ms == 0 {
+            st.balance_interval_ms = weight;
+        }
+        match outcome {
+            LbOutcome::Moved | LbOutcome::Failed => {
+                if outcome == LbOutcome::Moved {
+                    st.nr_balance_failed = 0;
+                } else if idle != IdleType::NewlyIdle {
+                    st.nr_balance_failed += 1;
+                }
+                st.balance_interval_ms = weight;
+            }
+            LbOutcome::Balanced | LbOutcome::AllPinned | LbOutcome::NotBalancer => {
+                st.nr_balance_failed = 0;
+                let pinned_cap = outcome == LbOutcome::AllPinned && st.balance_interval_ms < MAX_PINNED_INTERVAL_MS;
+                if idle != IdleType::NewlyIdle && (pinned_cap || st.balance_interval_ms < 2 * weight) {
+                    st.balance_interval_ms *= 2;
+                }
+            }
+        }
+    }
+
+    /// When `p`'s domain at `level` is next due for a periodic balance:
+    /// sd->last_balance plus get_sd_balance_interval() (sd->balance_interval,
+    /// x busy_factor on a busy CPU, at most max_load_balance_interval =
+    /// HZ * CPUs / 10 jiffies).
+    fn balance_due(&self, m: &crate::machine::Machine, p: PcpuId, level: Level, idle: IdleType) -> u64 {
+        let st = self.sd[p as usize][level.index()];
+        let base = if st.balance_interval_ms == 0 { level.weight(m, p) } else { st.balance_interval_ms };
+        let busy_factor = if idle == IdleType::NotIdle { BUSY_FACTOR } else { 1 };
+        let interval_ms = (base * busy_factor).clamp(1, 100 * self.pcpus as u64);
+        st.last_balance + interval_ms * 1_000_000
+    }
+
+    /// rebalance_domains() for `p`: each domain whose interval has passed
+    /// since its last balance is balanced, bottom-up; a domain this CPU
+    /// does not balance for its group ends the walk (continue_balancing = 0).
+    /// rq->next_balance becomes the earliest next balance of the domains
+    /// the walk reached (at most 60 s ahead).
+    fn rebalance_domains(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, may: &mut MayMigrate) {
+        let m = view.machine;
+        let mut idle = if self.is_idle(view, p) { IdleType::Idle } else { IdleType::NotIdle };
+        let mut next_balance = view.now + 60_000_000_000;
+        for level in Level::all(m) {
+            let weight = level.weight(m, p);
+            let mut continue_balancing = true;
+            if view.now >= self.balance_due(m, p, level, idle) {
+                let outcome = self.load_balance(view, out, p, level, idle, may);
+                self.account_balance(p, level, weight, idle, outcome);
+                self.sd[p as usize][level.index()].last_balance = view.now;
+                match outcome {
+                    LbOutcome::NotBalancer => continue_balancing = false,
+                    LbOutcome::Moved => idle = if self.is_idle(view, p) { IdleType::Idle } else { IdleType::NotIdle },
+                    _ => {}
+                }
+            }
+            next_balance = next_balance.min(self.balance_due(m, p, level, idle));
+            if !continue_balancing {
+                break;
+            }
+        }
+        self.rq_next_balance[p as usize] = next_balance;
+    }
+
+    /// nohz_balancer_kick() from `p`'s tick and the idle load balancer it
+    /// wakes (_nohz_idle_balance()): when `p` has a task waiting and an idle
+    /// CPU's balance is due (nohz.next_balance), the first idle CPU of
+    /// nohz.idle_cpus_mask runs rebalance_domains() as an idle CPU for each
+    /// idle CPU whose rq->next_balance has come, from the one after it on,
+    /// and sets nohz.next_balance to the earliest next. (The kick for an
+    /// LLC with two busy CPUs, nr_busy_cpus > 1, is not modelled.)
+    fn nohz_idle_balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, may: &mut MayMigrate) {
+        if self.nr_running(p) < 2 || view.now < self.nohz_next_balance {
+            return;
+        }
+        let idle: Vec<PcpuId> = self.idle_hint.iter().copied().filter(|&q| self.is_idle(view, q)).collect();
+        let mut next = u64::MAX;
+        if let Some(&ilb) = idle.first() {
+            let after = idle.partition_point(|&q| q <= ilb);
+            for &q in idle[after..].iter().chain(&idle[..after]) {
+                if view.now >= self.rq_next_balance[q as usize] {
+                    self.rebalance_domains(view, out, q, may);
+                }
+                next = next.min(self.rq_next_balance[q as usize]);
+            }
+        }
+        self.nohz_next_balance = next;
+    }
+
+    /// newidle_balance() (Linux 5.16 on): an idle CPU pulls before it
+    /// idles, domain by domain bottom-up, stopping at the first pull. It is
+    /// skipped when no runqueue has had two tasks since the last balance of
+    /// the top domain (rd->overload), and, with the pre-5.16 gate, when the
+    /// CPU's idle periods average under sysctl_sched_migration_cost. From
+    /// 5.16 the gate compares avg_idle with each domain's measured
+    /// max_newidle_lb_cost instead; the model charges no time for
+    /// balancing, so that cost is zero and only the overload gate remains.
+    fn newidle_balance<H: CfsHooks>(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, hooks: &H) {
+        self.idle_stamp[p as usize] = Some(view.now);
+        // update_next_balance() with the idle intervals: the CPU's next
+        // periodic balance comes as soon as an idle CPU's would.
+        let idle_due = Level::all(view.machine).map(|level| self.balance_due(view.machine, p, level, IdleType::Idle)).min();
+        if let Some(due) = idle_due {
+            self.rq_next_balance[p as usize] = self.rq_next_balance[p as usize].min(due);
+        }
+        if !self.overload || (self.tun.newidle_migration_cost_gate && self.avg_idle[p as usize] < MIGRATION_COST_NS) {
+            return;
+        }
+        let m = view.machine;
+        for level in Level::all(m) {
+            let outcome = self.load_balance(view, out, p, level, IdleType::NewlyIdle, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
+            self.account_balance(p, level, level.weight(m, p), IdleType::NewlyIdle, outcome);
+            if outcome == LbOutcome::Moved || self.nr_running(p) > 0 {
+                self.idle_stamp[p as usize] = None;
+                break;
+            }
+        }
+    }
+
+    /// ttwu_do_activate(): a wakeup onto a CPU that newidle_balance() left
+    /// idle ends its idle period, which rq->avg_idle averages (update_avg(),
+    /// weight 1/8), capped at twice rq->max_idle_balance_cost.
+    fn end_idle_period(&mut self, p: PcpuId, now: u64) {
+        if let Some(stamp) = self.idle_stamp[p as usize].take() {
+            let (sample, avg) = (now.saturating_sub(stamp) as i64, self.avg_idle[p as usize] as i64);
+            self.avg_idle[p as usize] = ((avg + (sample - avg) / 8) as u64).min(2 * MIGRATION_COST_NS);
+        }
+    }
+
+    /// __update_idle_core(): `p` goes idle; if its SMT siblings are idle
+    /// too, its LLC has an idle core (set_idle_cores()).
+    fn update_idle_core(&mut self, view: &HostView, p: PcpuId) {
+        let m = view.machine;
+        if m.threads_of_core[0].len() > 1 && m.siblings(p).all(|q| self.is_idle(view, q)) {
+            self.idle_cores_hint(view)[m.socket_of[p as usize] as usize] = true;
+        }
+    }
+
+    /// The has_idle_cores hints, one per LLC (all set at boot: every core
+    /// is idle).
+    fn idle_cores_hint(&mut self, view: &HostView) -> &mut Vec<bool> {
+        let sockets = view.machine.pcpus_of_socket.len();
+        if self.has_idle_cores.len() != sockets {
+            self.has_idle_cores = vec![true; sockets];
+        }
+        &mut self.has_idle_cores
     }
 
     fn throttle(&mut self, view: &HostView, out: &mut HostOut, g: usize) {
@@ -1058,6 +1502,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         }
         let chosen = self.k.select_cpu(view, v);
         let p = self.hooks.select_cpu(&self.k, view, v, chosen);
+        self.k.end_idle_period(p, view.now);
         if p != prev {
             // A sleeper woken elsewhere keeps its lag (migrate_task_rq_fair()).
             self.k.update_curr(view, prev);
@@ -1126,6 +1571,10 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             self.k.idle_hint.remove(&p);
         } else {
             self.k.idle_hint.insert(p);
+            self.k.update_idle_core(view, p);
+            // nohz_balance_enter_idle(): the idle balancer's next round
+            // accounts for this CPU.
+            self.k.nohz_next_balance = self.k.nohz_next_balance.min(self.k.rq_next_balance[p as usize]);
         }
         out.resched.retain(|&q| q != p);
         next
@@ -1144,31 +1593,14 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         if self.hooks.tick_preempt(&mut self.k, view, out, p, preempt) {
             out.resched.push(p);
         }
-        let busy = view.running_on[p as usize].is_some();
-        for level in 0..2 {
-            if view.now < self.k.next_balance[p as usize][level] {
-                continue;
-            }
-            let span = self.k.span(view, p, level);
-            // sd->balance_interval starts at the domain weight in ms.
-            let interval = span.len() as u64 * 1_000_000 * if busy { BUSY_FACTOR } else { 1 };
-            self.k.next_balance[p as usize][level] = view.now + interval;
-            let hooks = &self.hooks;
-            self.k.balance(view, out, p, &span, Some(level), &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
+        let hooks = &self.hooks;
+        let may = &mut |k: &CfsCore, v, from, to| hooks.may_migrate(k, view, v, from, to);
+        // An idle pCPU's tick is stopped (NO_HZ_IDLE): the idle load
+        // balancer balances for it.
+        if !self.k.is_idle(view, p) {
+            self.k.rebalance_domains(view, out, p, may);
         }
-        // nohz_balancer_kick(): a CPU with more than one runnable thread wakes
-        // an idle CPU to pull one.
-        if self.k.nr_running(p) >= 2 {
-            let idle: Vec<PcpuId> = self.k.idle_hint.iter().copied().filter(|&q| self.k.is_idle(view, q)).collect();
-            for q in idle {
-                let hooks = &self.hooks;
-                if let Some(v) = self.k.pullable(view, p, q, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to), |_| true) {
-                    self.k.migrate(view, v, p, q);
-                    out.resched.push(q);
-                    break;
-                }
-            }
-        }
+        self.k.nohz_idle_balance(view, out, p, may);
     }
 
     /// yield_to() with yield_to_task_fair(): the target becomes the next
@@ -1327,6 +1759,23 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
                 }
             }
         }
+        // PELT: every vCPU thread's averages are carried by exactly the
+        // runqueue it is on or last ran on.
+        let mut attached = 0;
+        for (p, on) in k.attached.iter().enumerate() {
+            if let Some(&v) = on.iter().find(|&&v| k.cpu_of[v as usize] != p as PcpuId) {
+                return Err(format!("pCPU {p} carries the load average of vCPU {v}, which is on pCPU {}", k.cpu_of[v as usize]));
+            }
+            attached += on.len();
+        }
+        if attached != k.vcpus as usize {
+            return Err(format!("the runqueues carry {attached} load averages for {} vCPU threads", k.vcpus));
+        }
+        if !k.overload {
+            if let Some(p) = (0..k.pcpus).find(|&p| k.nr_running(p) >= 2) {
+                return Err(format!("pCPU {p} has {} runnable vCPUs but the root domain is not marked overloaded", k.nr_running(p)));
+            }
+        }
         Ok(())
     }
 }
@@ -1416,7 +1865,9 @@ mod tests {
 
     /// select_idle_cpu() with SMT: a wholly idle core is preferred over an
     /// idle thread whose sibling is busy, even when the latter comes first
-    /// in the scan. Three cores; pCPUs 0-2 are first threads, 3-5 siblings.
+    /// in the scan; the has_idle_cores hint goes stale and is cleared by
+    /// the scan that finds no idle core. Three cores; pCPUs 0-2 are first
+    /// threads, 3-5 siblings.
     #[test]
     fn idle_core_search_prefers_a_whole_idle_core() {
         let m = Machine::new(&toml::from_str("cores_per_socket=3\nthreads_per_core=2").unwrap());
@@ -1431,31 +1882,56 @@ mod tests {
         // sibling of prev is taken (select_idle_smt()).
         let running = vec![Some(8), Some(7), Some(9), None, None, None];
         let view = HostView::new(0, &m, &allowed, &running);
+        // The LLC's has_idle_cores hint is still set: the core scan finds
+        // none, takes the first idle thread after the target, 3, and clears
+        // the hint; the next wakeup takes the idle sibling of prev.
+        assert_eq!(h.k.select_cpu(&view, 0), 3);
+        assert_eq!(h.k.has_idle_cores, vec![false]);
         assert_eq!(h.k.select_cpu(&view, 0), 5);
+        // pCPU 4 going idle beside an idle pCPU 1 sets the hint again.
+        let running = vec![Some(8), None, Some(9), None, None, None];
+        h.k.update_idle_core(&HostView::new(0, &m, &allowed, &running), 4);
+        assert_eq!(h.k.has_idle_cores, vec![true]);
     }
 
-    /// Periodic balancing between runqueues of two and one: the imbalance
-    /// toward the average (512) is smaller than a vCPU's load (1024), so
-    /// the first balance fails; the next one, with the load halved by
-    /// nr_balance_failed = 1, moves the queued vCPU over.
-    #[test]
-    fn a_failed_balance_lets_the_next_move_a_heavier_vcpu() {
+    /// Three vCPU threads: 0 on pCPU 0, 1 and 2 on pCPU 1, all running from
+    /// t = 0 and picked there. Returns the policy and the running vCPUs.
+    fn two_against_one(tun: Tunables) -> (HostCfs, Vec<Option<VcpuId>>) {
         let m = machine(2);
         let allowed = vec![vec![true, true]; 3];
-        let mut h = HostCfs::new(Tunables::linux_default(2), 2, &[1024; 3], &[0, 0, 1], vec![]);
+        let mut h = HostCfs::new(tun, 2, &[1024; 3], &[0, 0, 1], vec![]);
         let mut out = HostOut::default();
         let idle: Vec<Option<VcpuId>> = vec![None, None];
         for v in 0..3 {
             h.wake(&HostView::new(0, &m, &allowed, &idle), &mut out, v);
         }
         assert_eq!((h.nr_running(0), h.nr_running(1)), (1, 2));
-        let running: Vec<Option<VcpuId>> = (0..2).map(|p| h.pick_next(&HostView::new(0, &m, &allowed, &idle), &mut out, p, None)).collect();
+        let running = (0..2).map(|p| h.pick_next(&HostView::new(0, &m, &allowed, &idle), &mut out, p, None)).collect();
+        (h, running)
+    }
+
+    /// Periodic balancing between runqueues of two and one (one LLC of two
+    /// CPUs, interval 2 ms x busy_factor 16). At 32 ms pCPU 0's utilization
+    /// (PELT, starting from half) still leaves it spare capacity, and two
+    /// against one is balanced (migrate_task: (2 - 1) / 2 = 0), so the
+    /// interval doubles to its maximum, 4 ms (next balance at 96 ms). At 96
+    /// ms pCPU 0 is fully busy: the load imbalance, 512, is below a vCPU's
+    /// load, so the balance fails and the interval resets; at 128 ms, with
+    /// the load halved by nr_balance_failed = 1, vCPU 2 moves.
+    #[test]
+    fn a_failed_balance_lets_the_next_move_a_heavier_vcpu() {
+        let m = machine(2);
+        let allowed = vec![vec![true, true]; 3];
+        let (mut h, running) = two_against_one(Tunables::linux_default(2));
         assert_eq!(running, vec![Some(0), Some(1)]);
-        h.tick(&HostView::new(0, &m, &allowed, &running), &mut out, 0);
-        assert_eq!((h.nr_running(0), h.nr_running(1)), (1, 2), "the first balance fails");
-        // A busy pCPU balances a 2-pCPU domain every 2 ms * busy_factor 16.
-        h.tick(&HostView::new(32_000_000, &m, &allowed, &running), &mut out, 0);
-        assert_eq!((h.nr_running(0), h.nr_running(1)), (2, 1), "the second moves vCPU 2");
+        let mut out = HostOut::default();
+        let llc = Level::Llc.index();
+        for (ms, nr, failed, interval) in [(32, (1, 2), 0, 4), (64, (1, 2), 0, 4), (96, (1, 2), 1, 2), (128, (2, 1), 0, 2)] {
+            h.tick(&HostView::new(ms * 1_000_000, &m, &allowed, &running), &mut out, 0);
+            assert_eq!((h.nr_running(0), h.nr_running(1)), nr, "at {ms} ms");
+            let sd = h.k.sd[0][llc];
+            assert_eq!((sd.nr_balance_failed, sd.balance_interval_ms), (failed, interval), "at {ms} ms");
+        }
         assert!(h.k.is_queued(2, 0));
     }
 
@@ -1578,6 +2054,109 @@ mod tests {
         assert!((lag_after - lag_before).abs() <= 2048, "{lag_before} -> {lag_after}");
         assert_eq!(h.k.ents[b0 as usize].vruntime - rq.min_vruntime, 666_667);
         h.check_invariants().unwrap();
+    }
+
+    /// can_migrate_task(): at 200 ms pCPU 0 (one vCPU, fully busy) balances
+    /// against pCPU 1, whose vCPU 1 was just switched out for vCPU 2. The first
+    /// balance fails (load 1024 > imbalance 512); in the second, vCPU 1
+    /// would fit (1024 >> 1) but ran 0.2 ms ago, under
+    /// sysctl_sched_migration_cost, and the LLC's cache_nice_tries (1) is
+    /// not yet exceeded, so it fails too; the third takes it. Had it been
+    /// cold (0.7 ms), the second would have.
+    #[test]
+    fn a_cache_hot_vcpu_moves_only_after_cache_nice_tries_failures() {
+        let m = machine(2);
+        let allowed = vec![vec![true, true]; 3];
+        for (second_at_us, moves_at) in [(200_200, 3), (200_700, 2)] {
+            let (mut h, running) = two_against_one(Tunables::linux_default(2));
+            let mut out = HostOut::default();
+            let switch = HostView::new(200_000_000, &m, &allowed, &running);
+            assert_eq!(h.pick_next(&switch, &mut out, 1, Some(1)), Some(2));
+            let running = vec![Some(0), Some(2)];
+            let mut moved_at = None;
+            for (attempt, at_us) in [(1, 200_100), (2, second_at_us), (3, second_at_us + 100)] {
+                let view = HostView::new(at_us * 1_000, &m, &allowed, &running);
+                let outcome = h.k.load_balance(&view, &mut out, 0, Level::Llc, IdleType::NotIdle, &mut |_, _, _, _| true);
+                h.k.account_balance(0, Level::Llc, 2, IdleType::NotIdle, outcome);
+                if outcome == LbOutcome::Moved {
+                    moved_at = Some(attempt);
+                    break;
+                }
+                assert_eq!(outcome, LbOutcome::Failed, "attempt {attempt}");
+            }
+            assert_eq!(moved_at, Some(moves_at), "second balance at {second_at_us} us");
+            assert!(h.k.is_queued(1, 0));
+        }
+    }
+
+    /// should_we_balance(): one socket of two cores of two threads (core 0
+    /// = pCPUs 0 and 2, core 1 = 1 and 3). At the LLC level, whose groups
+    /// are the cores, only one pCPU per core balances: the first idle one,
+    /// else the core's first; at the SMT level every pCPU is its own group.
+    #[test]
+    fn one_balancer_per_group() {
+        let m = Machine::new(&toml::from_str("cores_per_socket=2\nthreads_per_core=2").unwrap());
+        let allowed: Vec<Vec<bool>> = vec![];
+        let h = HostCfs::new(Tunables::linux_default(4), 4, &[], &[], vec![]);
+        let balancers = |running: &[Option<VcpuId>], level: Level| -> Vec<PcpuId> {
+            let view = HostView::new(0, &m, &allowed, running);
+            (0..4).filter(|&p| h.k.should_we_balance(&view, p, level)).collect()
+        };
+        let busy = [Some(0), Some(1), Some(2), Some(3)];
+        assert_eq!(balancers(&busy, Level::Llc), vec![0, 1]);
+        assert_eq!(balancers(&[Some(0), Some(1), None, Some(3)], Level::Llc), vec![1, 2]);
+        assert_eq!(balancers(&[None, Some(1), None, None], Level::Llc), vec![0, 3]);
+        assert_eq!(balancers(&busy, Level::Smt), vec![0, 1, 2, 3]);
+    }
+
+    /// newidle_balance() with the pre-5.16 gate: a pCPU whose idle periods
+    /// average under 500 us does not pull; rq->avg_idle starts at 1 ms and
+    /// moves 1/8 of the way to each idle period (update_avg()). Without the
+    /// gate, or with long idle periods, the idle pCPU pulls vCPU 2.
+    #[test]
+    fn newidle_balance_is_gated_by_the_average_idle_period() {
+        let m = machine(2);
+        let allowed = vec![vec![true, true]; 3];
+        for (gate, idle_period_us, pulls) in [(true, 100, false), (true, 1_000, true), (false, 100, true)] {
+            let tun = Tunables { newidle_migration_cost_gate: gate, ..Tunables::linux_default(2) };
+            let (mut h, running) = two_against_one(tun);
+            let mut avg = 2 * MIGRATION_COST_NS;
+            for i in 0..8u64 {
+                h.k.idle_stamp[0] = Some(i * 2_000_000);
+                h.k.end_idle_period(0, i * 2_000_000 + idle_period_us * 1_000);
+                avg = (avg as i64 + (idle_period_us as i64 * 1_000 - avg as i64) / 8) as u64;
+                assert_eq!(h.k.avg_idle[0], avg.min(2 * MIGRATION_COST_NS));
+            }
+            let mut out = HostOut::default();
+            let view = HostView::new(20_000_000, &m, &allowed, &running);
+            h.block(&view, &mut out, 0, 0);
+            let next = h.pick_next(&view, &mut out, 0, Some(0));
+            assert_eq!(next == Some(2), pulls, "gate {gate}, idle periods of {idle_period_us} us");
+        }
+    }
+
+    /// set_last_buddy(): a wakeup that preempts the running vCPU on a
+    /// runqueue of sched_nr_latency (8) or more marks it as the last buddy;
+    /// on a shorter runqueue it does not.
+    #[test]
+    fn a_preempted_vcpu_becomes_the_last_buddy_on_a_crowded_runqueue() {
+        let m = machine(1);
+        for (queued, marked) in [(8, true), (3, false)] {
+            let allowed = vec![vec![true]; queued + 1];
+            let mut h = HostCfs::new(Tunables::linux_default(1), 1, &vec![1024; queued + 1], &vec![0; queued + 1], vec![]);
+            let mut out = HostOut::default();
+            let idle: Vec<Option<VcpuId>> = vec![None];
+            for v in 0..queued as u32 {
+                h.wake(&HostView::new(0, &m, &allowed, &idle), &mut out, v);
+            }
+            assert_eq!(h.pick_next(&HostView::new(0, &m, &allowed, &idle), &mut out, 0, None), Some(0));
+            let running = vec![Some(0)];
+            let view = HostView::new(50_000_000, &m, &allowed, &running);
+            let mut out = HostOut::default();
+            h.wake(&view, &mut out, queued as u32);
+            assert_eq!(out.resched, vec![0], "the sleeper preempts");
+            assert_eq!(h.k.rqs[0].as_cfs().last, marked.then_some(0), "{queued} queued");
+        }
     }
 
     /// EEVDF (6.6, 6.12): yield_to() still pushes the yielder's deadline,

@@ -18,6 +18,7 @@ pub mod credit2;
 pub mod rtds;
 pub mod tableau;
 pub mod uvf;
+pub mod sched_domain;
 
 use std::ops::Range;
 
