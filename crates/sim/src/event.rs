@@ -2,7 +2,7 @@
 //! sequence number breaks ties in insertion order, so a run is a pure function
 //! of its scenario and seed.
 
-use std::cmp::Reverse;
+use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::ids::{TaskId, VcpuId, VmId};
@@ -42,19 +42,52 @@ pub enum Event {
     PinChange(u32),
 }
 
+/// A queued event with its (time, sequence number) packed in one integer,
+/// time in the high half: ordering entries is one wide comparison instead of
+/// a field-by-field one, and the event itself is never compared.
+struct Entry {
+    key: u128,
+    event: Event,
+}
+
+impl Entry {
+    fn time(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    /// Reversed: `BinaryHeap` pops its greatest entry, and the earliest
+    /// event must pop first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.key.cmp(&self.key)
+    }
+}
+
 #[derive(Default)]
 pub struct EventQueue {
-    heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    heap: BinaryHeap<Entry>,
     seq: u64,
 }
 
 impl EventQueue {
-    pub fn push(&mut self, time: u64, ev: Event) {
+    pub fn push(&mut self, time: u64, event: Event) {
         self.seq += 1;
-        self.heap.push(Reverse((time, self.seq, ev)));
+        self.heap.push(Entry { key: (time as u128) << 64 | self.seq as u128, event });
     }
     pub fn pop(&mut self) -> Option<(u64, Event)> {
-        self.heap.pop().map(|Reverse((t, _, e))| (t, e))
+        self.heap.pop().map(|e| (e.time(), e.event))
     }
 }
 

@@ -24,6 +24,11 @@ pub struct Machine {
     pub core_capacity: Vec<u32>,
     pub smt_factor: f64,
     latency_ns: [u64; 4],
+    /// The other hardware threads of pCPU `p`'s core are
+    /// `sibling_list[sibling_start[p]..sibling_start[p + 1]]`: every work-rate
+    /// computation reads them, so they are kept flat and precomputed.
+    sibling_start: Vec<u32>,
+    sibling_list: Vec<PcpuId>,
 }
 
 impl Machine {
@@ -52,6 +57,12 @@ impl Machine {
         } else {
             h.core_capacity.clone()
         };
+        let mut sibling_start = vec![0];
+        let mut sibling_list = Vec::new();
+        for (p, &c) in core_of.iter().enumerate() {
+            sibling_list.extend(threads_of_core[c as usize].iter().filter(|&&q| q != p as PcpuId));
+            sibling_start.push(sibling_list.len() as u32);
+        }
         Machine {
             pcpus: ncores * h.threads_per_core,
             socket_of,
@@ -61,6 +72,8 @@ impl Machine {
             core_capacity,
             smt_factor: h.smt_factor,
             latency_ns: [0, h.distances.smt_ns, h.distances.socket_ns, h.distances.cross_socket_ns],
+            sibling_start,
+            sibling_list,
         }
     }
 
@@ -82,7 +95,8 @@ impl Machine {
     }
 
     pub fn siblings(&self, p: PcpuId) -> impl Iterator<Item = PcpuId> + '_ {
-        self.threads_of_core[self.core_of[p as usize] as usize].iter().copied().filter(move |&q| q != p)
+        let range = self.sibling_start[p as usize] as usize..self.sibling_start[p as usize + 1] as usize;
+        self.sibling_list[range].iter().copied()
     }
 
     /// Work rate of pCPU `p` in work-ns per ns (1.0 = capacity 1024 alone).
@@ -123,5 +137,19 @@ mod tests {
         assert!(m.line_latency_ns(0, 4) < m.line_latency_ns(0, 1));
         assert!(m.line_latency_ns(0, 1) < m.line_latency_ns(0, 2));
         assert_eq!(m.rate(0, true), 0.65);
+    }
+
+    #[test]
+    fn siblings_are_the_other_threads_of_the_core() {
+        for threads in 1..=4 {
+            let h: Host = toml::from_str(&format!("sockets=2\ncores_per_socket=3\nthreads_per_core={threads}")).unwrap();
+            let m = Machine::new(&h);
+            for p in 0..m.pcpus {
+                let mut want: Vec<PcpuId> = (0..m.pcpus).filter(|&q| q != p && m.core_of[q as usize] == m.core_of[p as usize]).collect();
+                let mut got: Vec<PcpuId> = m.siblings(p).collect();
+                (want.sort(), got.sort());
+                assert_eq!(got, want, "pCPU {p} with {threads} threads per core");
+            }
+        }
     }
 }

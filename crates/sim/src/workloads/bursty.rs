@@ -2,20 +2,25 @@
 //! `work_dist`) and an exponential sleep (mean `sleep_us`). A completed burst
 //! counts as one completion.
 
-use super::{draw, exp_ns, us, Cx, Op, Program};
+use super::{us, Cx, Draw, Op, Program};
 use crate::scenario::{Distribution, Workload};
 
 pub struct Bursty {
-    dist: Distribution,
-    burst_mean: f64,
-    sleep_mean: f64,
+    burst: Draw,
+    /// None: no sleep between bursts.
+    sleep: Option<Draw>,
     /// Whether each thread's next op is a burst (else a sleep).
     burst_next: Vec<bool>,
 }
 
 impl Bursty {
     pub fn new(w: &Workload) -> Self {
-        Bursty { dist: w.work_dist, burst_mean: us(w.work_us) as f64, sleep_mean: us(w.sleep_us) as f64, burst_next: vec![true; w.threads as usize] }
+        let sleep_mean = us(w.sleep_us) as f64;
+        Bursty {
+            burst: Draw::new(w.work_dist, us(w.work_us) as f64),
+            sleep: (sleep_mean > 0.0).then(|| Draw::new(Distribution::Exponential, sleep_mean)),
+            burst_next: vec![true; w.threads as usize],
+        }
     }
 }
 
@@ -24,13 +29,12 @@ impl Program for Bursty {
         let burst = &mut self.burst_next[thread as usize];
         *burst = !*burst;
         if !*burst {
-            Op::Compute(draw(self.dist, self.burst_mean, cx.rng))
+            Op::Compute(self.burst.sample(cx.rng))
         } else {
             cx.metrics.completed += 1;
-            if self.sleep_mean > 0.0 {
-                Op::Sleep(exp_ns(self.sleep_mean, cx.rng))
-            } else {
-                Op::Compute(draw(self.dist, self.burst_mean, cx.rng))
+            match &self.sleep {
+                Some(sleep) => Op::Sleep(sleep.sample(cx.rng)),
+                None => Op::Compute(self.burst.sample(cx.rng)),
             }
         }
     }

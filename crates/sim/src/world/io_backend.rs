@@ -63,7 +63,7 @@ impl World {
     pub(super) fn plan_backend(&mut self, v: VcpuId) {
         let at = (self.host_state(v) == HostState::Running).then(|| {
             let left = self.backend(self.vcpus[v as usize].vm).expect("a backend entity").left;
-            self.now + self.vcpus[v as usize].overhead + (left / self.rate(v)).ceil() as u64
+            self.now + self.vcpus[v as usize].overhead + super::ceil_ns(self.work_time(v, left))
         });
         self.set_progress_event(v, at);
     }

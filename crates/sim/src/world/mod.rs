@@ -349,6 +349,18 @@ impl World {
         task.refill_total += refill;
     }
 
+    /// Time in ns the running vCPU `v` takes to do `work` (work-ns). A pCPU at
+    /// full capacity without a busy sibling works at rate 1, and `x / 1.0`
+    /// is exactly `x`: the division, the slowest step of planning, is skipped.
+    fn work_time(&self, v: VcpuId, work: f64) -> f64 {
+        let rate = self.rate(v);
+        if rate == 1.0 {
+            work
+        } else {
+            work / rate
+        }
+    }
+
     /// Brings the vCPU's time accounts and its task's progress up to now.
     /// Called before every change of the vCPU's host state or current task.
     fn account(&mut self, v: VcpuId) {
@@ -446,8 +458,8 @@ impl World {
         };
         let done = match self.tasks[t as usize].exec {
             Exec::Ready => Some(start),
-            Exec::Compute(left) => Some(start + ((self.tasks[t as usize].refill_work + left) / self.rate(v)).ceil() as u64),
-            Exec::Spin { budget: Some(b), .. } => Some(start + (b / self.rate(v)).ceil() as u64),
+            Exec::Compute(left) => Some(start + ceil_ns(self.work_time(v, self.tasks[t as usize].refill_work + left))),
+            Exec::Spin { budget: Some(b), .. } => Some(start + ceil_ns(self.work_time(v, b))),
             _ => None,
         };
         let done = match self.tasks[t as usize].exec {
@@ -723,10 +735,46 @@ impl World {
     }
 }
 
+/// `x.ceil() as u64`, the same for every input (NaN and negatives give 0,
+/// overflow saturates), without the call to libm's `ceil` that baseline
+/// x86-64 needs for lack of a rounding instruction: it ran once per planned
+/// progress event.
+fn ceil_ns(x: f64) -> u64 {
+    let truncated = x as u64;
+    if (truncated as f64) < x {
+        truncated.saturating_add(1)
+    } else {
+        truncated
+    }
+}
+
 fn pop_front<T>(v: &mut Vec<T>) -> Option<T> {
     if v.is_empty() {
         None
     } else {
         Some(v.remove(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ceil_ns;
+
+    #[test]
+    fn ceil_ns_is_ceil_at_the_edges() {
+        let edges = [0.0, -0.0, -0.5, -1.5, 1e-300, 0.5, 1.0, 1.0 + f64::EPSILON, 2.5, 4503599627370495.5, 9007199254740993.0,
+                     9.223372036854776e18, 1.8446744073709552e19, 3.7e19, f64::MAX, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
+        for x in edges {
+            assert_eq!(ceil_ns(x), x.ceil() as u64, "{x}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ceil_ns_is_ceil(bits in proptest::prelude::any::<u64>(), ns in 0.0f64..1e13) {
+            let x = f64::from_bits(bits);
+            proptest::prop_assert_eq!(ceil_ns(x), x.ceil() as u64);
+            proptest::prop_assert_eq!(ceil_ns(ns), ns.ceil() as u64);
+        }
     }
 }
