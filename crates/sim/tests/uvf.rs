@@ -229,15 +229,17 @@ fn lc_balance_spares_the_up_vms_that_strict_balance_slows() {
 /// no sibling at its wakeup until it wakes again (the prototype writes them
 /// into cpus_allowed), so an idle pCPU may not pull it: pCPUs idle while
 /// vCPUs wait elsewhere. With the migration mode the balancer may move it to
-/// any sibling-free pCPU, and the host stays as busy as plain CFS keeps it.
+/// any sibling-free pCPU, which wins back most of the busy time strict mode
+/// loses against plain CFS (not all: sibling-free pCPUs are fewer than all).
 #[test]
 fn strict_balance_binds_the_balancer_until_the_next_wakeup() {
     let busy = |s: &Value| n(&s["host"]["busy_ns"]);
     let plain = summary(UP_MIX, &[]);
     let strict = summary(UP_MIX, &["host.cfs.balance=\"strict\""]);
     let migration = summary(UP_MIX, &["host.cfs.balance=\"strict_migration\""]);
-    assert!(busy(&strict) < 0.97 * busy(&migration), "strict {} migration {}", busy(&strict), busy(&migration));
-    assert!(busy(&migration) > 0.99 * busy(&plain), "migration {} plain {}", busy(&migration), busy(&plain));
+    let (plain, strict, migration) = (busy(&plain), busy(&strict), busy(&migration));
+    assert!(strict < 0.97 * migration, "strict {strict} migration {migration}");
+    assert!(plain - migration < 0.5 * (plain - strict), "strict {strict} migration {migration} plain {plain}");
 }
 
 /// Where PLE is on, an urgent vCPU that starts busy-waiting (a Resched-Co
