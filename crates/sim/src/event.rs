@@ -29,6 +29,8 @@ pub enum Event {
     SleepDone(TaskId),
     /// The next open-loop arrival of a workload.
     Arrival(u32),
+    /// A closed-loop client's request of a workload reaches the machine.
+    ClientRequest(u32),
     /// A workload starts its tasks.
     WorkloadStart(u32),
     CapacityChange(u32),

@@ -1165,6 +1165,17 @@ pub struct Workload {
     /// gains little from a second hardware thread, one that waits on memory
     /// gains more (the source is cited where a profile or scenario sets it).
     pub smt_factor: Option<f64>,
+    /// Server: closed-loop load instead of `rate_per_s`: this many clients,
+    /// each with one request outstanding, sending the next when the reply
+    /// comes back (after `think_us`), as load generators keep a fixed number
+    /// of connections (wrk's `-c N`, one request in flight per connection;
+    /// ApacheBench's `-c N` concurrent requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<u32>,
+    /// Server with `clients`: mean of a client's exponentially distributed
+    /// pause between a reply and its next request (default 0: at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_us: Option<f64>,
 }
 fn working_set_kb() -> f64 {
     1024.0
@@ -2287,7 +2298,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
             "tlb_shootdowns_per_s", "work_stealing", "departure_barrier"
         ),
         WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "tlb_shootdowns_per_s"),
-        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog"),
+        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog", "clients", "think_us"),
         // Answered in the guest kernel's interrupt handler: no threads.
         WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
         WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),
@@ -2308,6 +2319,13 @@ fn check_fields_read(doc: &toml::Table) -> Result<(), ScenarioError> {
             let Some(kind) = table.get("kind").and_then(|k| WorkloadKind::deserialize(k.clone()).ok()) else {
                 continue; // serde reports a missing or unknown kind with its path
             };
+            // On the document as written: a profile's rate does not count.
+            if table.contains_key("clients") && table.contains_key("rate_per_s") {
+                return Err(err(
+                    format!("vm[{vi}].workload[{wi}].clients"),
+                    "closed-loop `clients` and open-loop `rate_per_s` are mutually exclusive: give one",
+                ));
+            }
             let read = fields_read(kind);
             if let Some(field) = table.keys().find(|k| !READ_BY_EVERY_KIND.contains(&k.as_str()) && !read.contains(&k.as_str())) {
                 return Err(err(
@@ -2603,6 +2621,17 @@ fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> Result<u64,
     }
     in_range(&f("threads"), w.threads as u64, 1, MAX_TASKS, "PID_MAX_LIMIT")?;
     in_range(&f("backlog"), w.backlog as u64, 1, MAX_BACKLOG, "an overloaded server's queue is held in memory")?;
+    if let Some(clients) = w.clients {
+        // A dropped request would leave its client waiting for ever (no
+        // retransmission is modelled), so every client's request must fit.
+        in_range(&f("clients"), clients, 1, w.backlog, "each client has one request outstanding, and all must fit in the backlog")?;
+    }
+    if let Some(think) = w.think_us {
+        if w.clients.is_none() {
+            return Err(err(f("think_us"), "a think time is a closed-loop client's: set `clients` too"));
+        }
+        checked_ns(&f("think_us"), think, 1e3, false)?;
+    }
     in_range(&f("locks"), w.locks as u64, 1, MAX_TASKS, "no more locks than a kernel has threads (PID_MAX_LIMIT)")?;
     let threads = match w.kind {
         WorkloadKind::Ping => 0,

@@ -111,6 +111,12 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
             tasks += threads;
             let running = threads.min(nv);
             let units_per_s = |work_us: f64| running * 1e6 / work_us;
+            // Closed-loop clients send no faster than the server replies: at
+            // most one request per service time on each client's worker.
+            let arrivals_per_s = match w.clients {
+                Some(clients) => running.min(clients as f64) * 1e6 / w.work_us,
+                None => w.rate_per_s,
+            };
             per_second += match w.kind {
                 WorkloadKind::Hog | WorkloadKind::Filler => units_per_s(w.work_us),
                 WorkloadKind::Bursty => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
@@ -119,7 +125,7 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                 }
                 WorkloadKind::Pipeline => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
                 WorkloadKind::DiskRead => units_per_s(w.work_us + w.device_us) * DISK_READ_EVENTS,
-                WorkloadKind::Server => w.rate_per_s * SERVER_EVENTS_PER_REQUEST,
+                WorkloadKind::Server => arrivals_per_s * SERVER_EVENTS_PER_REQUEST,
                 WorkloadKind::Ping => w.rate_per_s * PING_EVENTS_PER_REQUEST,
                 WorkloadKind::LatencyProbe => running / PROBE_LOOP_S,
             };
@@ -130,7 +136,7 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                 per_second += running * PLE_SPINNING_SHARE * h.kvm.tsc_mhz as f64 * 1e6 / h.kvm.ple_window.max(1) as f64;
             }
             if matches!(w.kind, WorkloadKind::Server | WorkloadKind::Ping) {
-                requests_per_second += w.rate_per_s;
+                requests_per_second += arrivals_per_s;
             } else if !matches!(w.kind, WorkloadKind::Hog | WorkloadKind::Filler) {
                 requests_per_second += units_per_s(w.work_us);
             }

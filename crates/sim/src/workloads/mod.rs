@@ -102,6 +102,10 @@ pub struct Cx<'a> {
     pub now: u64,
     pub rng: &'a mut Rng,
     pub metrics: &'a mut WorkloadMetrics,
+    /// Closed-loop arrivals: times at which a client's next request reaches
+    /// the machine, pushed by the program (at the start, and when a reply
+    /// goes out); the engine turns each into one device interrupt.
+    pub client_requests: &'a mut Vec<u64>,
 }
 
 /// What an interrupt delivered to this workload does in the guest kernel.
@@ -117,7 +121,9 @@ pub trait Program {
     fn next_op(&mut self, thread: u32, cx: &mut Cx) -> Op;
     /// Open-loop arrivals: called at the workload start and at each arrival;
     /// returns the delay to the next arrival and the payload of the device
-    /// interrupt this arrival raises (None: no arrivals).
+    /// interrupt this arrival raises (None: no arrivals). A closed-loop
+    /// program instead pushes its clients' first requests to
+    /// `cx.client_requests` here and returns None.
     fn arrival(&mut self, _cx: &mut Cx) -> Option<(u64, u64)> {
         None
     }

@@ -7,6 +7,14 @@
 //! kernel holds at most `backlog` requests no worker has taken; an arrival
 //! that finds it full is dropped (counted, never served), so an overloaded
 //! server's memory stays bounded.
+//!
+//! Closed loop (`clients = N`): instead of a Poisson stream, N clients each
+//! keep one request outstanding, as wrk (one request in flight on each of its
+//! `-c N` connections) and ApacheBench (`-c N` concurrent requests) do. All N
+//! send at the start; a reply sends its client's next request after an
+//! exponentially distributed think time of mean `think_us` (0: at once). The
+//! offered load then follows the server's speed, and at most N requests are
+//! ever in the machine.
 
 use std::collections::VecDeque;
 
@@ -23,6 +31,9 @@ pub struct Server {
     /// Per worker: the request it serves (arrival, start).
     serving: Vec<Option<(u64, u64)>>,
     waiting: Vec<bool>,
+    /// Closed loop: the number of clients and their mean think time.
+    clients: Option<u32>,
+    think_mean_ns: u64,
 }
 
 impl Server {
@@ -36,7 +47,15 @@ impl Server {
             backlog: w.backlog as usize,
             serving: vec![None; w.threads as usize],
             waiting: vec![false; w.threads as usize],
+            clients: w.clients,
+            think_mean_ns: us(w.think_us.unwrap_or(0.0)),
         }
+    }
+
+    /// A closed-loop client got its reply: its next request, after thinking.
+    fn send_next_request(&self, cx: &mut Cx) {
+        let think = if self.think_mean_ns == 0 { 0 } else { exp_ns(self.think_mean_ns as f64, cx.rng) };
+        cx.client_requests.push(cx.now + think);
     }
 }
 
@@ -45,6 +64,9 @@ impl Program for Server {
         let t = thread as usize;
         if let Some((arrival, start)) = self.serving[t].take() {
             cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: arrival, start_ns: Some(start), end_ns: cx.now });
+            if self.clients.is_some() {
+                self.send_next_request(cx);
+            }
         }
         if std::mem::take(&mut self.waiting[t]) {
             let arrival = self.queue.pop_front().expect("semaphore counts queued requests");
@@ -55,6 +77,10 @@ impl Program for Server {
         Op::SemDown(self.queue_sem)
     }
     fn arrival(&mut self, cx: &mut Cx) -> Option<(u64, u64)> {
+        if let Some(clients) = self.clients {
+            cx.client_requests.extend(std::iter::repeat_n(cx.now, clients as usize));
+            return None;
+        }
         Some((exp_ns(self.mean_gap_ns, cx.rng), cx.now))
     }
     fn on_irq(&mut self, arrival: u64, cx: &mut Cx) -> IrqAction {

@@ -169,6 +169,7 @@ impl World {
                     irq_vcpu: vms[vi].first_vcpu + built.irq_vcpu,
                     start_ns: ms(w.start_ms),
                     stop_ns: w.stop_ms.map(ms),
+                    client_requests: Vec::new(),
                     placement: super::cache::PlacementCost::new(&scenario.host.cache, w),
                 });
             }
@@ -202,6 +203,7 @@ impl World {
                 irq_vcpu: vm.first_vcpu,
                 start_ns: 0,
                 stop_ns: None,
+                client_requests: Vec::new(),
                 // The guest policy's own threads (probers) are not charged.
                 placement: Default::default(),
             });

@@ -39,7 +39,11 @@ impl World {
                     let w = self.tasks[t as usize].workload;
                     let thread = self.tasks[t as usize].thread;
                     let (program, mut cx) = self.cx_for(w);
-                    KStep::Op(program.next_op(thread, &mut cx))
+                    let op = program.next_op(thread, &mut cx);
+                    if !self.workloads[w as usize].client_requests.is_empty() {
+                        self.schedule_client_requests(w);
+                    }
+                    KStep::Op(op)
                 }
             };
             if !self.step(t, v, step) {

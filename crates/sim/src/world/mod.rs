@@ -252,8 +252,10 @@ pub struct WorkloadState {
     pub tasks: Vec<TaskId>,
     pub irq_vcpu: VcpuId,
     pub start_ns: u64,
-    /// Open-loop arrivals end here.
+    /// Open-loop arrivals end here, and so do closed-loop requests.
     pub stop_ns: Option<u64>,
+    /// Closed-loop requests the program has just sent, not yet scheduled.
+    pub client_requests: Vec<u64>,
     /// What its threads pay for where they run (cache refill, SMT).
     pub placement: cache::PlacementCost,
 }
@@ -543,7 +545,8 @@ impl World {
     /// have none: they take no arrivals and no device interrupts).
     fn cx_for(&mut self, w: u32) -> (&mut Box<dyn Program>, Cx<'_>) {
         let wl = &mut self.workloads[w as usize];
-        (wl.program.as_mut().expect("a scenario workload"), Cx { now: self.now, rng: &mut wl.rng, metrics: &mut wl.metrics })
+        let cx = Cx { now: self.now, rng: &mut wl.rng, metrics: &mut wl.metrics, client_requests: &mut wl.client_requests };
+        (wl.program.as_mut().expect("a scenario workload"), cx)
     }
 
     /// Runs until the end of simulated time; `progress` is called about every
@@ -648,6 +651,7 @@ impl World {
                 self.raise_now(v, irq::Kind::Timer, irq::What::Wake(t));
             }
             Event::Arrival(w) => self.arrival(w),
+            Event::ClientRequest(w) => self.client_request(w),
             Event::WorkloadStart(w) => self.start_workload(w),
             Event::CapacityChange(i) => {
                 let c = self.scenario.host.capacity_changes[i as usize].clone();
@@ -695,6 +699,27 @@ impl World {
             self.raise_now(v, irq::Kind::Device, irq::What::Workload(w, payload));
             self.schedule(self.now + delay, Event::Arrival(w));
         }
+        self.schedule_client_requests(w);
+    }
+
+    /// Schedules the closed-loop requests the workload's program sent.
+    pub(super) fn schedule_client_requests(&mut self, w: u32) {
+        let mut sent = std::mem::take(&mut self.workloads[w as usize].client_requests);
+        for &at in &sent {
+            self.schedule(at, Event::ClientRequest(w));
+        }
+        // Hand the buffer back so that it is not reallocated per reply.
+        sent.clear();
+        self.workloads[w as usize].client_requests = sent;
+    }
+
+    /// A closed-loop client's request reaches the NIC (none after `stop_ms`).
+    fn client_request(&mut self, w: u32) {
+        if self.workloads[w as usize].stop_ns.is_some_and(|stop| self.now >= stop) {
+            return;
+        }
+        let v = self.workloads[w as usize].irq_vcpu;
+        self.raise_now(v, irq::Kind::Device, irq::What::Workload(w, self.now));
     }
 
     fn start_workload(&mut self, w: u32) {
