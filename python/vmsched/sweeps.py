@@ -275,7 +275,14 @@ def results_frame(runs: list[PlannedRun], store: Store) -> pl.DataFrame:
                         "point": pl.String, "status": pl.String, "error": pl.String}
     if not rows:
         return pl.DataFrame(schema=schema_overrides)
-    return pl.from_dicts(rows, infer_schema_length=None, schema_overrides=schema_overrides)
+    # Columns in order of first appearance over the runs taken by their labels, not by key:
+    # runs differ in which metrics they have (a histogram's CDF has as many points as it
+    # has distinct values), and keys change with anything hashed into them (kept tables,
+    # the engine), so the same runs must give the same columns in the same order.
+    columns: dict[str, None] = {}
+    for row in sorted(rows, key=lambda r: (r["scenario"], r["variant"], r["seed"], r["point"])):
+        columns.update(dict.fromkeys(row))
+    return pl.from_dicts(rows, infer_schema_length=None, schema_overrides=schema_overrides).select(list(columns))
 
 
 class _WorkerDied(Exception):
