@@ -208,8 +208,37 @@ def test_kernel_reruns_both_levels_and_labels_rows(cli, tmp_path):
     rows = json.loads(result.stdout)
     assert rows and {row["kernel"] for row in rows} == {"linux-6.12"}
     assert {row["scenario"] for row in rows} == PHENOMENA
+    # Beside each claim: the same claim on linux-6.5, as a rerun on 6.5 alone gives it (its
+    # runs are already in the store), and a verdict wherever the claim has a direction.
+    assert {row["versus_kernel"] for row in rows} == {"linux-6.5"}
+    alone = cli("reproduce", "phenomena", "--quick", "--json", "--kernel", "linux-6.5", "--out", tmp_path)
+    on_65 = {(row["scenario"], row["name"]): row for row in json.loads(alone.stdout)}
+    assert all("versus_kernel" not in row for row in on_65.values())
+    for row in rows:
+        other = on_65[row["scenario"], row["name"]]
+        assert (row["versus_mean"], row["versus_direction_ok"]) == (other["sim_mean"], other["direction_ok"])
+        expected = registry.kernel_verdict(row["direction_ok"], other["direction_ok"], row["effect"], other["effect"])
+        assert row["verdict"] == expected and (row["verdict"] is None) == (row["direction"] is None)
     result = cli("reproduce", "phenomena", "--quick", "--kernel", "linux-9", "--out", tmp_path / "bad")
     assert result.exit_code == 2 and "linux-9" in result.stderr
+    result = cli("reproduce", "phenomena", "--quick", "--versus-kernel", "linux-6.6", "--out", tmp_path / "bad")
+    assert result.exit_code == 2 and "--kernel" in result.stderr
+
+
+def test_kernel_verdicts():
+    """Effects are a claim's mean over its reference's; `holds` within a factor 2 of the
+    other kernel's effect in log terms."""
+    verdict = registry.kernel_verdict
+    assert verdict(True, True, 0.5, 0.5) == "holds"
+    assert verdict(True, True, 0.6, 0.5) == "holds"          # log 0.6 / log 0.5 = 0.74
+    assert verdict(True, True, 0.9, 0.5) == "weakens"        # 0.15
+    assert verdict(True, True, 0.2, 0.5) == "strengthens"    # 2.32
+    assert verdict(True, True, 5.0, 2.0) == "strengthens"    # an effect above 1 is sized alike
+    assert verdict(False, True, 1.1, 0.5) == "reverses"
+    assert verdict(True, False, 0.5, 1.1) == "appears"
+    assert verdict(False, False, 1.1, 1.2) == "absent on both"
+    assert verdict(True, True, None, 0.5) == "holds"         # a non-positive mean has no log size
+    assert verdict(None, True, 0.5, 0.5) is None
 
 
 PEAK_SCENARIO = """name = "mini-peak"

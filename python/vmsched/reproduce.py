@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -190,10 +191,11 @@ def claim_rows(experiment: Experiment, summaries: dict) -> list[dict]:
         reported, own, reference = _claim_values(experiment, index, claim, summaries)
         mean, ci95, seeds = mean_ci95(reported)
         direction = claim.get("direction")
-        direction_ok = None
+        direction_ok = effect = None
         if direction and own and reference:
             own_mean, reference_mean = sum(own) / len(own), sum(reference) / len(reference)
             direction_ok = own_mean > reference_mean if direction == "higher" else own_mean < reference_mean
+            effect = own_mean / reference_mean if own_mean > 0 and reference_mean > 0 else None
         versus = claim.get("versus")
         paper_value = claim.get("paper_value")
         rows.append({
@@ -205,8 +207,50 @@ def claim_rows(experiment: Experiment, summaries: dict) -> list[dict]:
                                                    "metric": versus.get("metric") or claim["metric"]},
             "ratio": claim["ratio"], "seeds": seeds,
             "sim_over_paper": mean / paper_value if mean is not None and paper_value else None,
+            "effect": effect,
         })
     return rows
+
+
+# The kernel a `--kernel` rerun is compared with unless told otherwise: Linux 6.5, the last
+# release whose fair class is CFS, with today's paravirtual features (docs/eevdf.md).
+VERSUS_KERNEL = "linux-6.5"
+VERDICTS = ("holds", "weakens", "strengthens", "reverses", "appears", "absent on both")
+
+
+def kernel_verdict(direction_ok: bool | None, versus_ok: bool | None,
+                   effect: float | None, versus_effect: float | None) -> str | None:
+    """How a directional claim fares on one kernel against another: `reverses` when the
+    effect had the claim's direction on the other kernel and has not on this one,
+    `appears` the converse, `absent on both`; where it holds on both, the size of the
+    effect (the claim's mean over its reference's, in log terms) decides: `weakens` below
+    half the other kernel's, `strengthens` above twice, else `holds`."""
+    if direction_ok is None or versus_ok is None:
+        return None
+    if not versus_ok:
+        return "appears" if direction_ok else "absent on both"
+    if not direction_ok:
+        return "reverses"
+    if not effect or not versus_effect:
+        return "holds"
+    size = abs(math.log(effect)) / abs(math.log(versus_effect))
+    return "weakens" if size < 0.5 else "strengthens" if size > 2 else "holds"
+
+
+def compare_kernels(rows: list[dict], versus_rows: list[dict], kernel: str, versus_kernel: str) -> list[dict]:
+    """`rows` (on `kernel`) with the same claims' results on `versus_kernel` beside them and
+    the verdict of each directional claim."""
+    versus = {(row["scenario"], row["name"]): row for row in versus_rows}
+    compared = []
+    for row in rows:
+        other = versus[row["scenario"], row["name"]]
+        compared.append(row | {
+            "kernel": kernel, "versus_kernel": versus_kernel, "versus_mean": other["sim_mean"],
+            "versus_ci95": other["sim_ci95"], "versus_direction_ok": other["direction_ok"],
+            "versus_effect": other["effect"],
+            "verdict": kernel_verdict(row["direction_ok"], other["direction_ok"], row["effect"], other["effect"]),
+        })
+    return compared
 
 
 @dataclass
@@ -246,28 +290,42 @@ def plan_experiments(experiments: Iterable[Experiment], seeds: list[int], durati
 
 def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = None,
               backend: str = "local", workers: int | None = None, address: str | None = None,
-              progress: ProgressCallback | None = None, kernel: str | None = None) -> Reproduction:
+              progress: ProgressCallback | None = None, kernel: str | None = None,
+              versus_kernel: str | None = None) -> Reproduction:
     """With `kernel`, every experiment reruns with that kernel profile at both levels (see
-    `kernel_overrides`) and each row says so in `kernel`."""
+    `kernel_overrides`) and each row says so in `kernel`; the same runs on `versus_kernel`
+    (default VERSUS_KERNEL; none when it is `kernel` itself) go beside them, with a verdict
+    per directional claim (`kernel_verdict`)."""
     experiments = select(registry(), paper)
     if not experiments:
         raise UserError(f"{paper}: no registered experiments yet (built-in scenarios with a [paper] table)")
+    if versus_kernel and not kernel:
+        raise UserError("--versus-kernel: compares with a --kernel rerun; give --kernel too")
+    versus_kernel = (versus_kernel or VERSUS_KERNEL) if kernel else None
+    if versus_kernel == kernel:
+        versus_kernel = None
     default_out = "runs/reproduce" + (f"-{kernel}" if kernel else "") + ("-quick" if quick else "")
     out = Path(out or default_out)
-    planned = plan_experiments(experiments, QUICK_SEEDS if quick else FULL_SEEDS,
-                               QUICK_DURATION if quick else None, kernel)
-    store = execute_runs([run for runs in planned.values() for run in runs], out, backend, workers,
-                         address, progress)
+    seeds, duration = (QUICK_SEEDS, QUICK_DURATION) if quick else (FULL_SEEDS, None)
+    planned = plan_experiments(experiments, seeds, duration, kernel)
+    versus_planned = plan_experiments(experiments, seeds, duration, versus_kernel) if versus_kernel else {}
+    every_run = [run for plans in (planned, versus_planned) for runs in plans.values() for run in runs]
+    store = execute_runs(every_run, out, backend, workers, address, progress)
     rows = []
     for experiment in experiments:
         rows += claim_rows(experiment, _summaries(experiment, planned[experiment.name], store))
-    if kernel:
+    if versus_kernel:
+        versus_rows = [row for experiment in experiments
+                       for row in claim_rows(experiment, _summaries(experiment, versus_planned[experiment.name], store))]
+        rows = compare_kernels(rows, versus_rows, kernel, versus_kernel)
+    elif kernel:
         rows = [row | {"kernel": kernel} for row in rows]
     failures = []
-    for run in (run for runs in planned.values() for run in runs):
+    for run in every_run:
         record = store.load(run.task.key)
         if record["status"] != "ok":
-            failures.append(f"{run.scenario} {run.variant or '(as written)'} seed {run.seed}: {record['error']}")
+            kernels = "".join(f" {key}={value}" for key, value in run.point if key == "host.kernel" or key.endswith("guest.kernel"))[:80]
+            failures.append(f"{run.scenario} {run.variant or '(as written)'}{kernels} seed {run.seed}: {record['error']}")
     result = Reproduction(rows, experiments, out, quick, failures)
     write_atomic(out / "reproduce.json", json.dumps(rows, indent=1) + "\n")
     write_atomic(out / "reproduce.html", reproduce_html(result))
@@ -302,6 +360,10 @@ def format_number(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+def format_mean(mean: float | None, ci95: float | None) -> str:
+    return format_number(mean) + (f" ± {format_number(ci95)}" if ci95 is not None else "")
+
+
 def direction_mark(row: dict) -> str:
     if row["direction_ok"] is None:
         return "–"
@@ -315,18 +377,22 @@ def rich_tables(rows: list[dict]) -> list:
     for (paper, figure), group in _groups(rows, ("paper", "figure")).items():
         table = Table(title=f"{paper} {figure}: paper vs simulation (mean ± 95% CI over seeds)",
                       title_justify="left")
-        for column, justify in (("claim", "left"), ("unit", "left"), ("paper", "right"), ("sim", "right"),
-                                ("sim/paper", "right"), ("direction", "left")):
+        versus = group[0].get("versus_kernel")
+        columns = [("claim", "left"), ("unit", "left"), ("paper", "right"), ("sim", "right"),
+                   ("sim/paper", "right"), ("direction", "left")]
+        if versus:
+            columns += [(f"on {versus}", "right"), (f"{group[0]['kernel']} vs {versus}", "left")]
+        for column, justify in columns:
             table.add_column(column, justify=justify)
         for row in group:
-            sim = format_number(row["sim_mean"])
-            if row["sim_ci95"] is not None:
-                sim += f" ± {format_number(row['sim_ci95'])}"
             mark = direction_mark(row)
             styled = {"agrees": "[green]agrees[/]", "DISAGREES": "[red]DISAGREES[/]"}.get(mark, mark)
-            table.add_row(row["name"], row["unit"], format_number(row["paper_value"]), sim,
-                          format_number(row["sim_over_paper"]),
-                          f"{row['direction']} {styled}" if row["direction"] else styled)
+            cells = [row["name"], row["unit"], format_number(row["paper_value"]),
+                     format_mean(row["sim_mean"], row["sim_ci95"]), format_number(row["sim_over_paper"]),
+                     f"{row['direction']} {styled}" if row["direction"] else styled]
+            if versus:
+                cells += [format_mean(row["versus_mean"], row["versus_ci95"]), row["verdict"] or "–"]
+            table.add_row(*cells)
         tables.append(table)
     return tables
 
@@ -368,6 +434,16 @@ def reproduce_html(result: Reproduction) -> str:
                    row["unit"], format_number(row["paper_value"]), format_number(row["sim_mean"]),
                    format_number(row["sim_ci95"]), format_number(row["sim_over_paper"]),
                    row["direction"] or "", direction_mark(row)] for row in result.rows]
+    kernels = ""
+    if result.rows and result.rows[0].get("versus_kernel"):
+        kernel, versus = result.rows[0]["kernel"], result.rows[0]["versus_kernel"]
+        headers += [f"mean on {versus}", "95% CI ±", f"{kernel} vs {versus}"]
+        for cells, row in zip(table_rows, result.rows):
+            cells += [format_number(row["versus_mean"]), format_number(row["versus_ci95"]), row["verdict"] or "–"]
+        kernels = (f"<p>Every experiment ran on {html.escape(kernel)} at both levels (a Xen host stays Xen), "
+                   f"and again on {html.escape(versus)}; the last column says how each directional claim "
+                   f"fares on {html.escape(kernel)}: holds, weakens or strengthens (its effect below half or "
+                   f"above twice the other kernel's, in log terms), reverses, appears, or absent on both.</p>")
     notes = "".join(f"<li><b>{html.escape(e.name)}</b> ({html.escape(e.paper['paper'])} "
                     f"{html.escape(e.paper['figure'])}): {html.escape(e.paper['note'])}</li>"
                     for e in result.experiments)
@@ -379,7 +455,7 @@ def reproduce_html(result: Reproduction) -> str:
 <style>{_STYLE}</style></head><body>
 <h1>{title}</h1>
 <p>Published values beside the simulation: mean over seeds {", ".join(map(str, seeds))} with the 95%
-confidence interval, {html.escape(mode)}.</p>
+confidence interval, {html.escape(mode)}.</p>{kernels}
 <h2>Charts</h2>{charts_html}
 <h2>Claims</h2>{_table(headers, table_rows, numeric_from=6)}
 <h2>Experiments</h2><ul>{notes}</ul>

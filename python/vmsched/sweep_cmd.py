@@ -93,7 +93,10 @@ def reproduce(
     address: AddressOption = None,
     kernel: Annotated[Optional[str], typer.Option(
         help="Rerun every experiment on this kernel profile (`vmsched kernels`) at both levels, "
-             "e.g. linux-6.12; a Xen host stays Xen. Each row gets `kernel`.")] = None,
+             "e.g. linux-6.12; a Xen host stays Xen. Each row gets `kernel`, the same claim on "
+             "--versus-kernel beside it and a verdict.")] = None,
+    versus_kernel: Annotated[Optional[str], typer.Option(
+        help="With --kernel: the kernel profile to compare with (default linux-6.5, the last CFS release).")] = None,
 ) -> None:
     """Run the registered experiments of a paper (built-in scenarios with a paper table) and
     print the paper's values beside the simulation's, with an HTML page."""
@@ -106,7 +109,7 @@ def reproduce(
             frame = _guarded(lambda: registry.matrix(quick, out, backend, workers, address, progress=bar))
         else:
             result = _guarded(lambda: registry.reproduce(paper, quick, out, backend, workers, address, progress=bar,
-                                                         kernel=kernel))
+                                                         kernel=kernel, versus_kernel=versus_kernel))
     finally:
         bar.close()
     if matrix:
