@@ -85,6 +85,7 @@ pub struct CoalesceReport {
     pub grown: usize,
     pub absorbed: usize,
     pub traded: usize,
+    pub exchanged: usize,
     pub kept_short: usize,
 }
 
@@ -222,6 +223,7 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, PlanError> {
             grown: stats.grown,
             absorbed: stats.absorbed,
             traded: stats.traded,
+            exchanged: stats.exchanged,
             kept_short: stats.kept_short,
         },
         allocations: table.allocation_count(),
