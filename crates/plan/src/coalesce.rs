@@ -5,8 +5,8 @@
 //! service and blackout goals without it; or it slides past its neighbours to
 //! join its own vCPU's next allocation; or it is handed over and its vCPU gets
 //! the same time back next to another of its allocations (an exchange). Anything
-//! else is left as it is and counted, since a correct but hard-to-enforce
-//! allocation beats a broken one.
+//! else is left as it is and counted, and the planner refuses the input rather
+//! than hand out an allocation no dispatcher can honour (see `planner`).
 
 use crate::edf::{merge_touching, Slot};
 use crate::periods::HYPERPERIOD_NS;
