@@ -2,8 +2,11 @@
 //! threshold are coalesced, but only where no guarantee breaks. A short allocation
 //! first grows into idle time next to it (its vCPU only gains); failing that, it
 //! is handed to an adjacent allocation of another vCPU when its own vCPU keeps its
-//! service and blackout goals without it. Anything else is left as it is and
-//! counted, since a correct but hard-to-enforce allocation beats a broken one.
+//! service and blackout goals without it; or it slides past its neighbours to
+//! join its own vCPU's next allocation; or it is handed over and its vCPU gets
+//! the same time back next to another of its allocations (an exchange). Anything
+//! else is left as it is and counted, and the planner refuses the input rather
+//! than hand out an allocation no dispatcher can honour (see `planner`).
 
 use crate::edf::{merge_touching, Slot};
 use crate::periods::HYPERPERIOD_NS;
@@ -24,6 +27,9 @@ pub struct CoalesceStats {
     /// Short allocations that slid past their neighbours to join another
     /// allocation of their own vCPU.
     pub traded: usize,
+    /// Short allocations handed to a neighbour while their vCPU got the same
+    /// time back next to another of its allocations.
+    pub exchanged: usize,
     /// Short allocations left because every option broke a guarantee.
     pub kept_short: usize,
 }
@@ -59,6 +65,8 @@ pub fn coalesce(per_core: &mut [Vec<Slot>], goals: &[Goal], threshold_ns: u64) -
                 stats.absorbed += 1;
             } else if slide_to_own(&mut per_core[c], i, c, goals, &mut service) {
                 stats.traded += 1;
+            } else if exchange(per_core, c, i, threshold_ns, goals, &mut service) {
+                stats.exchanged += 1;
             } else {
                 stats.kept_short += 1;
                 i += 1;
@@ -177,6 +185,152 @@ fn slide_to_own(slots: &mut Vec<Slot>, i: usize, core: usize, goals: &[Goal], se
     false
 }
 
+/// Hands short slot `i` on core `c` to an allocation of another vCPU touching
+/// it (as [`hand_to_neighbour`] does) when its own vCPU needs that time, and
+/// gives its vCPU the same length back next to one of its other allocations, on
+/// any core: taken from idle time, or else from the end of a touching
+/// allocation of another vCPU that stays at least `threshold` long. This is the
+/// paper's "coalesce into a neighbouring allocation" (Sec. 5, "Post-processing")
+/// where the sliver is bounded by allocations that cannot move, such as a split
+/// vCPU's zero-laxity pieces, which run at fixed times on both of their cores
+/// (C=D, Sec. 5 "Semi-partitioning"). Every vCPU whose time changes must be
+/// free where it gains time and keep its service and blackout goals, so no
+/// guarantee is weakened; no allocation becomes shorter than `threshold`.
+fn exchange(
+    per_core: &mut [Vec<Slot>],
+    c: usize,
+    i: usize,
+    threshold: u64,
+    goals: &[Goal],
+    service: &mut [Vec<(u64, u64, usize)>],
+) -> bool {
+    let sliver = per_core[c][i];
+    let length = sliver.end - sliver.start;
+    let a = sliver.vcpu;
+    let is_sliver = |e: &(u64, u64, usize)| e.0 == sliver.start && e.2 == c;
+    let own: Vec<(u64, u64, usize)> = service[a].iter().copied().filter(|e| !is_sliver(e)).collect();
+    // Own allocations nearest the sliver first (cyclic distance), same core first.
+    let mut candidates = own.clone();
+    let distance = |e: &(u64, u64, usize)| {
+        let d = e.0.abs_diff(sliver.start);
+        (e.2 != c, d.min(HYPERPERIOD_NS - d))
+    };
+    candidates.sort_by_key(distance);
+    // Who takes the sliver's time: the allocation before it or the one after it
+    // (growing over any idle time in between too), if that vCPU is free there;
+    // failing both, nobody (the time becomes idle).
+    let slots = &per_core[c];
+    let mut takers: Vec<Option<(usize, (u64, u64))>> = Vec::new();
+    if i > 0 {
+        takers.push(Some((i - 1, (slots[i - 1].start, sliver.end))));
+    }
+    if i + 1 < slots.len() {
+        takers.push(Some((i + 1, (sliver.start, slots[i + 1].end))));
+    }
+    takers.retain(|t| {
+        let (n, (s, e)) = t.unwrap();
+        slots[n].vcpu != a && !busy_elsewhere(&service[slots[n].vcpu], c, s, e)
+    });
+    takers.push(None);
+    for taker in takers {
+        // Core c once the sliver is handed over.
+        let mut handed = per_core[c].clone();
+        if let Some((n, (s, e))) = taker {
+            handed[n].start = s;
+            handed[n].end = e;
+        }
+        handed.remove(i);
+        let taken = taker.map(|(n, span)| (per_core[c][n], span));
+        // Idle give-backs first (nobody loses time), then ones taken from another vCPU.
+        for from_idle in [true, false] {
+            for &(xs, xe, k) in &candidates {
+                let list: &Vec<Slot> = if k == c { &handed } else { &per_core[k] };
+                let x = list.iter().position(|s| s.vcpu == a && s.start == xs).unwrap();
+                for forward in [true, false] {
+                    let (gain_start, gain_end) = if forward {
+                        if xe + length > HYPERPERIOD_NS {
+                            continue;
+                        }
+                        (xe, xe + length)
+                    } else {
+                        if xs < length {
+                            continue;
+                        }
+                        (xs - length, xs)
+                    };
+                    // The slot next to X on the side it grows to, if any.
+                    let beside = if forward { list.get(x + 1) } else { x.checked_sub(1).map(|y| &list[y]) };
+                    let (free, donor) = match beside {
+                        None => (true, None),
+                        Some(y) if (forward && y.start >= gain_end) || (!forward && y.end <= gain_start) => (true, None),
+                        Some(y) if (forward && y.start == xe) || (!forward && y.end == xs) => {
+                            (false, Some((if forward { x + 1 } else { x - 1 }, *y)))
+                        }
+                        _ => continue,
+                    };
+                    if free != from_idle {
+                        continue;
+                    }
+                    if let Some((_, y)) = donor {
+                        if y.vcpu == a || y.end - y.start < threshold + length {
+                            continue;
+                        }
+                    }
+                    if own.iter().any(|&(s, e, core)| core != k && s < gain_end && gain_start < e) {
+                        continue;
+                    }
+                    // Intervals of every vCPU whose time changes, after the exchange.
+                    let grown = (xs.min(gain_start), xe.max(gain_end));
+                    let shrunk = donor.map(|(_, y)| {
+                        let new = if forward { Slot { start: y.start + length, ..y } } else { Slot { end: y.end - length, ..y } };
+                        (y, new)
+                    });
+                    // Where an interval of vCPU v lies after the exchange: slot n
+                    // covers the sliver, then the donor (possibly slot n itself)
+                    // gives up its end next to X, and X grows.
+                    let moved = |v: usize, (s, e, core): (u64, u64, usize)| -> (u64, u64, usize) {
+                        let (s, e) = match taken {
+                            Some((old, span)) if old.vcpu == v && core == c && s == old.start => span,
+                            _ => (s, e),
+                        };
+                        match shrunk {
+                            Some((y, new)) if y.vcpu == v && core == k && s == y.start => (new.start, new.end, core),
+                            _ if v == a && core == k && s == xs => (grown.0, grown.1, core),
+                            _ => (s, e, core),
+                        }
+                    };
+                    let mut changed = vec![a];
+                    changed.extend(taken.map(|(old, _)| old.vcpu));
+                    changed.extend(shrunk.map(|(y, _)| y.vcpu));
+                    changed.sort_unstable();
+                    changed.dedup();
+                    let after = |v: usize| -> Vec<(u64, u64, usize)> {
+                        let before = if v == a { &own } else { &service[v] };
+                        before.iter().map(|&e| moved(v, e)).collect()
+                    };
+                    if !changed.iter().all(|&v| meets_goal(after(v).into_iter().map(|(s, e, _)| (s, e)).collect(), goals[v])) {
+                        continue;
+                    }
+                    let updated: Vec<(usize, Vec<(u64, u64, usize)>)> = changed.iter().map(|&v| (v, after(v))).collect();
+                    for (v, intervals) in updated {
+                        service[v] = intervals;
+                    }
+                    per_core[c] = handed;
+                    let list = &mut per_core[k];
+                    let x = list.iter().position(|s| s.vcpu == a && s.start == xs).unwrap();
+                    list[x].start = grown.0;
+                    list[x].end = grown.1;
+                    if let Some((y_index, _)) = donor {
+                        list[y_index] = shrunk.unwrap().1;
+                    }
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
 fn meets_goal(mut intervals: Vec<(u64, u64)>, goal: Goal) -> bool {
     let total: u64 = intervals.iter().map(|(s, e)| e - s).sum();
     if total < goal.service_ns || intervals.is_empty() {
@@ -280,10 +434,56 @@ mod tests {
             ]
         );
         // Not when a vCPU in between runs on another core where it would move to
-        // (as a split vCPU's pieces do: vCPU 2 runs on core 1 until 500).
+        // (as a split vCPU's pieces do: vCPU 2 runs on core 1 until 500). The
+        // sliver then goes to vCPU 1, which pays vCPU 0 back where their
+        // allocations meet at 5000.
         let mut cores = vec![slots.clone(), vec![Slot { start: 0, end: 400, vcpu: 3 }, Slot { start: 400, end: 500, vcpu: 2 }]];
         let goals = [goals[0], goals[1], Goal { service_ns: 600, latency_ns: h }, Goal { service_ns: 400, latency_ns: h }];
-        assert_eq!(coalesce(&mut cores, &goals, 50), CoalesceStats { kept_short: 1, ..Default::default() });
-        assert_eq!(cores[0], slots);
+        assert_eq!(coalesce(&mut cores, &goals, 50), CoalesceStats { exchanged: 1, ..Default::default() });
+        assert_eq!(
+            cores[0],
+            vec![
+                Slot { start: 0, end: 500, vcpu: 1 },
+                Slot { start: 500, end: 1000, vcpu: 2 },
+                Slot { start: 1000, end: 5010, vcpu: 0 },
+                Slot { start: 5010, end: h, vcpu: 1 },
+            ]
+        );
+    }
+
+    /// The shape the split inputs in `tests/planner.rs` left: a sliver of vCPU 0
+    /// right after a piece of vCPU 2, which runs on core 1 from that moment on,
+    /// so neither can vCPU 2 take the sliver nor can its piece slide; vCPU 0
+    /// needs all of its time, and so does vCPU 1 after it. vCPU 1 takes the
+    /// sliver and vCPU 0 gets the same 10 ns back after its last allocation:
+    /// from idle time when there is some, else from vCPU 1's allocation there,
+    /// which then keeps vCPU 1's total (vCPU 2, next to vCPU 0's first
+    /// allocation, has no time to spare).
+    #[test]
+    fn a_sliver_next_to_a_fixed_piece_is_exchanged_for_time_elsewhere() {
+        let h = HYPERPERIOD_NS;
+        let slot = |start, end, vcpu| Slot { start, end, vcpu };
+        let goal = |service_ns| Goal { service_ns, latency_ns: h };
+        let elsewhere = vec![slot(1500, 2000, 2)];
+
+        let core0 = vec![slot(0, 1000, 0), slot(1000, 1500, 2), slot(1500, 1510, 0), slot(1510, 3000, 1), slot(5000, 6000, 0)];
+        let goals = [goal(2010), goal(1490), goal(1000)];
+        let mut cores = vec![core0, elsewhere.clone()];
+        assert_eq!(coalesce(&mut cores, &goals, 50), CoalesceStats { exchanged: 1, ..Default::default() });
+        assert_eq!(cores[0], vec![slot(0, 1000, 0), slot(1000, 1500, 2), slot(1500, 3000, 1), slot(5000, 6010, 0)]);
+
+        // No idle time, and vCPU 3 (on core 1 until 5000) keeps the sliver from
+        // sliding forward to vCPU 0's next allocation.
+        let core0 = vec![
+            slot(0, 1000, 0), slot(1000, 1500, 2), slot(1500, 1510, 0), slot(1510, 5000, 1), slot(5000, 5500, 3),
+            slot(5500, 6000, 0), slot(6000, h, 1),
+        ];
+        let goals = [goal(1510), goal(3490 + h - 6000), goal(1000), goal(1500)];
+        let mut cores = vec![core0, vec![slot(1500, 2000, 2), slot(4000, 5000, 3)]];
+        assert_eq!(coalesce(&mut cores, &goals, 50), CoalesceStats { exchanged: 1, ..Default::default() });
+        assert_eq!(
+            cores[0],
+            vec![slot(0, 1000, 0), slot(1000, 1500, 2), slot(1500, 5000, 1), slot(5000, 5500, 3), slot(5500, 6010, 0), slot(6010, h, 1)]
+        );
     }
 }

@@ -85,6 +85,7 @@ pub struct CoalesceReport {
     pub grown: usize,
     pub absorbed: usize,
     pub traded: usize,
+    pub exchanged: usize,
     pub kept_short: usize,
 }
 
@@ -142,21 +143,49 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, PlanError> {
     // A budget shorter than the shortest allocation a dispatcher can enforce (the
     // coalescing threshold, Tableau Sec. 5 "Post-processing") cannot be honoured as
     // it stands: such a vCPU is given that minimum per period instead, which only
-    // adds service and shortens its blackout, while the cores still hold every
-    // budget (in vCPU order; the budgets that no longer fit stay exact and their
-    // short allocations are left to coalescing).
+    // adds service and shortens its blackout. Nothing else can make its
+    // allocations enforceable: each of them is one of its budgets (coalescing
+    // cannot give it time without a budget's worth of its own next to it), and a
+    // period long enough for U x T to reach the threshold would break its
+    // latency goal (Sec. 5, 2 x (T - C) <= L). So when the cores cannot hold the
+    // raised budgets the input is refused, as an over-committed one is, rather
+    // than planned with allocations no dispatcher can enforce. This is the limit
+    // of the periodic mapping; a table could serve such a vCPU with as little as
+    // threshold x H / (L + threshold), one threshold-long allocation per L.
     let mut tasks = tasks;
     let mut demand = demand;
     let mut budgets_raised = 0;
+    let mut first_raised: Option<(usize, u64, u64)> = None;
     for t in &mut tasks {
         let enforceable = request.min_allocation_ns.min(t.period);
         let extra = enforceable.saturating_sub(t.budget) * (HYPERPERIOD_NS / t.period);
-        if extra > 0 && demand + extra <= shared_cores as u64 * HYPERPERIOD_NS {
+        if extra > 0 {
+            first_raised.get_or_insert((t.vcpu, t.budget, t.period));
             t.budget = enforceable;
             demand += extra;
             budgets_raised += 1;
             mappings[t.vcpu] = Mapping::Periodic { period_ns: t.period, budget_ns: t.budget };
         }
+    }
+    if demand > shared_cores as u64 * HYPERPERIOD_NS {
+        let (vcpu, budget, period) = first_raised.expect("only raised budgets can over-commit here");
+        let v = &request.vcpus[vcpu];
+        return Err(PlanError::Input(InputError {
+            path: "vm".into(),
+            message: format!(
+                "{budgets_raised} {} shorter than the {:.2} us a dispatcher can enforce (first: VM \"{}\" vCPU {} gets {budget} ns \
+                 per {period} ns period at utilization {} and latency {} ms); raised to it they need {demand} ns per {HYPERPERIOD_NS} ns \
+                 table on {shared_cores} cores ({} ns too many); raise their latency_ms or utilization, lower other utilizations, \
+                 add a core, or lower planner.min_allocation_us",
+                if budgets_raised == 1 { "vCPU budget is" } else { "vCPU budgets are" },
+                request.min_allocation_ns as f64 / 1e3,
+                v.vm,
+                v.vcpu,
+                v.utilization,
+                v.latency_ns as f64 / 1e6,
+                demand - shared_cores as u64 * HYPERPERIOD_NS
+            ),
+        }));
     }
 
     let mut domains = initial_domains(request, shared_cores);
@@ -186,6 +215,33 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, PlanError> {
         .map(|v| Goal { service_ns: demand_per_table(v.utilization), latency_ns: v.latency_ns })
         .collect();
     let stats: CoalesceStats = coalesce(&mut per_core_slots, &goals, request.min_allocation_ns);
+    // Every budget is enforceable by now, and coalescing removed every short
+    // allocation the schedules left on the seeded sweeps of `tests/planner.rs`;
+    // should one remain, the input is refused rather than planned with an
+    // allocation no dispatcher can honour (Sec. 5, "Post-processing": shorter
+    // allocations "are impossible to enforce").
+    if stats.kept_short > 0 {
+        let (core, short) = per_core_slots
+            .iter()
+            .enumerate()
+            .find_map(|(c, slots)| slots.iter().find(|s| s.end - s.start < request.min_allocation_ns).map(|s| (c, *s)))
+            .expect("a short allocation was counted");
+        let v = &request.vcpus[short.vcpu];
+        return Err(PlanError::Input(InputError {
+            path: "planner.min_allocation_us".into(),
+            message: format!(
+                "no table found in which every allocation lasts at least {:.2} us: {} would be shorter (first: VM \"{}\" vCPU {} \
+                 on core {} at {} ns, {} ns); lower planner.min_allocation_us, relax latency goals, or lower utilizations",
+                request.min_allocation_ns as f64 / 1e3,
+                stats.kept_short,
+                v.vm,
+                v.vcpu,
+                request.cores[core],
+                short.start,
+                short.end - short.start
+            ),
+        }));
+    }
 
     let table = build_table(request, &mappings, &placement, &per_core_slots);
     let violations = verify(&table);
@@ -222,6 +278,7 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, PlanError> {
             grown: stats.grown,
             absorbed: stats.absorbed,
             traded: stats.traded,
+            exchanged: stats.exchanged,
             kept_short: stats.kept_short,
         },
         allocations: table.allocation_count(),

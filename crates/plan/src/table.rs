@@ -1,11 +1,13 @@
 //! The scheduling table handed to the dispatcher (Tableau, Sec. 4 and Sec. 6,
 //! "O(1) dispatch"): per-core allocation lists plus a slice table whose slice
 //! length is the shortest allocation on that core, so every slice overlaps at
-//! most two allocations and a lookup reads at most two records. A sliver that
-//! coalescing had to keep (shorter than any dispatcher can honour) does not set
-//! the slice length: slices never outnumber [`MAX_SLICES_PER_ALLOCATION`] per
-//! allocation, so the table stays proportional to the allocations, and a lookup
-//! in a slice holding a sliver reads one more record per sliver.
+//! most two allocations and a lookup reads at most two records. The planner
+//! hands out no allocation shorter than a dispatcher can honour, so its tables
+//! have at most table length / threshold slices per core. For tables built by
+//! other means, a sliver does not set the slice length either: slices never
+//! outnumber [`MAX_SLICES_PER_ALLOCATION`] per allocation, so the table stays
+//! proportional to the allocations, and a lookup in a slice holding a sliver
+//! reads one more record per sliver.
 
 use serde::{Deserialize, Serialize};
 

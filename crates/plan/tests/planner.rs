@@ -249,6 +249,28 @@ fn input_text(cores: u32, vcpus: &[(f64, f64)]) -> String {
     s
 }
 
+/// Whether a refusal is the one the planner gives when budgets below the
+/// dispatcher threshold, raised to it, over-commit the cores, checked against
+/// the input: the vCPU it names must have such a budget, U x T for a period T
+/// meeting its latency goal (2 x (T - C) <= L).
+fn refusal_is_for_tiny_budgets(e: &vmsched_plan::InputError, vcpus: &[(f64, f64)]) -> bool {
+    let threshold = 4980.0;
+    let Some(named) = e.message.split("(first: VM \"vm").nth(1) else { return false };
+    let words: Vec<&str> = named.split(|c: char| c == '"' || c == ' ').filter(|w| !w.is_empty()).collect();
+    // words: index, "vCPU", 0, "gets", budget, "ns", "per", period, ...
+    let (Some(Ok(index)), Some(Ok(budget)), Some(Ok(period))) =
+        (words.first().map(|w| w.parse::<usize>()), words.get(4).map(|w| w.parse::<f64>()), words.get(7).map(|w| w.parse::<f64>()))
+    else {
+        return false;
+    };
+    let Some(&(u, l)) = vcpus.get(index) else { return false };
+    e.path == "vm"
+        && e.message.contains("a dispatcher can enforce")
+        && budget < threshold
+        && (budget - u * period).abs() <= 1.0
+        && 2.0 * (period - budget) <= l * 1e6
+}
+
 /// Random task sets scaled to a target share of the cores (up to 99.5%: budgets
 /// are whole nanoseconds, so inputs right at 100% may be over-committed by
 /// rounding when no period gives an exact budget); U in thousandths.
@@ -267,16 +289,18 @@ proptest! {
 
     #[test]
     fn feasible_inputs_always_plan_and_verify((cores, vcpus) in feasible_input()) {
-        let plan = plan_text(&input_text(cores, &vcpus), InputKind::Toml);
-        let plan = match plan { Ok(p) => p, Err(e) => return Err(TestCaseError::fail(e.to_string())) };
+        let plan = match plan_text(&input_text(cores, &vcpus), InputKind::Toml) {
+            Ok(p) => p,
+            Err(PlanError::Input(e)) if refusal_is_for_tiny_budgets(&e, &vcpus) => return Ok(()),
+            Err(e) => return Err(TestCaseError::fail(e.to_string())),
+        };
         prop_assert!(verify(&plan.table).is_empty());
-        // Allocations too short to enforce are exactly those the report says
-        // coalescing had to keep; a core without any has a small slice table
-        // (one entry per shortest allocation).
+        // No allocation is too short to enforce, so every core has a small slice
+        // table (one entry per shortest allocation).
         let threshold = plan.report.coalesce.threshold_ns;
-        let short: usize = plan.table.cores.iter().map(|c| c.allocations.iter().filter(|a| a.end_ns - a.start_ns < threshold).count()).sum();
-        prop_assert!(short <= plan.report.coalesce.kept_short);
-        for core in plan.table.cores.iter().filter(|c| c.allocations.iter().all(|a| a.end_ns - a.start_ns >= threshold)) {
+        prop_assert_eq!(plan.report.coalesce.kept_short, 0);
+        for core in &plan.table.cores {
+            prop_assert!(core.allocations.iter().all(|a| a.end_ns - a.start_ns >= threshold), "core {}", core.core);
             prop_assert!(core.slices.len() as u64 <= H / threshold + 1);
         }
         // Lookup through the slice table agrees with a linear scan.
@@ -397,42 +421,41 @@ fn sliver_prone_input() -> impl Strategy<Value = (u32, Vec<(f64, f64)>)> {
     )
 }
 
+/// Cases of the seeded sweep below: 1,000 by default; `PROPTEST_CASES=10000`
+/// (with `--release`) runs the longer sweep.
+fn sweep_cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(1000)
+}
+
 proptest! {
     // A fixed seed: the sweep is the same on every run (a failure prints its input).
-    #![proptest_config(ProptestConfig { cases: 1000, rng_seed: proptest::test_runner::RngSeed::Fixed(2018), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: sweep_cases(), rng_seed: proptest::test_runner::RngSeed::Fixed(2018), ..ProptestConfig::default() })]
 
-    /// No allocation is shorter than the coalescing threshold except where nothing
-    /// can move: on a core that hosts a split or clustered vCPU (whose zero-laxity
-    /// pieces run at fixed times and may cut a job a few ns before its end), or of
-    /// a vCPU whose budget could not be raised to the threshold without
-    /// over-committing the cores. Before budgets were raised and EDF kept short
+    /// No allocation of an accepted input is shorter than the coalescing
+    /// threshold, on any core: budgets below it are raised (or, when the cores
+    /// cannot hold the raised budgets, the input is refused), EDF keeps short
+    /// regions non-preemptive, and coalescing removes what split vCPUs' fixed
+    /// zero-laxity pieces cut off. Before budgets were raised and EDF kept short
     /// regions non-preemptive, a fifth of these inputs kept slivers (up to 147 in
-    /// one table) on any core.
+    /// one table); before slivers were exchanged for time elsewhere and tiny
+    /// budgets were raised or refused, 7 of 10,000 still did (112 slivers).
     #[test]
-    fn short_allocations_only_where_nothing_can_move((cores, vcpus) in sliver_prone_input()) {
+    fn no_allocation_is_shorter_than_a_dispatcher_can_honour((cores, vcpus) in sliver_prone_input()) {
         let plan = match plan_text(&input_text(cores, &vcpus), InputKind::Toml) {
             Ok(p) => p,
-            Err(PlanError::Input(_)) => return Ok(()), // budgets rounded to whole ns over-commit: rejected, not planned
+            // Budgets rounded to whole ns over-commit, or raised to the threshold
+            // they do: refused, not planned.
+            Err(PlanError::Input(e)) if e.path == "vm" && (e.message.contains("whole nanoseconds") || refusal_is_for_tiny_budgets(&e, &vcpus)) => return Ok(()),
             Err(e) => return Err(TestCaseError::fail(e.to_string())),
         };
         prop_assert!(verify(&plan.table).is_empty());
         let threshold = plan.report.coalesce.threshold_ns;
-        let capacity = (cores as u64 - plan.report.dedicated as u64) * H;
-        let reserved: u64 = plan.table.vcpus.iter().filter(|v| v.placement != Placement::Dedicated)
-            .map(|v| v.budget_ns * (H / v.period_ns)).sum();
-        let fixed = |v: u32| matches!(plan.table.vcpus[v as usize].placement, Placement::Split | Placement::Clustered);
-        let mut short = 0;
         for core in &plan.table.cores {
-            let hosts_fixed = core.allocations.iter().any(|a| fixed(a.vcpu));
-            for a in core.allocations.iter().filter(|a| a.end_ns - a.start_ns < threshold) {
-                short += 1;
-                let entry = &plan.table.vcpus[a.vcpu as usize];
-                let raise_overcommits = entry.budget_ns < threshold
-                    && reserved + (threshold - entry.budget_ns) * (H / entry.period_ns) > capacity;
-                prop_assert!(hosts_fixed || raise_overcommits, "core {}: {:?} ({:?})", core.core, a, entry);
+            for a in &core.allocations {
+                prop_assert!(a.end_ns - a.start_ns >= threshold, "core {}: {:?} ({:?})", core.core, a, plan.table.vcpus[a.vcpu as usize]);
             }
         }
-        prop_assert_eq!(short, plan.report.coalesce.kept_short);
+        prop_assert_eq!(plan.report.coalesce.kept_short, 0);
         // Budgets are never below U x T; one above it was raised to the threshold.
         for v in plan.table.vcpus.iter().filter(|v| v.placement != Placement::Dedicated) {
             let exact = (v.utilization * v.period_ns as f64).floor() as u64;
@@ -482,4 +505,89 @@ fn a_sliver_cut_off_by_a_split_piece_slides_to_its_own_allocation() {
         assert!(core.allocations.iter().all(|a| a.end_ns - a.start_ns >= threshold), "core {}", core.core);
     }
     assert!(verify(&plan.table).is_empty());
+}
+
+/// No allocation shorter than the threshold, the report agrees, and the table verifies.
+fn assert_no_sliver(plan: &vmsched_plan::Plan) {
+    let threshold = plan.report.coalesce.threshold_ns;
+    assert_eq!(plan.report.coalesce.kept_short, 0, "{:?}", plan.report.coalesce);
+    for core in &plan.table.cores {
+        for a in &core.allocations {
+            assert!(a.end_ns - a.start_ns >= threshold, "core {}: {a:?} shorter than {threshold} ns", core.core);
+        }
+    }
+    assert_eq!(verify(&plan.table), vec![]);
+}
+
+/// Found by the property above (seed 2018, case 861), one of the two inputs of
+/// 3,000 that kept a sliver: on core 3, vm11's job was cut 880 ns before its
+/// end by a zero-laxity piece of vm14, split over three cores, which runs on
+/// core 4 right before the piece and on core 5 right after it; vm11 needs every
+/// ns of its budget, so neither could the sliver be given away nor could it
+/// slide past the fixed piece. It now goes to vm21's allocation after it, and
+/// vm11 gets 880 ns back next to another of its allocations.
+#[test]
+fn a_sliver_cut_by_a_piece_split_over_three_cores_is_exchanged() {
+    let vcpus = [
+        (0.482332, 76.0), (0.272329, 2.5), (0.369868, 7.0), (0.035386, 7.0), (0.102768, 30.0), (0.195445, 7.0),
+        (0.438234, 100.0), (0.334077, 60.0), (0.47626, 7.0), (0.055932, 60.0), (0.060616, 1.0), (0.361732, 7.0),
+        (0.201715, 27.0), (0.445263, 76.0), (0.216625, 1.0), (0.367886, 1.0), (0.583947, 60.0), (0.124377, 1.0),
+        (0.469572, 27.0), (0.48544, 60.0), (0.478139, 27.0), (0.078793, 27.0), (0.313019, 1.0),
+    ];
+    let plan = plan_text(&input_text(7, &vcpus), InputKind::Toml).unwrap();
+    assert!(plan.table.vcpus[14].placement == Placement::Split && plan.table.vcpus[14].cores.len() == 3);
+    assert!(plan.report.coalesce.exchanged >= 1, "{:?}", plan.report.coalesce);
+    assert_no_sliver(&plan);
+}
+
+/// Found by the property above (seed 2018, case 1807), the other input of 3,000
+/// that kept a sliver: on core 1, 2,288 ns of vm7 sat between vm1 and a piece
+/// of vm2 (split into 8 pieces over both cores), which runs on core 0 until the
+/// moment that piece starts. The sliver now goes to vm1, and vm7 gets the time
+/// back elsewhere.
+#[test]
+fn a_sliver_before_a_piece_of_a_vcpu_split_in_eight_is_exchanged() {
+    let vcpus = [(0.243473, 60.0), (0.087126, 1.0), (0.21651, 60.0), (0.229186, 2.5), (0.309264, 7.0), (0.287862, 1.0), (0.292781, 76.0), (0.30469, 27.0)];
+    let plan = plan_text(&input_text(2, &vcpus), InputKind::Toml).unwrap();
+    assert_eq!(plan.report.splits.len(), 1);
+    assert!(plan.report.coalesce.exchanged >= 1, "{:?}", plan.report.coalesce);
+    assert_no_sliver(&plan);
+}
+
+/// Found by the longer sweep (seed 3, case 8612): a 1,602 ns sliver of vm3
+/// between a piece of split vm2 (on core 0 from the sliver's start) and 5 ns of
+/// idle time before vm1; no allocation touched it on the side that could take
+/// it. vm1 now takes the sliver and the idle time before it, and vm3 gets its
+/// time back elsewhere.
+#[test]
+fn a_sliver_between_a_fixed_piece_and_idle_time_is_exchanged() {
+    let vcpus = [(0.670637, 2.5), (0.353208, 2.5), (0.227673, 1.0), (0.467789, 7.0), (0.229767, 1.0)];
+    let plan = plan_text(&input_text(2, &vcpus), InputKind::Toml).unwrap();
+    assert_eq!(plan.report.splits.len(), 1);
+    assert!(plan.report.coalesce.exchanged >= 1, "{:?}", plan.report.coalesce);
+    assert_no_sliver(&plan);
+}
+
+/// Found by the longer sweep (seed 2018, case 9732): one core at 99.4% with
+/// vm15 at U = 0.00293 and a 1 ms goal, so a budget of 1,440 ns per 491,400 ns
+/// period. Its 209 allocations were all slivers: raised to the threshold the
+/// budgets need 23,433 ns more than the core has, and coalescing cannot make a
+/// budget longer. The input is now refused, naming the vCPU and the shortfall.
+#[test]
+fn tiny_budgets_that_cannot_be_raised_are_refused() {
+    let vcpus = [
+        (0.057771, 27.0), (0.055245, 60.0), (0.057974, 30.0), (0.054695, 100.0), (0.036231, 100.0), (0.041835, 1.0),
+        (0.009481, 30.0), (0.075542, 60.0), (0.021342, 76.0), (0.073278, 2.5), (0.015097, 100.0), (0.064706, 27.0),
+        (0.046276, 100.0), (0.05957, 7.0), (0.038784, 2.5), (0.00293, 1.0), (0.023709, 27.0), (0.056209, 60.0),
+        (0.020739, 60.0), (0.020696, 2.5), (0.02551, 30.0), (0.069697, 30.0), (0.01731, 27.0), (0.048395, 30.0),
+    ];
+    let PlanError::Input(e) = plan_text(&input_text(1, &vcpus), InputKind::Toml).unwrap_err() else { panic!() };
+    assert_eq!(e.path, "vm");
+    assert!(e.message.contains("VM \"vm15\" vCPU 0 gets 1440 ns per 491400 ns period"), "{}", e.message);
+    assert!(e.message.contains("(23433 ns too many)"), "{}", e.message);
+    assert!(refusal_is_for_tiny_budgets(&e, &vcpus));
+    // With a longer latency goal the budget is enforceable as it stands.
+    let mut relaxed = vcpus;
+    relaxed[15].1 = 7.0;
+    assert_no_sliver(&plan_text(&input_text(1, &relaxed), InputKind::Toml).unwrap());
 }
