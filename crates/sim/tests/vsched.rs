@@ -158,6 +158,53 @@ vsched = { vtop = false, vcap_heavy_backoff = 1.0, vcap_sleep_ms = 0 }
     assert!(after[1] > 1000.0);
 }
 
+/// vcap on an asymmetric host: vCPU 0 on a 1024 core, vCPU 1 on a 512
+/// core, vCPUs 2 and 3 stacked on a 1024 core; nothing runs in the VM but
+/// its probers, sampling continuously. RWC hides one vCPU of the stacked
+/// pair, whose light prober then stops, so its steal says nothing about its
+/// share (a halted vCPU accrues none): vcap records the public prober's 0.5
+/// for it, half of its core rate, and not `1 - 0/window`, a whole core. With
+/// a CPU-bound vCPU of another VM on each of pCPUs 0 and 1 (about half of
+/// each core), vCPUs 0 and 1 converge to about 512 and 256 (vtop off: with
+/// the competitor, vCPUs whose host slices alternate never co-run and vtop
+/// may take them for a stacked pair).
+#[test]
+fn vcap_on_an_asymmetric_host_with_a_competitor_and_a_hidden_stacked_vcpu() {
+    let toml = r#"
+name = "asym"
+duration_ms = 1500
+[host]
+cores_per_socket = 3
+core_capacity = [1024, 512, 1024]
+[[vm]]
+name = "vm"
+vcpus = 4
+pin = [0, 1, 2, 2]
+[vm.guest]
+policy = "vsched"
+hz = 1000
+vsched = { vcap_sleep_ms = 0, bvs = false, ivh = false }
+"#;
+    let caps = |s: &Value| -> Vec<f64> { s["vms"][0]["guest_policy"]["capacity"].as_array().unwrap().iter().map(n).collect() };
+    let s = run_toml(toml, &[]);
+    let c = caps(&s);
+    assert!(c[0] > 0.95 * 1024.0 && (c[1] - 512.0).abs() < 0.05 * 512.0, "{c:?}");
+    let hidden: Vec<usize> = serde_json::from_value(s["vms"][0]["guest_policy"]["hidden"].clone()).unwrap();
+    assert!(hidden == vec![2] || hidden == vec![3], "one vCPU of the stacked pair is hidden: {hidden:?}");
+    let (h, kept) = (hidden[0], 5 - hidden[0]);
+    assert!((c[h] - 512.0).abs() < 0.05 * 512.0, "hidden stacked vCPU {h}: {c:?}");
+    // Its partner has the core to itself while the hidden vCPU halts.
+    assert!(c[kept] > 0.9 * 1024.0, "{c:?}");
+
+    let competitor = format!(
+        "{toml}[[vm]]\nname = \"competitor\"\nvcpus = 2\npin = [0, 1]\n[[vm.workload]]\nkind = \"hog\"\nthreads = 2\npin_threads = true\n"
+    );
+    let s = run_toml(&competitor, &["vm[0].guest.vsched.vtop=false"]);
+    let c = caps(&s);
+    assert!((c[0] - 512.0).abs() < 0.1 * 512.0, "{c:?}");
+    assert!((c[1] - 256.0).abs() < 0.1 * 256.0, "{c:?}");
+}
+
 /// vcap's heavy phase backs off x1.6 while every vCPU's core-rate class is
 /// stable: heavy windows 0, 8, 13 and 21 (a window is heavy when its number
 /// is a multiple of the interval), so the interval is 34 after 2.5 s, and

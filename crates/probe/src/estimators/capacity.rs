@@ -17,6 +17,14 @@ pub fn core_share(window_ns: u64, steal_ns: u64) -> f64 {
     1.0 - steal_ns.min(window_ns) as f64 / window_ns as f64
 }
 
+/// Share recorded for a vCPU that vtop found stacked and RWC banned: its
+/// prober does not spin during the window (it would compete with its stack
+/// partner on the host), so there is no steal to measure, and a halted vCPU
+/// accrues none; `1 - steal/window` would read a whole core. The public vSched
+/// prober (vcapacity, `get_finalized_data`) records 0.5 for every vCPU on
+/// vtop's ban list instead (`if (vtop_banlist[i]) capacity_perc = 0.5`).
+pub const BANNED_STACKED_SHARE: f64 = 0.5;
+
 /// Work per unit of running time measured in the heavy phase: the speed of the
 /// core while the vCPU actually runs on it (frequency and SMT contention).
 pub fn core_rate(work_units: u64, running_ns: u64) -> Option<f64> {

@@ -118,7 +118,7 @@ impl Vsched {
     /// A vcap sampling window opens: the light probers (except those RWC
     /// hides) and this window's heavy probers are woken, and its end armed.
     fn window_start(&mut self, view: &GuestView) -> Vec<GuestAct> {
-        let heavy = self.probers.window_start(view);
+        let heavy = self.probers.window_start(view, &self.rwc.stacked_hidden);
         let mut acts = vec![GuestAct::Timer { at: view.now + self.probers.period_ns(), token: VCAP_WINDOW }];
         if self.p.vcap {
             let light = (0..self.nv).filter(|&v| !self.rwc.stacked_hidden[v as usize]).map(|v| self.light_threads[v as usize]);
@@ -139,7 +139,15 @@ impl Vsched {
             (false, _) => vec![1024.0; self.nv as usize],
         };
         let stacked = self.vtop.topology.as_ref().map(|t| t.groups.stacked.clone()).unwrap_or_default();
-        match self.rwc.update(&caps, &stacked, self.p.straggler_factor) {
+        let update = self.rwc.update(&caps, &stacked, self.p.straggler_factor);
+        if self.probers.sampling {
+            // A light prober stopped during an open window: that window
+            // measures no share for its vCPU.
+            for v in (0..self.nv).filter(|&v| self.rwc.stacked_hidden[v as usize]) {
+                self.probers.ban(v);
+            }
+        }
+        match update {
             Some(mask) => k.set_cpuset_except(view, &mask, &self.own),
             None => Vec::new(),
         }

@@ -6,7 +6,9 @@
 //!   1 s). During a window a light prober thread per vCPU spins at
 //!   SCHED_IDLE, so the vCPU is busy whenever the guest has nothing else and
 //!   the host's preemptions show as steal; its share of the core is
-//!   `1 - steal/window`.
+//!   `1 - steal/window`. A vCPU whose light prober RWC stopped (hidden as
+//!   stacked) halts instead and shows no steal: its share is the public
+//!   prober's constant for banned vCPUs, 0.5.
 //!   In heavy windows (every `vcap_heavy_every` windows, backing off by
 //!   `vcap_heavy_backoff` while the rates are stable: `HeavySchedule`) a
 //!   heavy prober thread at SCHED_FIFO runs fixed work chunks for
@@ -21,7 +23,7 @@
 //!   threshold; at each window end, vCPU latency = steal / preemptions over
 //!   the window.
 
-use vmsched_probe::estimators::capacity::{core_rate, core_share, vcpu_capacity, CAPACITY_SCALE};
+use vmsched_probe::estimators::capacity::{core_rate, core_share, vcpu_capacity, BANNED_STACKED_SHARE, CAPACITY_SCALE};
 use vmsched_probe::estimators::ema::Ema;
 use vmsched_probe::estimators::heavy::HeavySchedule;
 use vmsched_probe::estimators::latency::latency;
@@ -48,6 +50,9 @@ pub struct VcpuProbe {
     heavy_running: u64,
     /// (time, published steal) when the current heavy chunk started.
     heavy_chunk: Option<(u64, u64)>,
+    /// The light prober was stopped during this window (RWC hid the vCPU as
+    /// part of a stacked group), so its steal says nothing about its share.
+    banned: bool,
     /// vact: preemptions seen in this window, and ever.
     preemptions: u64,
     pub preemptions_total: u64,
@@ -90,6 +95,7 @@ impl Probers {
             heavy_work: 0,
             heavy_running: 0,
             heavy_chunk: None,
+            banned: false,
             preemptions: 0,
             preemptions_total: 0,
             steal_at_tick: 0,
@@ -162,13 +168,21 @@ impl Probers {
         now.saturating_sub(self.vcpus[w as usize].heartbeat) <= self.stale_ns
     }
 
+    /// The light prober of `v` is stopped (RWC hides `v` as a stacked
+    /// vCPU): the window's share of `v` is not measured.
+    pub fn ban(&mut self, v: u32) {
+        self.vcpus[v as usize].banned = true;
+    }
+
     /// A sampling window opens: steal and preemptions are counted from
-    /// now. Returns the vCPUs whose heavy prober runs in it.
-    pub fn window_start(&mut self, view: &GuestView) -> Vec<u32> {
+    /// now; `banned`: the vCPUs whose light prober does not run in it.
+    /// Returns the vCPUs whose heavy prober runs in it.
+    pub fn window_start(&mut self, view: &GuestView, banned: &[bool]) -> Vec<u32> {
         self.sampling = true;
         for (v, st) in self.vcpus.iter_mut().enumerate() {
             st.steal_at_window = view.steal_published[v];
             st.preemptions = 0;
+            st.banned = banned[v];
         }
         (0..self.vcpus.len() as u32).filter(|&v| self.heavy_window(self.windows, v)).collect()
     }
@@ -190,7 +204,10 @@ impl Probers {
             }
             st.heavy_work = 0;
             st.heavy_running = 0;
-            st.share = core_share(self.period_ns, steal);
+            // Without its light prober a vCPU halts when the guest has nothing
+            // for it and accrues no steal; the public prober records the
+            // banned vCPU's share as a constant instead (BANNED_STACKED_SHARE).
+            st.share = if st.banned { BANNED_STACKED_SHARE } else { core_share(self.period_ns, steal) };
             if let Some(rate) = st.core_rate {
                 st.capacity = Some(st.ema.update(CAPACITY_SCALE * vcpu_capacity(rate, st.share)));
             }

@@ -3,7 +3,9 @@
 //! prober's estimator (`estimators::rwc::plan`). vSched's own threads stay
 //! outside that cgroup: vcap keeps sampling stragglers, vtop keeps probing
 //! every vCPU; the light prober of a hidden stacked vCPU stops (it would
-//! compete with its stack partner on the host).
+//! compete with its stack partner on the host), and vcap records the public
+//! prober's fixed share for it (`BANNED_STACKED_SHARE`), having no steal to
+//! measure.
 
 use vmsched_probe::estimators::rwc::plan;
 
