@@ -243,6 +243,7 @@ impl World {
             stop: opts.stop.clone(),
             guest_vcpus,
             backends,
+            host_out: Default::default(),
             machine,
             scenario,
         }

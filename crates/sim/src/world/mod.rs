@@ -300,6 +300,9 @@ pub struct World {
     guest_vcpus: u32,
     /// Each VM's IO backend thread, if it has one.
     backends: Vec<Option<Backend>>,
+    /// The host policy's requests of the call under way (kept between calls
+    /// so that their buffers are not allocated anew each time).
+    host_out: crate::host::HostOut,
 }
 
 impl World {
