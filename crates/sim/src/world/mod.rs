@@ -328,6 +328,11 @@ impl World {
         let vc = &self.vcpus[v as usize];
         let p = vc.pcpu.expect("rate of a running vCPU");
         let sibling_busy = self.machine.siblings(p).any(|s| self.pcpu_curr[s as usize].is_some());
+        if !sibling_busy {
+            // Alone on its core, every task works at the pCPU's own rate:
+            // the task's workload need not be looked up.
+            return self.machine.rate(p, false);
+        }
         match vc.curr_task {
             Some(t) => self.workloads[self.tasks[t as usize].workload as usize].placement.rate(&self.machine, p, sibling_busy),
             None => self.machine.rate(p, sibling_busy),
