@@ -666,7 +666,7 @@ impl World {
                 for v in 0..self.vcpus.len() as u32 {
                     self.account(v);
                 }
-                self.machine.core_capacity[c.core as usize] = c.capacity;
+                self.machine.set_core_capacity(c.core, c.capacity);
                 for v in 0..self.vcpus.len() as u32 {
                     self.plan(v);
                 }
