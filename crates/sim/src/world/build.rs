@@ -294,6 +294,7 @@ impl Vcpu {
             migrations: 0,
             context_switches: 0,
             curr_task: None,
+            host_state: HostState::Halted,
             overhead: 0,
             plan_gen: 0,
             planned_at: None,

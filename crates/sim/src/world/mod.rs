@@ -83,6 +83,10 @@ pub struct Vcpu {
     pub migrations: u64,
     pub context_switches: u64,
     pub curr_task: Option<TaskId>,
+    /// Its host state: a copy of its VM's `host_state` entry (which the
+    /// guest reads), kept by `World::set_host_state` and read on every event
+    /// without going through the VM.
+    host_state: HostState,
     /// Time the vCPU must spend on overheads (switches, exits, handlers)
     /// before the current task progresses again.
     overhead: u64,
@@ -307,8 +311,7 @@ pub struct World {
 
 impl World {
     pub fn host_state(&self, v: VcpuId) -> HostState {
-        let vc = &self.vcpus[v as usize];
-        self.vms[vc.vm as usize].host_state[vc.local as usize]
+        self.vcpus[v as usize].host_state
     }
 
     fn set_host_state(&mut self, v: VcpuId, s: HostState) {
@@ -319,6 +322,7 @@ impl World {
         let vc = &mut self.vcpus[v as usize];
         self.recorder.vcpu_state(v, old, vc.state_since, self.now);
         vc.state_since = self.now;
+        vc.host_state = s;
         self.vms[vc.vm as usize].host_state[vc.local as usize] = s;
     }
 
