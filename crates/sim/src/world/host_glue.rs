@@ -29,16 +29,18 @@ impl World {
     /// are reused from call to call, and most calls (interrupt delivery, EOI,
     /// exits) ask for nothing at all: then there is nothing to carry out.
     pub(super) fn host_call<R>(&mut self, f: impl FnOnce(&mut dyn HostPolicy, &HostView, &mut HostOut) -> R) -> R {
-        let mut out = std::mem::take(&mut self.host_out);
         let view = host_view!(self);
-        let r = f(self.host.as_mut(), &view, &mut out);
-        if !out.is_empty() || !self.polling.is_empty() {
+        let r = f(self.host.as_mut(), &view, &mut self.host_out);
+        if !self.host_out.is_empty() || !self.polling.is_empty() {
+            // Carrying the requests out may call the policy again: that call
+            // finds empty buffers of its own.
+            let mut out = std::mem::take(&mut self.host_out);
             let mut charge = std::mem::take(&mut out.charge);
             self.apply_host_out(&mut out);
             self.apply_charges(&mut charge);
             out.charge = charge;
+            self.host_out = out;
         }
-        self.host_out = out;
         r
     }
 
