@@ -63,7 +63,7 @@ impl World {
         if self.host_state(v) != HostState::Running || curr_locked {
             self.vcpus[v as usize].need_resched = true;
         } else if !self.resched_vcpus.contains(&v) {
-            self.resched_vcpus.push(v);
+            self.resched_vcpus.push_back(v);
         }
     }
 

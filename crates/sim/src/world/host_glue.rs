@@ -79,7 +79,7 @@ impl World {
 
     pub(super) fn push_resched(&mut self, p: PcpuId) {
         if !self.resched_pcpus.contains(&p) {
-            self.resched_pcpus.push(p);
+            self.resched_pcpus.push_back(p);
         }
     }
 

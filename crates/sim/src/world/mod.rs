@@ -286,8 +286,9 @@ pub struct World {
     ov: Overheads,
     validate: bool,
     pub recorder: Recorder,
-    resched_pcpus: Vec<PcpuId>,
-    resched_vcpus: Vec<VcpuId>,
+    /// Reschedules to carry out, in the order they were asked for.
+    resched_pcpus: VecDeque<PcpuId>,
+    resched_vcpus: VecDeque<VcpuId>,
     /// KVM's halt polling, if the host has it.
     host_poll: Option<HaltPoll>,
     /// Pause-loop exiting, if on.
@@ -746,9 +747,9 @@ impl World {
     /// way Linux acts on need_resched on the way out of an interrupt.
     fn drain_rescheds(&mut self) {
         loop {
-            if let Some(p) = pop_front(&mut self.resched_pcpus) {
+            if let Some(p) = self.resched_pcpus.pop_front() {
                 self.resched_pcpu(p);
-            } else if let Some(v) = pop_front(&mut self.resched_vcpus) {
+            } else if let Some(v) = self.resched_vcpus.pop_front() {
                 self.guest_resched(v);
             } else {
                 break;
@@ -782,14 +783,6 @@ fn ceil_ns(x: f64) -> u64 {
         truncated.saturating_add(1)
     } else {
         truncated
-    }
-}
-
-fn pop_front<T>(v: &mut Vec<T>) -> Option<T> {
-    if v.is_empty() {
-        None
-    } else {
-        Some(v.remove(0))
     }
 }
 
