@@ -78,7 +78,7 @@ impl World {
     }
 
     pub(super) fn push_resched(&mut self, p: PcpuId) {
-        if !self.resched_pcpus.contains(&p) {
+        if !super::queued(&self.resched_pcpus, p) {
             self.resched_pcpus.push_back(p);
         }
     }
