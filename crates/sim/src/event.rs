@@ -124,5 +124,33 @@ mod tests {
             }
             proptest::prop_assert_eq!(q.pop(), None);
         }
+
+        #[test]
+        fn interleaved_pushes_and_pops_pop_the_earliest(ops in proptest::collection::vec(proptest::option::of(0u64..50), 0..400)) {
+            // Some(dt): push an event dt after the last pop's time; None: pop.
+            let mut q = EventQueue::default();
+            let mut model: Vec<(u64, u64)> = Vec::new();
+            let (mut now, mut id) = (0, 0);
+            for op in ops {
+                match op {
+                    Some(dt) => {
+                        q.push(now + dt, Event::HostTimer(id));
+                        model.push((now + dt, id));
+                        id += 1;
+                    }
+                    None => {
+                        let want = model.iter().copied().min().map(|m| {
+                            model.retain(|&x| x != m);
+                            (m.0, Event::HostTimer(m.1))
+                        });
+                        let got = q.pop();
+                        proptest::prop_assert_eq!(got, want);
+                        if let Some((t, _)) = got {
+                            now = t;
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -21,7 +21,12 @@ pub struct Machine {
     pub threads_of_core: Vec<Vec<PcpuId>>,
     /// pCPUs of each socket (the last-level cache domain), ascending.
     pub pcpus_of_socket: Vec<Vec<PcpuId>>,
-    pub core_capacity: Vec<u32>,
+    /// Capacity of each core (change it with [`Machine::set_core_capacity`],
+    /// which keeps `alone_rate` in step).
+    core_capacity: Vec<u32>,
+    /// Work rate of each pCPU without a busy sibling: its core's capacity
+    /// over 1024, precomputed as every progress event reads it.
+    alone_rate: Vec<f64>,
     pub smt_factor: f64,
     latency_ns: [u64; 4],
     /// The other hardware threads of pCPU `p`'s core are
@@ -63,18 +68,31 @@ impl Machine {
             sibling_list.extend(threads_of_core[c as usize].iter().filter(|&&q| q != p as PcpuId));
             sibling_start.push(sibling_list.len() as u32);
         }
-        Machine {
+        let mut m = Machine {
             pcpus: ncores * h.threads_per_core,
             socket_of,
             core_of,
             threads_of_core,
             pcpus_of_socket,
             core_capacity,
+            alone_rate: Vec::new(),
             smt_factor: h.smt_factor,
             latency_ns: [0, h.distances.smt_ns, h.distances.socket_ns, h.distances.cross_socket_ns],
             sibling_start,
             sibling_list,
-        }
+        };
+        m.update_alone_rates();
+        m
+    }
+
+    fn update_alone_rates(&mut self) {
+        self.alone_rate = self.core_of.iter().map(|&c| self.core_capacity[c as usize] as f64 / 1024.0).collect();
+    }
+
+    /// Changes the capacity of a core (on Linux's 1024 scale).
+    pub fn set_core_capacity(&mut self, core: u32, capacity: u32) {
+        self.core_capacity[core as usize] = capacity;
+        self.update_alone_rates();
     }
 
     pub fn distance(&self, a: PcpuId, b: PcpuId) -> Distance {
@@ -101,7 +119,7 @@ impl Machine {
 
     /// Work rate of pCPU `p` in work-ns per ns (1.0 = capacity 1024 alone).
     pub fn rate(&self, p: PcpuId, sibling_busy: bool) -> f64 {
-        let cap = self.core_capacity[self.core_of[p as usize] as usize] as f64 / 1024.0;
+        let cap = self.alone_rate[p as usize];
         if sibling_busy {
             cap * self.smt_factor
         } else {

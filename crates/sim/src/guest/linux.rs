@@ -8,7 +8,7 @@
 //! Source: kernel/sched/{fair,rt,core,pelt}.c of Linux 6.5; functions named
 //! below refer to those files.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::{GuestAct, GuestPolicy, GuestView, Hardware, HostState, OwnThread, TickOut};
 use crate::cfs::{Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
@@ -51,7 +51,7 @@ struct GuestRq {
     cfs: FairRq,
     /// RT tasks by priority (higher first), FIFO order within a priority. A
     /// running RT task stays at the head of its list, as in Linux.
-    rt: BTreeMap<std::cmp::Reverse<u32>, VecDeque<u32>>,
+    rt: RtLists,
     rt_nr: u32,
     curr: Option<u32>,
     /// Runnable SCHED_IDLE tasks (curr included), for sched_idle_cpu().
@@ -67,6 +67,55 @@ struct GuestRq {
     /// The vCPU switches its task out to hand its pCPU back (IRS's context
     /// switcher): its next pick goes idle without a newidle balance.
     leaving: bool,
+}
+
+/// The RT class's FIFO lists of one runqueue, by priority, highest first.
+/// Few priorities are in use at once, so a sorted vector serves every
+/// operation faster than a tree map; a list that empties is kept (empty) so
+/// that a task waking again at that priority does not allocate.
+#[derive(Debug, Clone, Default)]
+struct RtLists {
+    lists: Vec<(u32, VecDeque<u32>)>,
+}
+
+impl RtLists {
+    /// Appends `t` to the list of priority `prio`.
+    fn push_back(&mut self, prio: u32, t: u32) {
+        match self.lists.iter().position(|&(p, _)| p <= prio) {
+            Some(i) if self.lists[i].0 == prio => self.lists[i].1.push_back(t),
+            Some(i) => self.lists.insert(i, (prio, VecDeque::from([t]))),
+            None => self.lists.push((prio, VecDeque::from([t]))),
+        }
+    }
+
+    /// The list of priority `prio` (it exists once a task of that priority
+    /// was queued).
+    fn list_mut(&mut self, prio: u32) -> &mut VecDeque<u32> {
+        let i = self.lists.iter().position(|&(p, _)| p == prio).expect("rt list");
+        &mut self.lists[i].1
+    }
+
+    /// Removes queued task `t` of priority `prio`.
+    fn remove(&mut self, prio: u32, t: u32) {
+        let q = self.list_mut(prio);
+        // A task that blocks runs, so it heads its list.
+        if q.front() == Some(&t) {
+            q.pop_front();
+        } else {
+            let at = q.iter().position(|&x| x == t).expect("queued RT task");
+            q.remove(at);
+        }
+    }
+
+    /// The head of the highest-priority non-empty list.
+    fn first(&self) -> Option<u32> {
+        self.lists.iter().find_map(|(_, q)| q.front().copied())
+    }
+
+    /// The queued tasks, highest priority first, FIFO within a priority.
+    fn tasks(&self) -> impl Iterator<Item = u32> + '_ {
+        self.lists.iter().flat_map(|(_, q)| q.iter().copied())
+    }
 }
 
 impl GuestRq {
@@ -259,7 +308,7 @@ impl LinuxKernel {
 
     fn queued_on(&self, t: u32, v: u32) -> bool {
         let rq = &self.rqs[v as usize];
-        rq.cfs.queued(&self.ents).any(|q| q == t) || rq.rt.values().any(|q| q.contains(&t))
+        rq.cfs.queued(&self.ents).any(|q| q == t) || rq.rt.tasks().any(|q| q == t)
     }
 
     /// update_rq_clock_task(): the task clock advances by wall time minus the
@@ -373,12 +422,7 @@ impl LinuxKernel {
         let task = &mut self.tasks[t as usize];
         let rq = &mut self.rqs[v as usize];
         if task.is_rt() {
-            let q = rq.rt.get_mut(&std::cmp::Reverse(task.rt_priority)).expect("rt list");
-            let at = q.iter().position(|&x| x == t).expect("queued RT task");
-            q.remove(at);
-            if q.is_empty() {
-                rq.rt.remove(&std::cmp::Reverse(task.rt_priority));
-            }
+            rq.rt.remove(task.rt_priority, t);
             rq.rt_nr -= 1;
         } else {
             if task.policy == Policy::Idle {
@@ -411,7 +455,7 @@ impl LinuxKernel {
         let rq = &self.rqs[from as usize];
         let curr = rq.curr;
         let ok = |t: &u32| Some(*t) != curr && self.tasks[*t as usize].allowed[to as usize];
-        rq.cfs.queued(&self.ents).rev().find(ok).or_else(|| rq.rt.values().flat_map(|q| q.iter().copied()).find(|t| ok(t)))
+        rq.cfs.queued(&self.ents).rev().find(ok).or_else(|| rq.rt.tasks().find(|t| ok(t)))
     }
 
     /// A task's vruntime relative to its runqueue's min_vruntime: what a
@@ -440,7 +484,7 @@ impl LinuxKernel {
         let now = self.rqs[to as usize].clock_task;
         let rq = &mut self.rqs[to as usize];
         if rt {
-            rq.rt.entry(std::cmp::Reverse(task.rt_priority)).or_default().push_back(t);
+            rq.rt.push_back(task.rt_priority, t);
             rq.rt_nr += 1;
         } else {
             if task.policy == Policy::Idle {
@@ -476,8 +520,8 @@ impl LinuxKernel {
     /// class's pick, which becomes the fair runqueue's current entity.
     fn pick_class(&mut self, v: u32, now: u64) -> Option<u32> {
         let rq = &mut self.rqs[v as usize];
-        if let Some((_, q)) = rq.rt.iter().next() {
-            return q.front().copied();
+        if let Some(t) = rq.rt.first() {
+            return Some(t);
         }
         let f = rq.cfs.pick(&mut self.ents, &self.tun, now)?;
         rq.cfs.set_curr(&mut self.ents, f, now);
@@ -576,7 +620,7 @@ impl GuestPolicy for LinuxKernel {
         let rq = &mut self.rqs[v as usize];
         let curr = rq.curr;
         if task.is_rt() {
-            rq.rt.entry(std::cmp::Reverse(task.rt_priority)).or_default().push_back(t);
+            rq.rt.push_back(task.rt_priority, t);
             rq.rt_nr += 1;
             task.rr_left = self.rr_slice_ns;
             return match curr {
@@ -690,7 +734,7 @@ impl GuestPolicy for LinuxKernel {
                     return false;
                 }
                 task.rr_left = self.rr_slice_ns;
-                let q = self.rqs[v as usize].rt.get_mut(&std::cmp::Reverse(task.rt_priority)).expect("rt list");
+                let q = self.rqs[v as usize].rt.list_mut(task.rt_priority);
                 if q.len() > 1 {
                     q.retain(|&x| x != c);
                     q.push_back(c);

@@ -254,6 +254,13 @@ pub struct HostOut {
     pub notify_preempt: Vec<(VcpuId, u64)>,
 }
 
+impl HostOut {
+    /// The policy asked for nothing.
+    pub fn is_empty(&self) -> bool {
+        self.resched.is_empty() && self.timers.is_empty() && self.charge.is_empty() && self.notify_preempt.is_empty()
+    }
+}
+
 /// Two-phase preemption as a policy carries it out: whether running `prev`
 /// keeps its pCPU instead of being preempted now. It does while its
 /// activation is outstanding, and when `warn` gives a bound for a vCPU not

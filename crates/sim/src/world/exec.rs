@@ -69,8 +69,8 @@ impl World {
 
     fn request_guest_resched_now(&mut self, v: VcpuId) {
         self.vcpus[v as usize].need_resched = false;
-        if !self.resched_vcpus.contains(&v) {
-            self.resched_vcpus.push(v);
+        if !super::queued(&self.resched_vcpus, v) {
+            self.resched_vcpus.push_back(v);
         }
     }
 

@@ -62,8 +62,8 @@ impl World {
         let curr_locked = self.vcpus[v as usize].curr_task.map(|t| self.tasks[t as usize].preempt_count > 0).unwrap_or(false);
         if self.host_state(v) != HostState::Running || curr_locked {
             self.vcpus[v as usize].need_resched = true;
-        } else if !self.resched_vcpus.contains(&v) {
-            self.resched_vcpus.push(v);
+        } else if !super::queued(&self.resched_vcpus, v) {
+            self.resched_vcpus.push_back(v);
         }
     }
 

@@ -25,21 +25,29 @@ macro_rules! host_view {
 
 impl World {
     /// Calls the host policy with a view of the machine, then queues the
-    /// reschedules, timers and activations it asked for.
+    /// reschedules, timers and activations it asked for. The request buffers
+    /// are reused from call to call, and most calls (interrupt delivery, EOI,
+    /// exits) ask for nothing at all: then there is nothing to carry out.
     pub(super) fn host_call<R>(&mut self, f: impl FnOnce(&mut dyn HostPolicy, &HostView, &mut HostOut) -> R) -> R {
         let view = host_view!(self);
-        let mut out = HostOut::default();
-        let r = f(self.host.as_mut(), &view, &mut out);
-        let charge = std::mem::take(&mut out.charge);
-        self.apply_host_out(out);
-        self.apply_charges(charge);
+        let r = f(self.host.as_mut(), &view, &mut self.host_out);
+        if !self.host_out.is_empty() || !self.polling.is_empty() {
+            // Carrying the requests out may call the policy again: that call
+            // finds empty buffers of its own.
+            let mut out = std::mem::take(&mut self.host_out);
+            let mut charge = std::mem::take(&mut out.charge);
+            self.apply_host_out(&mut out);
+            self.apply_charges(&mut charge);
+            out.charge = charge;
+            self.host_out = out;
+        }
         r
     }
 
     /// Scheduler work on a pCPU delays the vCPU running there; on an idle
-    /// pCPU it only uses idle time.
-    fn apply_charges(&mut self, charge: Vec<(PcpuId, u64)>) {
-        for (p, ns) in charge {
+    /// pCPU it only uses idle time. Empties `charge`.
+    fn apply_charges(&mut self, charge: &mut Vec<(PcpuId, u64)>) {
+        for (p, ns) in charge.drain(..) {
             if let Some(v) = self.pcpu_curr[p as usize] {
                 self.account(v);
                 self.vcpus[v as usize].overhead += ns;
@@ -48,7 +56,9 @@ impl World {
         }
     }
 
-    fn apply_host_out(&mut self, out: HostOut) {
+    /// Carries out what the host policy asked for (its charges apart), and
+    /// empties `out`'s requests.
+    fn apply_host_out(&mut self, out: &mut HostOut) {
         if !self.polling.is_empty() {
             for i in (0..self.polling.len()).rev() {
                 if let Some(&v) = self.polling.get(i) {
@@ -56,20 +66,20 @@ impl World {
                 }
             }
         }
-        for (at, token) in out.timers {
+        for (at, token) in out.timers.drain(..) {
             self.schedule(at, Event::HostTimer(token));
         }
-        for p in out.resched {
+        for p in out.resched.drain(..) {
             self.push_resched(p);
         }
-        for (v, bound) in out.notify_preempt {
+        for (v, bound) in out.notify_preempt.drain(..) {
             self.send_activation(v, bound);
         }
     }
 
     pub(super) fn push_resched(&mut self, p: PcpuId) {
-        if !self.resched_pcpus.contains(&p) {
-            self.resched_pcpus.push(p);
+        if !super::queued(&self.resched_pcpus, p) {
+            self.resched_pcpus.push_back(p);
         }
     }
 
@@ -158,10 +168,10 @@ impl World {
         let mut out = HostOut::default();
         let next = self.host.pick_next(&view, &mut out, p, prev);
         // The decision's own cost falls on whatever runs after it.
-        let charge = std::mem::take(&mut out.charge);
-        self.apply_host_out(out);
+        let mut charge = std::mem::take(&mut out.charge);
+        self.apply_host_out(&mut out);
         if next == prev {
-            self.apply_charges(charge);
+            self.apply_charges(&mut charge);
             return;
         }
         self.account_siblings(p);
@@ -177,7 +187,7 @@ impl World {
             Some((v, None)) => self.start_running(v, p),
             None => {}
         }
-        self.apply_charges(charge);
+        self.apply_charges(&mut charge);
         self.replan_siblings(p);
     }
 

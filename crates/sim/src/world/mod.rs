@@ -83,6 +83,10 @@ pub struct Vcpu {
     pub migrations: u64,
     pub context_switches: u64,
     pub curr_task: Option<TaskId>,
+    /// Its host state: a copy of its VM's `host_state` entry (which the
+    /// guest reads), kept by `World::set_host_state` and read on every event
+    /// without going through the VM.
+    host_state: HostState,
     /// Time the vCPU must spend on overheads (switches, exits, handlers)
     /// before the current task progresses again.
     overhead: u64,
@@ -282,8 +286,9 @@ pub struct World {
     ov: Overheads,
     validate: bool,
     pub recorder: Recorder,
-    resched_pcpus: Vec<PcpuId>,
-    resched_vcpus: Vec<VcpuId>,
+    /// Reschedules to carry out, in the order they were asked for.
+    resched_pcpus: VecDeque<PcpuId>,
+    resched_vcpus: VecDeque<VcpuId>,
     /// KVM's halt polling, if the host has it.
     host_poll: Option<HaltPoll>,
     /// Pause-loop exiting, if on.
@@ -300,12 +305,14 @@ pub struct World {
     guest_vcpus: u32,
     /// Each VM's IO backend thread, if it has one.
     backends: Vec<Option<Backend>>,
+    /// The host policy's requests of the call under way (kept between calls
+    /// so that their buffers are not allocated anew each time).
+    host_out: crate::host::HostOut,
 }
 
 impl World {
     pub fn host_state(&self, v: VcpuId) -> HostState {
-        let vc = &self.vcpus[v as usize];
-        self.vms[vc.vm as usize].host_state[vc.local as usize]
+        self.vcpus[v as usize].host_state
     }
 
     fn set_host_state(&mut self, v: VcpuId, s: HostState) {
@@ -316,6 +323,7 @@ impl World {
         let vc = &mut self.vcpus[v as usize];
         self.recorder.vcpu_state(v, old, vc.state_since, self.now);
         vc.state_since = self.now;
+        vc.host_state = s;
         self.vms[vc.vm as usize].host_state[vc.local as usize] = s;
     }
 
@@ -325,6 +333,11 @@ impl World {
         let vc = &self.vcpus[v as usize];
         let p = vc.pcpu.expect("rate of a running vCPU");
         let sibling_busy = self.machine.siblings(p).any(|s| self.pcpu_curr[s as usize].is_some());
+        if !sibling_busy {
+            // Alone on its core, every task works at the pCPU's own rate:
+            // the task's workload need not be looked up.
+            return self.machine.rate(p, false);
+        }
         match vc.curr_task {
             Some(t) => self.workloads[self.tasks[t as usize].workload as usize].placement.rate(&self.machine, p, sibling_busy),
             None => self.machine.rate(p, sibling_busy),
@@ -515,7 +528,7 @@ impl World {
         if self.vcpus[v as usize].in_handler.is_some() {
             self.finish_handler(v);
         }
-        if !self.vcpus[v as usize].pending.is_empty() || self.resched_vcpus.contains(&v) {
+        if !self.vcpus[v as usize].pending.is_empty() || queued(&self.resched_vcpus, v) {
             // The next handler, or the reschedule a handler asked for, runs
             // before the interrupted task continues.
             self.next_handler(v);
@@ -658,7 +671,7 @@ impl World {
                 for v in 0..self.vcpus.len() as u32 {
                     self.account(v);
                 }
-                self.machine.core_capacity[c.core as usize] = c.capacity;
+                self.machine.set_core_capacity(c.core, c.capacity);
                 for v in 0..self.vcpus.len() as u32 {
                     self.plan(v);
                 }
@@ -734,9 +747,9 @@ impl World {
     /// way Linux acts on need_resched on the way out of an interrupt.
     fn drain_rescheds(&mut self) {
         loop {
-            if let Some(p) = pop_front(&mut self.resched_pcpus) {
+            if let Some(p) = self.resched_pcpus.pop_front() {
                 self.resched_pcpu(p);
-            } else if let Some(v) = pop_front(&mut self.resched_vcpus) {
+            } else if let Some(v) = self.resched_vcpus.pop_front() {
                 self.guest_resched(v);
             } else {
                 break;
@@ -773,12 +786,11 @@ fn ceil_ns(x: f64) -> u64 {
     }
 }
 
-fn pop_front<T>(v: &mut Vec<T>) -> Option<T> {
-    if v.is_empty() {
-        None
-    } else {
-        Some(v.remove(0))
-    }
+/// Whether `x` waits in reschedule queue `q`. The queues are short and
+/// usually empty, and this runs several times per event: an inlined scan
+/// rather than a call to the generic `VecDeque::contains`.
+fn queued(q: &VecDeque<u32>, x: u32) -> bool {
+    q.iter().any(|&y| y == x)
 }
 
 #[cfg(test)]
