@@ -138,3 +138,24 @@ def test_policies_and_kernels_list_the_registry(cli):
     assert "linux-6.5" in {k["name"] for k in kernels}
     assert all(set(k) == {"name", "description", "sets"} for k in kernels)
     assert_user_error(cli("validate", "default", "--set", "host.kernel=linux-9"), "host.kernel", "linux-6.5")
+
+
+def test_run_takes_a_variant_of_the_scenario(cli, tmp_path):
+    """`--variant NAME` runs the scenario's [variants.NAME] exactly as its settings given
+    with --set would; --set refines it; an unknown name lists the known ones."""
+    by_name = tmp_path / "by-name"
+    by_set = tmp_path / "by-set"
+    assert cli("run", "uvf-fig8", "--variant", "balance", "--duration", "50ms", "--no-record",
+               "--out", by_name).exit_code == 0
+    assert cli("run", "uvf-fig8", "--set", 'host.cfs.balance="strict"', "--duration", "50ms", "--no-record",
+               "--out", by_set).exit_code == 0
+    plain = json.loads((by_set / "summary.json").read_text())
+    assert json.loads((by_name / "summary.json").read_text()) == plain
+    assert json.loads((by_name / "run.json").read_text())["overrides"] == ['host.cfs.balance="strict"']
+    refined = tmp_path / "refined"
+    assert cli("run", "uvf-fig8", "--variant", "balance", "--set", 'host.cfs.balance="off"', "--duration", "50ms",
+               "--no-record", "--out", refined).exit_code == 0
+    assert json.loads((refined / "summary.json").read_text()) != plain
+    result = cli("run", "uvf-fig8", "--variant", "nope", "--out", tmp_path / "bad")
+    assert_user_error(result, "nope", "lc-balance")
+    assert not (tmp_path / "bad").exists()

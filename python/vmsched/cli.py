@@ -104,6 +104,8 @@ def run(
     out: Annotated[Optional[str], typer.Option(help="Output directory (default runs/SCENARIO-SEED).")] = None,
     force: ForceOption = False,
     set_: SetOption = None,
+    variant: Annotated[Optional[str], typer.Option(
+        help="Run one of the scenario's \\[variants.NAME] (or NAME=key=value,...); --set applies after it.")] = None,
     duration: DurationOption = None,
     check_invariants: CheckInvariantsOption = False,
     record: Annotated[bool, typer.Option(help="Record per-request, per-interval and per-task tables (Parquet).")] = True,
@@ -119,7 +121,8 @@ def run(
     from .rundir import OutputDir
     from .summary_table import print_summary
 
-    overrides = set_ or []
+    from .sweeps import variant_overrides
+
     window = _window(trace_window) if trace_window else None
     if report and not record:
         raise fail("--report needs the recorded tables; drop --no-record")
@@ -127,12 +130,18 @@ def run(
         raise fail(f"--trace-limit-mb {trace_limit_mb:g}: must be a positive number of MB")
     duration_ns = _user_input(lambda: parse_duration_ns(duration)) if duration else None
     source = _user_input(lambda: api.load_scenario(scenario))
+    label, overrides = "", []
+    if variant is not None:
+        label, overrides = _user_input(lambda: variant_overrides(source, api.normalize(source), variant,
+                                                                 "--variant"))
+    overrides = [*overrides, *(set_ or [])]
     config = _user_input(lambda: api.normalize(source, overrides))
     _user_input(lambda: api.check_seed(seed))
     run_ns = duration_ns or round(config["duration_ms"] * 1e6)
     if window and window[0] >= run_ns:
         raise fail(f"--trace-window {trace_window}: starts after the run's end at {run_ns / 1e6:g} ms")
-    out_dir = out if out is not None else str(_default_out(config["name"], seed if seed is not None else config["seed"]))
+    name = f"{config['name']}-{label}" if label else config["name"]
+    out_dir = out if out is not None else str(_default_out(name, seed if seed is not None else config["seed"]))
     output = _user_input(lambda: OutputDir(out_dir, force))
     size = _user_input(lambda: api.estimate(source, overrides, duration_ns, record))
     if size.events >= LONG_RUN_EVENTS and (size.refusal is None or allow_large):

@@ -154,7 +154,7 @@ def _resolve_scenario(name: str, base_dir: Path) -> api.Scenario:
     return api.load_scenario(name)
 
 
-def _variant_overrides(scenario: api.Scenario, config: dict, variant: str, source: str) -> tuple[str, list[str]]:
+def variant_overrides(scenario: api.Scenario, config: dict, variant: str, source: str) -> tuple[str, list[str]]:
     """(label, overrides) of a variant: "" (as written), a name from the scenario's
     [variants], or an inline NAME=key=value,... spec."""
     if variant == "":
@@ -180,10 +180,10 @@ def plan(spec: SweepSpec) -> list[PlannedRun]:
         scenario = _resolve_scenario(name, spec.base_dir)
         base_config = api.normalize(scenario)
         for variant in spec.variants:
-            label, variant_overrides = _variant_overrides(scenario, base_config, variant, spec.source)
+            label, variant_settings = variant_overrides(scenario, base_config, variant, spec.source)
             for point in points:
                 # Variant overrides come last: a variant means the same thing at every point.
-                overrides = tuple([f"{key}={value}" for key, value in point] + variant_overrides)
+                overrides = tuple([f"{key}={value}" for key, value in point] + variant_settings)
                 config = api.normalize(scenario, overrides)
                 effective_ns = duration_ns or round(config["duration_ms"] * 1e6)
                 for seed in spec.seeds:
