@@ -58,7 +58,7 @@ impl ThreadAvg {
     /// init_entity_runnable_average() starts a task at its full weight;
     /// post_init_entity_util_avg() gives it half the capacity that an empty
     /// runqueue has spare.
-    fn new() -> Self {
+    const fn new() -> Self {
         ThreadAvg {
             runnable: Pelt { avg: crate::pelt::SCALE, last: 0 },
             running: Pelt { avg: crate::pelt::SCALE / 2.0, last: 0 },
@@ -74,6 +74,29 @@ impl ThreadAvg {
         self.is_running = running;
     }
 
+    /// Whether `other` holds the same signals in the same states.
+    fn same_as(&self, other: &ThreadAvg) -> bool {
+        let same = |a: &Pelt, b: &Pelt| a.avg.to_bits() == b.avg.to_bits() && a.last == b.last;
+        same(&self.runnable, &other.runnable) && same(&self.running, &other.running) && self.is_runnable == other.is_runnable && self.is_running == other.is_running
+    }
+
+    /// runnable_at() and the unrounded util_at() together: both signals are
+    /// updated at the same instants (set()), so one decay factor serves
+    /// both. The same arithmetic as Pelt::value_at().
+    fn both_at(&self, now: u64) -> (f64, f64) {
+        let value = |sig: &Pelt, active: bool, decay: f64| {
+            if now <= sig.last {
+                sig.avg
+            } else {
+                sig.avg * decay + if active { crate::pelt::SCALE * (1.0 - decay) } else { 0.0 }
+            }
+        };
+        let decay_at = |last: u64| (-(now.saturating_sub(last) as f64) / crate::pelt::HALF_LIFE_NS).exp2();
+        let decay = decay_at(self.runnable.last);
+        let running_decay = if self.running.last == self.runnable.last { decay } else { decay_at(self.running.last) };
+        (value(&self.runnable, self.is_runnable, decay), value(&self.running, self.is_running, running_decay))
+    }
+
     /// The runnable fraction at `now`, on the 1024 scale.
     fn runnable_at(&self, now: u64) -> f64 {
         self.runnable.value_at(now, self.is_runnable)
@@ -85,6 +108,85 @@ impl ThreadAvg {
     fn util_at(&self, now: u64) -> u64 {
         self.running.value_at(now, self.is_running).round() as u64
     }
+}
+
+/// The rounded averages a vCPU thread adds to its runqueue's sums
+/// (cpu_avgs()), kept with the inputs they came from and the instants over
+/// which they stay the same. A balance of a machine-wide domain reads every
+/// runqueue's sums, so without this every newly idle pCPU would decay every
+/// thread's signals anew; between a thread's state changes its signals
+/// only drift toward 0 or 1024, and each rounded figure keeps its value
+/// until the drift carries it across a half unit.
+#[derive(Debug, Clone, Copy)]
+struct AvgMemo {
+    /// The signals and task_h_load() the figures were computed from.
+    avg: ThreadAvg,
+    h_load: u64,
+    /// The figures hold at every instant from `from` to `until`.
+    from: u64,
+    until: u64,
+    load: u64,
+    util: u64,
+    runnable: u64,
+}
+
+impl AvgMemo {
+    const EMPTY: AvgMemo = AvgMemo { avg: ThreadAvg::new(), h_load: 0, from: u64::MAX, until: 0, load: 0, util: 0, runnable: 0 };
+}
+
+/// How close, in units, a figure may come to a rounding boundary while the
+/// memo still vouches for it: far above the floating-point error of the
+/// averages (around 1e-12 units), so a figure the memo keeps is the one a
+/// fresh computation would round to.
+const MEMO_MARGIN: f64 = 1e-6;
+
+/// f64::round() for the non-negative averages (and 0 for a negative one,
+/// as `round() as u64` saturates), without the library call that
+/// targets lacking a rounding instruction make of it.
+fn round_to_u64(x: f64) -> u64 {
+    let whole = x as u64;
+    // `x - whole` is exact: both are within a factor of two, or whole is 0.
+    if x - whole as f64 >= 0.5 {
+        whole + 1
+    } else {
+        whole
+    }
+}
+
+/// The last instant, from `now` on, at which `c` times the signal `sig`
+/// (heading for 1024 if `active`, else for 0) still rounds to `k`, its
+/// value `q` at `now`: the signal moves monotonically toward its target, so
+/// the figure holds until the signal comes within MEMO_MARGIN of the next
+/// half unit ahead; a figure as close as that to the half unit behind
+/// holds at `now` only.
+fn steady_until(sig: &Pelt, active: bool, now: u64, q: f64, c: f64, k: u64) -> u64 {
+    let target = if active { crate::pelt::SCALE } else { 0.0 };
+    let (a, k) = (sig.avg, k as f64);
+    if c == 0.0 {
+        return u64::MAX;
+    }
+    if a == target {
+        return if (q - k).abs() <= 0.5 - MEMO_MARGIN { u64::MAX } else { now };
+    }
+    let rising = target > a;
+    let (clear_behind, ahead) = if rising { (q >= k - 0.5 + MEMO_MARGIN, k + 0.5 - MEMO_MARGIN) } else { (q <= k + 0.5 - MEMO_MARGIN, k - 0.5 + MEMO_MARGIN) };
+    if !clear_behind {
+        return now;
+    }
+    if (rising && target * c <= ahead) || (!rising && target * c >= ahead) {
+        return u64::MAX;
+    }
+    // value(last + dt) = target + (a - target) * 2^(-dt / H).
+    let dt = crate::pelt::HALF_LIFE_NS * ((a - target) / (ahead / c - target)).log2();
+    if !(dt >= 0.0) {
+        return now;
+    }
+    let at = sig.last as f64 + dt;
+    if at >= u64::MAX as f64 {
+        return u64::MAX;
+    }
+    // One ns short of the instant, for the rounding of `at` itself.
+    (at as u64).saturating_sub(1).max(now)
 }
 
 /// What one load_balance() pass did.
@@ -183,6 +285,8 @@ pub struct CfsCore {
     sd: Vec<[SdState; 3]>,
     /// PELT signals of each vCPU thread.
     avg: Vec<ThreadAvg>,
+    /// The figures each vCPU thread last added to its runqueue's sums.
+    avg_memo: Vec<std::cell::Cell<AvgMemo>>,
     /// The vCPU threads whose averages each pCPU's runqueue carries: the
     /// ones last queued there, halted ones included (their blocked load
     /// decays there until they wake elsewhere, remove_entity_load_avg()).
@@ -232,6 +336,7 @@ impl CfsCore {
             throttled: vec![false; weights.len()],
             sd: vec![[SdState::default(); 3]; pcpus as usize],
             avg: vec![ThreadAvg::new(); weights.len()],
+            avg_memo: vec![std::cell::Cell::new(AvgMemo::EMPTY); weights.len()],
             attached: initial_cpu.iter().enumerate().fold(vec![Vec::new(); pcpus as usize], |mut on, (v, &p)| {
                 on[p as usize].push(v as VcpuId);
                 on
@@ -904,13 +1009,41 @@ impl CfsCore {
     fn cpu_avgs(&self, q: PcpuId, now: u64, capacity: u64) -> (u64, u64, u64) {
         let (mut load, mut util, mut runnable) = (0, 0, 0);
         for &v in &self.attached[q as usize] {
-            let a = &self.avg[v as usize];
-            let r = a.runnable_at(now);
-            load += self.thread_load(v, r);
-            runnable += r.round() as u64;
-            util += a.util_at(now);
+            let (l, u, r) = self.thread_avgs(v, now);
+            load += l;
+            util += u;
+            runnable += r;
         }
         (load, util.min(capacity), runnable)
+    }
+
+    /// What `v` adds to its runqueue's load, utilization and runnable sums
+    /// at `now`: thread_load(), util_at() and the rounded runnable_at(),
+    /// from its memo while that holds.
+    fn thread_avgs(&self, v: VcpuId, now: u64) -> (u64, u64, u64) {
+        let a = &self.avg[v as usize];
+        let h_load = self.h_load(v);
+        let memo = self.avg_memo[v as usize].get();
+        if memo.from <= now && now <= memo.until && memo.h_load == h_load && memo.avg.same_as(a) {
+            debug_assert_eq!((memo.load, memo.util, memo.runnable), self.thread_avgs_afresh(v, now), "vCPU {v} at {now}");
+            return (memo.load, memo.util, memo.runnable);
+        }
+        let (r, u) = a.both_at(now);
+        debug_assert!(r.to_bits() == a.runnable_at(now).to_bits() && u.to_bits() == a.running.value_at(now, a.is_running).to_bits());
+        let scaled = r * h_load as f64 / NICE_0_LOAD as f64;
+        let (load, util, runnable) = (round_to_u64(scaled), round_to_u64(u), round_to_u64(r));
+        let until = steady_until(&a.runnable, a.is_runnable, now, r, 1.0, runnable)
+            .min(steady_until(&a.runnable, a.is_runnable, now, scaled, h_load as f64 / NICE_0_LOAD as f64, load))
+            .min(steady_until(&a.running, a.is_running, now, u, 1.0, util));
+        self.avg_memo[v as usize].set(AvgMemo { avg: *a, h_load, from: now, until, load, util, runnable });
+        (load, util, runnable)
+    }
+
+    /// thread_avgs() without the memo, as the figures are defined.
+    fn thread_avgs_afresh(&self, v: VcpuId, now: u64) -> (u64, u64, u64) {
+        let a = &self.avg[v as usize];
+        let r = a.runnable_at(now);
+        (self.thread_load(v, r), a.util_at(now), r.round() as u64)
     }
 
     /// se->avg.load_avg of `v` in its root runqueue's units (task_h_load()):

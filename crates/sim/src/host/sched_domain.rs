@@ -128,7 +128,9 @@ impl Level {
             Some(&q) => q - p,
             None => g[0] + lap - p,
         };
-        groups.sort_unstable_by_key(|g| place(g));
+        let mut placed: Vec<(PcpuId, &[PcpuId])> = groups.drain(..).map(|g| (place(g), g)).collect();
+        placed.sort_unstable_by_key(|&(at, _)| at);
+        groups.extend(placed.into_iter().map(|(_, g)| g));
         groups
     }
 
