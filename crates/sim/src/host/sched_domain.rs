@@ -376,7 +376,7 @@ mod tests {
                     let groups = level.groups(&m, p);
                     proptest::prop_assert!(groups[0].contains(&p));
                     proptest::prop_assert!(groups.len() >= 2, "a present level has two groups or more");
-                    let mut covered: Vec<PcpuId> = groups.iter().flatten().copied().collect();
+                    let mut covered: Vec<PcpuId> = groups.iter().flat_map(|g| g.iter()).copied().collect();
                     covered.sort_unstable();
                     proptest::prop_assert_eq!(&covered, &span);
                     for g in &groups {
