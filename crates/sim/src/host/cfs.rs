@@ -58,7 +58,7 @@ impl ThreadAvg {
     /// init_entity_runnable_average() starts a task at its full weight;
     /// post_init_entity_util_avg() gives it half the capacity that an empty
     /// runqueue has spare.
-    fn new() -> Self {
+    const fn new() -> Self {
         ThreadAvg {
             runnable: Pelt { avg: crate::pelt::SCALE, last: 0 },
             running: Pelt { avg: crate::pelt::SCALE / 2.0, last: 0 },
@@ -74,6 +74,23 @@ impl ThreadAvg {
         self.is_running = running;
     }
 
+    /// runnable_at() and the unrounded util_at() together: both signals are
+    /// updated at the same instants (set()), so one decay factor serves
+    /// both. The same arithmetic as Pelt::value_at().
+    fn both_at(&self, now: u64) -> (f64, f64) {
+        let value = |sig: &Pelt, active: bool, decay: f64| {
+            if now <= sig.last {
+                sig.avg
+            } else {
+                sig.avg * decay + if active { crate::pelt::SCALE * (1.0 - decay) } else { 0.0 }
+            }
+        };
+        let decay_at = |last: u64| (-(now.saturating_sub(last) as f64) / crate::pelt::HALF_LIFE_NS).exp2();
+        let decay = decay_at(self.runnable.last);
+        let running_decay = if self.running.last == self.runnable.last { decay } else { decay_at(self.running.last) };
+        (value(&self.runnable, self.is_runnable, decay), value(&self.running, self.is_running, running_decay))
+    }
+
     /// The runnable fraction at `now`, on the 1024 scale.
     fn runnable_at(&self, now: u64) -> f64 {
         self.runnable.value_at(now, self.is_runnable)
@@ -85,6 +102,121 @@ impl ThreadAvg {
     fn util_at(&self, now: u64) -> u64 {
         self.running.value_at(now, self.is_running).round() as u64
     }
+}
+
+/// The rounded averages a vCPU thread adds to its runqueue's sums
+/// (cpu_avgs()), kept with the inputs they came from and the instants over
+/// which they stay the same. A balance of a machine-wide domain reads every
+/// runqueue's sums, so without this every newly idle pCPU would decay every
+/// thread's signals anew; between a thread's state changes its signals
+/// only drift toward 0 or 1024, and each rounded figure keeps its value
+/// until the drift carries it across a half unit.
+#[derive(Debug, Clone, Copy)]
+struct AvgMemo {
+    /// The state the figures were computed from: the signals' last update
+    /// (they change only with it) and whether the thread was runnable and
+    /// running then, with its task_h_load().
+    last: u64,
+    runnable_running: (bool, bool),
+    h_load: u64,
+    /// The figures hold at every instant from `from` to `until`.
+    from: u64,
+    until: u64,
+    load: u64,
+    util: u32,
+    runnable: u32,
+}
+
+impl AvgMemo {
+    const EMPTY: AvgMemo = AvgMemo { last: 0, runnable_running: (false, false), h_load: 0, from: u64::MAX, until: 0, load: 0, util: 0, runnable: 0 };
+}
+
+/// A runqueue's sums of its threads' figures (cpu_avgs() before the
+/// capacity cap) and the instants over which every one of those figures
+/// holds. Anything that changes a thread's signals, its attachment or its
+/// task_h_load() on the pCPU forgets the memo (forget_sums()).
+#[derive(Debug, Clone, Copy)]
+struct SumsMemo {
+    from: u64,
+    until: u64,
+    load: u64,
+    util: u64,
+    runnable: u64,
+}
+
+impl SumsMemo {
+    const EMPTY: SumsMemo = SumsMemo { from: u64::MAX, until: 0, load: 0, util: 0, runnable: 0 };
+}
+
+/// A balance group's sums of its pCPUs' cpu_avgs(), each pCPU's utilization
+/// capped, as update_sg_lb_stats() adds them; valid while no pCPU of the
+/// group has forgotten its sums since `filled` (on the clock of
+/// forget_sums()) and `now` is within the instants all those sums hold.
+/// A newly idle pCPU's balance of the machine-wide domain reads every
+/// socket's sums, and most sockets' have not changed since the last one.
+#[derive(Debug, Clone, Copy)]
+struct GroupMemo {
+    filled: u64,
+    sums: SumsMemo,
+}
+
+impl GroupMemo {
+    const EMPTY: GroupMemo = GroupMemo { filled: 0, sums: SumsMemo::EMPTY };
+}
+
+/// How close, in units, a figure may come to a rounding boundary while the
+/// memo still vouches for it: far above the floating-point error of the
+/// averages (around 1e-12 units), so a figure the memo keeps is the one a
+/// fresh computation would round to.
+const MEMO_MARGIN: f64 = 1e-6;
+
+/// f64::round() for the non-negative averages (and 0 for a negative one,
+/// as `round() as u64` saturates), without the library call that
+/// targets lacking a rounding instruction make of it.
+fn round_to_u64(x: f64) -> u64 {
+    let whole = x as u64;
+    // `x - whole` is exact: both are within a factor of two, or whole is 0.
+    if x - whole as f64 >= 0.5 {
+        whole + 1
+    } else {
+        whole
+    }
+}
+
+/// The last instant, from `now` on, at which `c` times the signal `sig`
+/// (heading for 1024 if `active`, else for 0) still rounds to `k`, its
+/// value `q` at `now`: the signal moves monotonically toward its target, so
+/// the figure holds until the signal comes within MEMO_MARGIN of the next
+/// half unit ahead; a figure as close as that to the half unit behind
+/// holds at `now` only.
+fn steady_until(sig: &Pelt, active: bool, now: u64, q: f64, c: f64, k: u64) -> u64 {
+    let target = if active { crate::pelt::SCALE } else { 0.0 };
+    let (a, k) = (sig.avg, k as f64);
+    if c == 0.0 {
+        return u64::MAX;
+    }
+    if a == target {
+        return if (q - k).abs() <= 0.5 - MEMO_MARGIN { u64::MAX } else { now };
+    }
+    let rising = target > a;
+    let (clear_behind, ahead) = if rising { (q >= k - 0.5 + MEMO_MARGIN, k + 0.5 - MEMO_MARGIN) } else { (q <= k + 0.5 - MEMO_MARGIN, k - 0.5 + MEMO_MARGIN) };
+    if !clear_behind {
+        return now;
+    }
+    if (rising && target * c <= ahead) || (!rising && target * c >= ahead) {
+        return u64::MAX;
+    }
+    // value(last + dt) = target + (a - target) * 2^(-dt / H).
+    let dt = crate::pelt::HALF_LIFE_NS * ((a - target) / (ahead / c - target)).log2();
+    if !(dt >= 0.0) {
+        return now;
+    }
+    let at = sig.last as f64 + dt;
+    if at >= u64::MAX as f64 {
+        return u64::MAX;
+    }
+    // One ns short of the instant, for the rounding of `at` itself.
+    (at as u64).saturating_sub(1).max(now)
 }
 
 /// What one load_balance() pass did.
@@ -183,6 +315,16 @@ pub struct CfsCore {
     sd: Vec<[SdState; 3]>,
     /// PELT signals of each vCPU thread.
     avg: Vec<ThreadAvg>,
+    /// The figures each vCPU thread last added to its runqueue's sums.
+    avg_memo: Vec<std::cell::Cell<AvgMemo>>,
+    /// Each pCPU's sums of those figures.
+    sums_memo: Vec<std::cell::Cell<SumsMemo>>,
+    /// The clock of forget_sums(): how many times a pCPU's sums were
+    /// forgotten, and when each pCPU's last were.
+    sums_clock: std::cell::Cell<u64>,
+    sums_forgotten: Vec<std::cell::Cell<u64>>,
+    /// The sums of each balance group, by level and the group's first pCPU.
+    group_memo: Vec<[std::cell::Cell<GroupMemo>; 3]>,
     /// The vCPU threads whose averages each pCPU's runqueue carries: the
     /// ones last queued there, halted ones included (their blocked load
     /// decays there until they wake elsewhere, remove_entity_load_avg()).
@@ -232,6 +374,11 @@ impl CfsCore {
             throttled: vec![false; weights.len()],
             sd: vec![[SdState::default(); 3]; pcpus as usize],
             avg: vec![ThreadAvg::new(); weights.len()],
+            avg_memo: vec![std::cell::Cell::new(AvgMemo::EMPTY); weights.len()],
+            sums_memo: vec![std::cell::Cell::new(SumsMemo::EMPTY); pcpus as usize],
+            sums_clock: std::cell::Cell::new(0),
+            sums_forgotten: vec![std::cell::Cell::new(0); pcpus as usize],
+            group_memo: (0..pcpus).map(|_| std::array::from_fn(|_| std::cell::Cell::new(GroupMemo::EMPTY))).collect(),
             attached: initial_cpu.iter().enumerate().fold(vec![Vec::new(); pcpus as usize], |mut on, (v, &p)| {
                 on[p as usize].push(v as VcpuId);
                 on
@@ -336,6 +483,7 @@ impl CfsCore {
         let vg = self.vm_groups.as_ref().expect("group runqueues exist only with VM groups");
         let e = self.group_entity_of_rq(rq);
         let (vm, p) = vg.key[(rq - self.pcpus) as usize];
+        self.forget_sums(p);
         let local = self.rqs[rq as usize].load();
         let total = vg.vm_load[vm as usize].max(local).max(1);
         let shares = vg.shares[vm as usize];
@@ -369,15 +517,21 @@ impl CfsCore {
     /// it is sleeping (task_h_load()): its weight scaled by each group
     /// level above it.
     pub fn h_load(&self, v: VcpuId) -> u64 {
-        let mut load = self.ents[v as usize].weight as u128;
+        let mut load = self.ents[v as usize].weight;
         let mut e = v;
         while let Some(g) = self.parent(e) {
             let ent = &self.ents[e as usize];
             let rq_load = self.rqs[self.rq_of[e as usize] as usize].load() + if ent.on_rq { 0 } else { ent.weight };
-            load = load * self.ents[g as usize].weight as u128 / rq_load.max(1) as u128;
+            let share = self.ents[g as usize].weight;
+            // In 128 bits only when the product needs them: the quotient is
+            // the same, and balancing asks this of every thread it sums.
+            load = match load.checked_mul(share) {
+                Some(product) => product / rq_load.max(1),
+                None => (load as u128 * share as u128 / rq_load.max(1) as u128) as u64,
+            };
             e = g;
         }
-        load as u64
+        load
     }
 
     /// The leftmost queued (not running) vCPU of `p`: what a pick without
@@ -534,6 +688,8 @@ impl CfsCore {
         self.rqs[leaf as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
         self.rq_of[v as usize] = leaf;
         let from = std::mem::replace(&mut self.cpu_of[v as usize], p);
+        self.forget_sums(from);
+        self.forget_sums(p);
         if from != p {
             // migrate_task_rq_fair(): the thread's averages leave the old
             // runqueue and join the new one.
@@ -581,6 +737,7 @@ impl CfsCore {
     /// delay the group entity too), or takes its new share.
     fn dequeue_vcpu_at(&mut self, v: VcpuId, sleep: bool, now: u64) {
         let p = self.cpu_of[v as usize];
+        self.forget_sums(p);
         let leaf = self.rq_of[v as usize];
         let left = if sleep {
             self.rqs[leaf as usize].dequeue_sleep(&mut self.ents, v, now)
@@ -673,6 +830,7 @@ impl CfsCore {
     /// put_prev_entity() at every level on `p`, remembering the root entity
     /// that was running and its slice start for the next pick.
     fn put_prev(&mut self, view: &HostView, p: PcpuId) {
+        self.forget_sums(p);
         if let Some(c) = self.rqs[p as usize].curr() {
             self.put_top[p as usize] = Some((c, self.ents[c as usize].prev_sum_exec));
         }
@@ -722,6 +880,7 @@ impl CfsCore {
     /// kernel only switches the levels that differ (pick_next_task_fair()).
     fn set_curr(&mut self, view: &HostView, v: VcpuId) {
         let p = self.cpu_of[v as usize];
+        self.forget_sums(p);
         let top_before = self.put_top[p as usize].take();
         self.avg[v as usize].set(view.now, true, true);
         let mut e = v;
@@ -902,15 +1061,68 @@ impl CfsCore {
     /// runqueue's PELT average is the sum of its entities', as both decay
     /// alike), utilization capped at the capacity.
     fn cpu_avgs(&self, q: PcpuId, now: u64, capacity: u64) -> (u64, u64, u64) {
-        let (mut load, mut util, mut runnable) = (0, 0, 0);
-        for &v in &self.attached[q as usize] {
-            let a = &self.avg[v as usize];
-            let r = a.runnable_at(now);
-            load += self.thread_load(v, r);
-            runnable += r.round() as u64;
-            util += a.util_at(now);
+        let memo = self.sums_memo[q as usize].get();
+        if memo.from <= now && now <= memo.until {
+            debug_assert_eq!((memo.load, memo.util, memo.runnable), self.cpu_sums_afresh(q, now), "pCPU {q} at {now}");
+            return (memo.load, memo.util.min(capacity), memo.runnable);
         }
-        (load, util.min(capacity), runnable)
+        let mut sums = SumsMemo { from: now, until: u64::MAX, ..SumsMemo::EMPTY };
+        for &v in &self.attached[q as usize] {
+            let (l, u, r, until) = self.thread_avgs(v, now);
+            sums.load += l;
+            sums.util += u;
+            sums.runnable += r;
+            sums.until = sums.until.min(until);
+        }
+        self.sums_memo[q as usize].set(sums);
+        (sums.load, sums.util.min(capacity), sums.runnable)
+    }
+
+    /// cpu_avgs() before the cap, without the pCPU's memo.
+    fn cpu_sums_afresh(&self, q: PcpuId, now: u64) -> (u64, u64, u64) {
+        self.attached[q as usize].iter().map(|&v| self.thread_avgs_afresh(v, now)).fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    }
+
+    /// Forgets `q`'s sums: one of its threads' signals, attachment or
+    /// task_h_load() is about to change.
+    fn forget_sums(&self, q: PcpuId) {
+        self.sums_memo[q as usize].set(SumsMemo::EMPTY);
+        self.sums_clock.set(self.sums_clock.get() + 1);
+        self.sums_forgotten[q as usize].set(self.sums_clock.get());
+    }
+
+    /// What `v` adds to its runqueue's load, utilization and runnable sums
+    /// at `now`: thread_load(), util_at() and the rounded runnable_at(),
+    /// from its memo while that holds; and the last instant they hold.
+    fn thread_avgs(&self, v: VcpuId, now: u64) -> (u64, u64, u64, u64) {
+        let a = &self.avg[v as usize];
+        // Both signals are updated together (set()), and their averages
+        // change only with their last update.
+        debug_assert_eq!(a.runnable.last, a.running.last);
+        let h_load = self.h_load(v);
+        let memo = self.avg_memo[v as usize].get();
+        if memo.from <= now && now <= memo.until && memo.last == a.runnable.last && memo.runnable_running == (a.is_runnable, a.is_running) && memo.h_load == h_load {
+            let figures = (memo.load, memo.util as u64, memo.runnable as u64);
+            debug_assert_eq!(figures, self.thread_avgs_afresh(v, now), "vCPU {v} at {now}");
+            return (figures.0, figures.1, figures.2, memo.until);
+        }
+        let (r, u) = a.both_at(now);
+        debug_assert!(r.to_bits() == a.runnable_at(now).to_bits() && u.to_bits() == a.running.value_at(now, a.is_running).to_bits());
+        let scaled = r * h_load as f64 / NICE_0_LOAD as f64;
+        let (load, util, runnable) = (round_to_u64(scaled), round_to_u64(u), round_to_u64(r));
+        let until = steady_until(&a.runnable, a.is_runnable, now, r, 1.0, runnable)
+            .min(steady_until(&a.runnable, a.is_runnable, now, scaled, h_load as f64 / NICE_0_LOAD as f64, load))
+            .min(steady_until(&a.running, a.is_running, now, u, 1.0, util));
+        let memo = AvgMemo { last: a.runnable.last, runnable_running: (a.is_runnable, a.is_running), h_load, from: now, until, load, util: util as u32, runnable: runnable as u32 };
+        self.avg_memo[v as usize].set(memo);
+        (load, util, runnable, until)
+    }
+
+    /// thread_avgs() without the memo, as the figures are defined.
+    fn thread_avgs_afresh(&self, v: VcpuId, now: u64) -> (u64, u64, u64) {
+        let a = &self.avg[v as usize];
+        let r = a.runnable_at(now);
+        (self.thread_load(v, r), a.util_at(now), r.round() as u64)
     }
 
     /// se->avg.load_avg of `v` in its root runqueue's units (task_h_load()):
@@ -926,21 +1138,55 @@ impl CfsCore {
     /// notes whether any CPU runs two or more tasks (SG_OVERLOAD).
     fn group_stats(&self, view: &HostView, group: &[PcpuId], excluded: &[PcpuId], level: Level, overloaded_cpu: &mut bool) -> GroupStats {
         let m = view.machine;
-        let mut s = GroupStats { capacity: group.iter().map(|&q| m.capacity_of(q)).sum(), weight: group.len() as u32, ..Default::default() };
-        for &q in group.iter().filter(|q| !excluded.contains(q)) {
-            let (load, util, runnable) = self.cpu_avgs(q, view.now, m.capacity_of(q));
-            s.load += load;
-            s.util += util;
-            s.runnable += runnable;
+        let mut s = GroupStats { weight: group.len() as u32, ..Default::default() };
+        // The counts first: they are cheap, and idleness is the world's
+        // (whether a vCPU runs there), which the memo does not follow.
+        let mut last_forgotten = 0;
+        for &q in group {
+            s.capacity += m.capacity_of(q);
+            if !excluded.is_empty() && excluded.contains(&q) {
+                continue;
+            }
             let nr = self.nr_running(q);
             s.nr_running += nr;
             *overloaded_cpu |= nr > 1;
-            if self.is_idle(view, q) {
-                s.idle_cpus += 1;
-            }
+            // is_idle()
+            s.idle_cpus += u32::from(nr == 0 && view.running_on[q as usize].is_none());
+            last_forgotten = last_forgotten.max(self.sums_forgotten[q as usize].get());
         }
+        let memo = &self.group_memo[group[0] as usize][level.index()];
+        let kept = memo.get();
+        let now = view.now;
+        let sums = if excluded.is_empty() && kept.filled >= last_forgotten && kept.sums.from <= now && now <= kept.sums.until {
+            debug_assert!({
+                let fresh = self.group_sums(m, group, excluded, now);
+                (fresh.load, fresh.util, fresh.runnable) == (kept.sums.load, kept.sums.util, kept.sums.runnable)
+            }, "group of pCPU {} at {now}", group[0]);
+            kept.sums
+        } else {
+            let sums = self.group_sums(m, group, excluded, now);
+            if excluded.is_empty() {
+                memo.set(GroupMemo { filled: self.sums_clock.get(), sums });
+            }
+            sums
+        };
+        (s.load, s.util, s.runnable) = (sums.load, sums.util, sums.runnable);
         s.classify(level.imbalance_pct());
         s
+    }
+
+    /// The load, capped utilization and runnable sums of the CPUs of
+    /// `group` not in `excluded`, and the instants over which they hold.
+    fn group_sums(&self, m: &crate::machine::Machine, group: &[PcpuId], excluded: &[PcpuId], now: u64) -> SumsMemo {
+        let mut sums = SumsMemo { from: now, until: u64::MAX, ..SumsMemo::EMPTY };
+        for &q in group.iter().filter(|q| !excluded.contains(q)) {
+            let (load, util, runnable) = self.cpu_avgs(q, now, m.capacity_of(q));
+            sums.load += load;
+            sums.util += util;
+            sums.runnable += runnable;
+            sums.until = sums.until.min(self.sums_memo[q as usize].get().until);
+        }
+        sums
     }
 
     /// should_we_balance() of a periodic balance (Linux 6.5): of `p`'s
@@ -991,7 +1237,7 @@ impl CfsCore {
             let Some(b) = busiest else { return LbOutcome::Balanced };
             let domain = Domain { level, machine: m, idle, total_load: stats.iter().map(|s| s.load).sum(), total_capacity: stats.iter().map(|s| s.capacity).sum() };
             let Some((migration, imbalance)) = domain.imbalance(&stats[0], &stats[b]) else { return LbOutcome::Balanced };
-            let Some(src) = self.find_busiest_queue(view, &groups[b], &excluded, migration, imbalance) else { return LbOutcome::Balanced };
+            let Some(src) = self.find_busiest_queue(view, groups[b], &excluded, migration, imbalance) else { return LbOutcome::Balanced };
             match self.detach_tasks(view, out, src, p, level, idle, migration, imbalance, may) {
                 Some(0) => return LbOutcome::Failed,
                 Some(_) => return LbOutcome::Moved,

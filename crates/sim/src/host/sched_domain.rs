@@ -88,37 +88,49 @@ impl Level {
 
     /// The pCPUs of `q`'s group at this level (its child domain's span, or
     /// `q` alone at the lowest level), ascending.
-    pub fn group_of(self, m: &Machine, q: PcpuId) -> Vec<PcpuId> {
+    pub fn group_of(self, m: &Machine, q: PcpuId) -> &[PcpuId] {
+        let core = &m.threads_of_core[m.core_of[q as usize] as usize];
         match self.child(m) {
-            Some(c) => c.span(m, q),
-            None => vec![q],
-        }
-    }
-
-    /// An identity of `q`'s group at this level.
-    fn group_key(self, m: &Machine, q: PcpuId) -> usize {
-        match self.child(m) {
-            Some(Level::Smt) => m.core_of[q as usize] as usize,
-            Some(Level::Llc) => m.socket_of[q as usize] as usize,
-            _ => q as usize,
+            Some(Level::Smt) => core,
+            Some(Level::Llc) => &m.pcpus_of_socket[m.socket_of[q as usize] as usize],
+            _ => std::slice::from_ref(core.iter().find(|&&t| t == q).expect("a pCPU is one of its core's threads")),
         }
     }
 
     /// The groups of `p`'s domain, `p`'s own first and then in the order
     /// build_sched_groups() links them: by first CPU, wrapping from `p`
-    /// (for_each_cpu_wrap()).
-    pub fn groups(self, m: &Machine, p: PcpuId) -> Vec<Vec<PcpuId>> {
-        let span = self.span(m, p);
-        let start = span.partition_point(|&q| q < p);
-        // A set of the groups seen, sized by the groups rather than the
-        // machine, so a pass costs the domain's span.
-        let mut seen = std::collections::BTreeSet::new();
-        let mut groups = Vec::new();
-        for &q in span[start..].iter().chain(&span[..start]) {
-            if seen.insert(self.group_key(m, q)) {
-                groups.push(self.group_of(m, q));
-            }
+    /// (for_each_cpu_wrap()). They are read from the machine's lists of
+    /// cores and sockets rather than found by walking the span, so a
+    /// domain's groups cost their number, not the domain's CPUs.
+    pub fn groups(self, m: &Machine, p: PcpuId) -> Vec<&[PcpuId]> {
+        fn single(cpus: &[PcpuId]) -> Vec<&[PcpuId]> {
+            cpus.iter().map(std::slice::from_ref).collect()
         }
+        let socket = &m.pcpus_of_socket[m.socket_of[p as usize] as usize];
+        let mut groups: Vec<&[PcpuId]> = match (self, self.child(m)) {
+            // Sockets, which are single CPUs when neither SMT nor the LLC
+            // level is present.
+            (Level::Numa, Some(Level::Llc) | None) => m.pcpus_of_socket.iter().map(|s| &s[..]).collect(),
+            // Cores: the socket's, or the machine's with one core per socket.
+            (Level::Llc, Some(Level::Smt)) => socket
+                .iter()
+                .filter(|&&q| m.threads_of_core[m.core_of[q as usize] as usize][0] == q)
+                .map(|&q| &m.threads_of_core[m.core_of[q as usize] as usize][..])
+                .collect(),
+            (Level::Numa, Some(Level::Smt)) => m.threads_of_core.iter().map(|c| &c[..]).collect(),
+            (Level::Llc, None) => single(socket),
+            (Level::Smt, _) | (Level::Llc, Some(_)) | (Level::Numa, Some(Level::Numa)) => single(&m.threads_of_core[m.core_of[p as usize] as usize]),
+        };
+        // A group's place in the wrapped walk is that of its first CPU at or
+        // after `p`, or, with none, of its first CPU one lap later.
+        let lap = m.pcpus;
+        let place = |g: &[PcpuId]| match g.get(g.partition_point(|&q| q < p)) {
+            Some(&q) => q - p,
+            None => g[0] + lap - p,
+        };
+        let mut placed: Vec<(PcpuId, &[PcpuId])> = groups.drain(..).map(|g| (place(g), g)).collect();
+        placed.sort_unstable_by_key(|&(at, _)| at);
+        groups.extend(placed.into_iter().map(|(_, g)| g));
         groups
     }
 
@@ -364,7 +376,7 @@ mod tests {
                     let groups = level.groups(&m, p);
                     proptest::prop_assert!(groups[0].contains(&p));
                     proptest::prop_assert!(groups.len() >= 2, "a present level has two groups or more");
-                    let mut covered: Vec<PcpuId> = groups.iter().flatten().copied().collect();
+                    let mut covered: Vec<PcpuId> = groups.iter().flat_map(|g| g.iter()).copied().collect();
                     covered.sort_unstable();
                     proptest::prop_assert_eq!(&covered, &span);
                     for g in &groups {
