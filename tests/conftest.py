@@ -24,6 +24,15 @@ from vmsched.cli import app
 SHORT = "200ms"
 
 
+def assert_user_error(result, *fragments: str) -> None:
+    """A user error: exit 2 and one `error: ...` line on stderr holding every fragment."""
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
 @pytest.fixture
 def cli():
     runner = CliRunner()

@@ -9,21 +9,13 @@ import polars as pl
 import pytest
 
 from vmsched import _native
-from conftest import SHORT
+from conftest import SHORT, assert_user_error
 
 BUILTINS = [name for name, _, _ in _native.builtin_scenarios()]
 
 
 def default_toml() -> str:
     return next(toml for name, _, toml in _native.builtin_scenarios() if name == "default")
-
-
-def assert_user_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 def test_unknown_field_names_file_and_field(cli, tmp_path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import vmsched
 from vmsched.api import Scenario
 
+from conftest import assert_user_error
+
 SERVER = """
 name = "closed-loop"
 duration_ms = 100
@@ -17,14 +19,6 @@ kind = "server"
 threads = 4
 work_us = 200
 """
-
-
-def assert_user_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 def test_clients_and_a_rate_are_refused_with_file_and_path(cli, tmp_path):
