@@ -63,3 +63,13 @@ def test_builtin_keeps_invariants(name):
         duration = f"{quick_ms:g}ms"
     result = vmsched.run(name, duration=duration, validate=True, record=False)
     assert result.summary["events"] > 0
+
+
+def test_exported_functions_survive_submodule_imports():
+    """Importing a submodule binds its name on the package: no exported function may share
+    its module's name, or `vmsched.NAME` would become the module once anything imported it."""
+    import importlib
+    for module in set(vmsched._EXPORTS.values()):
+        importlib.import_module(f"vmsched.{module}")
+    for name in vmsched._EXPORTS:
+        assert callable(getattr(vmsched, name)) and not isinstance(getattr(vmsched, name), type(vmsched)), name

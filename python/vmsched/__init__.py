@@ -14,9 +14,12 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "unknown"
 
+# Modules are not named after the functions they export (the function `compare` lives in
+# `comparison`): importing a submodule binds its name on the package, which would hide a
+# same-named function from every later `vmsched.NAME`.
 _EXPORTS = {
     "run": "api", "scenarios": "api", "load_scenario": "api", "Result": "api",
-    "compare": "compare", "write_report": "report",
+    "compare": "comparison", "write_report": "report",
     "sweep": "sweeps", "summarize": "sweeps", "read_results": "sweeps",
 }
 __all__ = sorted(_EXPORTS)

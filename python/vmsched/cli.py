@@ -317,7 +317,7 @@ def compare_cmd(
 ) -> None:
     """Run one scenario and seed under each variant; print metrics with ratios to the first."""
     from . import api
-    from .compare import (parse_seeds, resolve_variants, rich_table, run_comparison, run_seed_comparison,
+    from .comparison import (parse_seeds, resolve_variants, rich_table, run_comparison, run_seed_comparison,
                           seed_rich_table, write_comparison)
     from .rundir import OutputDir
     chosen_window = _window(window)

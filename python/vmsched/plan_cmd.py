@@ -44,7 +44,7 @@ def _print_report(console: Console, report: dict, table: dict, explain: bool) ->
     console.print(f"budgets raised to the coalescing threshold: {coalesce['budgets_raised']}")
     console.print(f"coalescing below {coalesce['threshold_ns'] / 1e3:.2f} us: grown {coalesce['grown']}, "
                   f"absorbed {coalesce['absorbed']}, traded {coalesce['traded']}, exchanged {coalesce['exchanged']}, "
-                  f"left short {coalesce['kept_short']}")
+                  f"left short {coalesce['kept_short']}", soft_wrap=True)  # one line, whatever the terminal's width
     console.print(f"table size: {report['table_bytes']} bytes (binary)   "
                   f"planning time: {report['planning_time_ns'] / 1e6:.2f} ms")
     console.print("verifier: [green]PASS[/green]" if report["verified"] else "verifier: [red]FAIL[/red]")

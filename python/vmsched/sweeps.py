@@ -161,7 +161,7 @@ def variant_overrides(scenario: api.Scenario, config: dict, variant: str, source
         return "", []
     if "=" in variant:
         return parse_variant(variant, source)
-    from .compare import scenario_variants
+    from .comparison import scenario_variants
     known = {v.name: v.overrides for v in scenario_variants(scenario, config)}
     if variant not in known:
         raise UserError(f"{source}: variants: {scenario.source} has no variant {variant!r} "
