@@ -1176,6 +1176,12 @@ pub struct Workload {
     /// pause between a reply and its next request (default 0: at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_us: Option<f64>,
+    /// Hog: every this much time, each thread moves itself to the next vCPU
+    /// in circular order that is idle in the guest's view, as a program
+    /// calling sched_setaffinity() on itself does (vSched's migration mode,
+    /// Section 2.3); it stays when none is idle. Default: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrate_every_us: Option<f64>,
 }
 fn working_set_kb() -> f64 {
     1024.0
@@ -2289,7 +2295,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         }};
     }
     match kind {
-        WorkloadKind::Hog => threaded!("work_us"),
+        WorkloadKind::Hog => threaded!("work_us", "migrate_every_us"),
         // Filler threads are SCHED_IDLE whatever `policy` says.
         WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us", "working_set_kb", "smt_factor", "slice_us"],
         WorkloadKind::Bursty => threaded!("work_us", "work_dist", "sleep_us"),
@@ -2625,6 +2631,12 @@ fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> Result<u64,
         // A dropped request would leave its client waiting for ever (no
         // retransmission is modelled), so every client's request must fit.
         in_range(&f("clients"), clients, 1, w.backlog, "each client has one request outstanding, and all must fit in the backlog")?;
+    }
+    if let Some(every) = w.migrate_every_us {
+        checked_ns(&f("migrate_every_us"), every, 1e3, true)?;
+        if w.pin_threads || !w.affinity.is_empty() {
+            return Err(err(f("migrate_every_us"), "a self-migrating thread sets its own affinity: leave `affinity` and `pin_threads` unset"));
+        }
     }
     if let Some(think) = w.think_us {
         if w.clients.is_none() {

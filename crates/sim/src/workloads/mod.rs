@@ -42,6 +42,11 @@ pub enum Op {
     /// Device IO of the given latency, completion interrupt to a vCPU.
     Io { device_ns: u64, irq_vcpu: u32 },
     Sleep(u64),
+    /// sched_setaffinity() to one vCPU, the next after the thread's own in
+    /// circular order that is idle in the guest's view (no task running or
+    /// queued): the stopper moves the running thread there. It stays when
+    /// no other vCPU is idle.
+    MigrateIdle,
     /// Block until woken by the guest policy that owns the thread
     /// (`GuestAct::Wake`); only for a guest policy's own threads.
     Park,

@@ -256,6 +256,20 @@ impl World {
                 self.block(t, v);
                 false
             }
+            Op::MigrateIdle => {
+                let (vm, local) = (self.vcpus[v as usize].vm, self.vcpus[v as usize].local);
+                let nv = self.vms[vm as usize].nv;
+                let g = &self.vms[vm as usize].guest;
+                let to = (1..nv).map(|i| (local + i) % nv).find(|&w| g.curr(w).is_none() && g.nr_running(w) == 0);
+                match to {
+                    Some(to) => {
+                        self.tasks[t as usize].exec = Exec::Ready;
+                        self.stopper_migrate(v, to);
+                        false
+                    }
+                    None => true,
+                }
+            }
             Op::Park => {
                 self.tasks[t as usize].parked = true;
                 self.block(t, v);

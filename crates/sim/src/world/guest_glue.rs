@@ -196,7 +196,7 @@ impl World {
 
     /// migration_cpu_stop() on running vCPU `v`: its task moves to the VM's
     /// vCPU `to`, which is sent a reschedule IPI; `v` picks again.
-    fn stopper_migrate(&mut self, v: VcpuId, to: u32) {
+    pub(super) fn stopper_migrate(&mut self, v: VcpuId, to: u32) {
         let (vm, local) = (self.vcpus[v as usize].vm, self.vcpus[v as usize].local);
         self.account(v);
         with_guest!(self, vm, |g, view| g.detach_curr_to(&view, local, to));
