@@ -121,8 +121,6 @@ def run(
     from .rundir import OutputDir
     from .summary_table import print_summary
 
-    from .sweeps import variant_overrides
-
     window = _window(trace_window) if trace_window else None
     if report and not record:
         raise fail("--report needs the recorded tables; drop --no-record")
@@ -132,6 +130,7 @@ def run(
     source = _user_input(lambda: api.load_scenario(scenario))
     label, overrides = "", []
     if variant is not None:
+        from .sweeps import variant_overrides  # imported here: the sweep module brings polars with it
         label, overrides = _user_input(lambda: variant_overrides(source, api.normalize(source), variant,
                                                                  "--variant"))
     overrides = [*overrides, *(set_ or [])]
