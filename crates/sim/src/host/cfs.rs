@@ -1150,8 +1150,7 @@ impl CfsCore {
             let nr = self.nr_running(q);
             s.nr_running += nr;
             *overloaded_cpu |= nr > 1;
-            // is_idle()
-            s.idle_cpus += u32::from(nr == 0 && view.running_on[q as usize].is_none());
+            s.idle_cpus += u32::from(self.is_idle(view, q));
             last_forgotten = last_forgotten.max(self.sums_forgotten[q as usize].get());
         }
         let memo = &self.group_memo[group[0] as usize][level.index()];
