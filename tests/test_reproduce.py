@@ -238,6 +238,7 @@ def test_kernel_verdicts():
     assert verdict(True, False, 0.5, 1.1) == "appears"
     assert verdict(False, False, 1.1, 1.2) == "absent on both"
     assert verdict(True, True, None, 0.5) == "holds"         # a non-positive mean has no log size
+    assert verdict(True, True, 0.5, 1.0) == "holds"          # nor a ratio that rounds to 1
     assert verdict(None, True, 0.5, 0.5) is None
 
 

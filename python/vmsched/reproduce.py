@@ -215,7 +215,6 @@ def claim_rows(experiment: Experiment, summaries: dict) -> list[dict]:
 # The kernel a `--kernel` rerun is compared with unless told otherwise: Linux 6.5, the last
 # release whose fair class is CFS, with today's paravirtual features (docs/eevdf.md).
 VERSUS_KERNEL = "linux-6.5"
-VERDICTS = ("holds", "weakens", "strengthens", "reverses", "appears", "absent on both")
 
 
 def kernel_verdict(direction_ok: bool | None, versus_ok: bool | None,
@@ -231,8 +230,8 @@ def kernel_verdict(direction_ok: bool | None, versus_ok: bool | None,
         return "appears" if direction_ok else "absent on both"
     if not direction_ok:
         return "reverses"
-    if not effect or not versus_effect:
-        return "holds"
+    if not effect or not versus_effect or math.log(versus_effect) == 0:
+        return "holds"  # no size to compare (a mean of zero, or a ratio that rounds to 1)
     size = abs(math.log(effect)) / abs(math.log(versus_effect))
     return "weakens" if size < 0.5 else "strengthens" if size > 2 else "holds"
 
@@ -309,8 +308,10 @@ def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = 
     seeds, duration = (QUICK_SEEDS, QUICK_DURATION) if quick else (FULL_SEEDS, None)
     planned = plan_experiments(experiments, seeds, duration, kernel)
     versus_planned = plan_experiments(experiments, seeds, duration, versus_kernel) if versus_kernel else {}
-    every_run = [run for plans in (planned, versus_planned) for runs in plans.values() for run in runs]
-    store = execute_runs(every_run, out, backend, workers, address, progress)
+    # Each run with the kernel it was planned on (None: the experiment's own profiles).
+    every_run = [(on, run) for on, plans in ((kernel, planned), (versus_kernel, versus_planned))
+                 for runs in plans.values() for run in runs]
+    store = execute_runs([run for _, run in every_run], out, backend, workers, address, progress)
     rows = []
     for experiment in experiments:
         rows += claim_rows(experiment, _summaries(experiment, planned[experiment.name], store))
@@ -321,11 +322,11 @@ def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = 
     elif kernel:
         rows = [row | {"kernel": kernel} for row in rows]
     failures = []
-    for run in every_run:
+    for on, run in every_run:
         record = store.load(run.task.key)
         if record["status"] != "ok":
-            kernels = "".join(f" {key}={value}" for key, value in run.point if key == "host.kernel" or key.endswith("guest.kernel"))[:80]
-            failures.append(f"{run.scenario} {run.variant or '(as written)'}{kernels} seed {run.seed}: {record['error']}")
+            failures.append(f"{run.scenario} {run.variant or '(as written)'}{f' on {on}' if on else ''} "
+                            f"seed {run.seed}: {record['error']}")
     result = Reproduction(rows, experiments, out, quick, failures)
     write_atomic(out / "reproduce.json", json.dumps(rows, indent=1) + "\n")
     write_atomic(out / "reproduce.html", reproduce_html(result))
