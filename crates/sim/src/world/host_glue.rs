@@ -164,14 +164,18 @@ impl World {
         if let Some(v) = prev {
             self.account(v);
         }
+        // The world's request buffers, as host_call() lends them; a pick
+        // that carrying them out causes finds empty ones of its own.
+        let mut out = std::mem::take(&mut self.host_out);
         let view = host_view!(self);
-        let mut out = HostOut::default();
         let next = self.host.pick_next(&view, &mut out, p, prev);
         // The decision's own cost falls on whatever runs after it.
         let mut charge = std::mem::take(&mut out.charge);
         self.apply_host_out(&mut out);
         if next == prev {
             self.apply_charges(&mut charge);
+            out.charge = charge;
+            self.host_out = out;
             return;
         }
         self.account_siblings(p);
@@ -188,6 +192,8 @@ impl World {
             None => {}
         }
         self.apply_charges(&mut charge);
+        out.charge = charge;
+        self.host_out = out;
         self.replan_siblings(p);
     }
 
