@@ -38,6 +38,9 @@ pub struct Tunables {
     /// Host CFS before Linux 5.16: newidle_balance() is skipped while the
     /// CPU's average idle period is under sysctl_sched_migration_cost.
     pub newidle_migration_cost_gate: bool,
+    /// Host CFS from Linux 3.13: newidle_balance() weighs each domain's
+    /// measured cost against the CPU's average idle period.
+    pub newidle_cost_gate: bool,
 }
 
 impl Tunables {
@@ -55,6 +58,7 @@ impl Tunables {
             // HZ=250, the x86 default of distribution kernels (see `hz`).
             tick_ns: 4_000_000,
             newidle_migration_cost_gate: false,
+            newidle_cost_gate: false,
         }
     }
 
@@ -68,6 +72,7 @@ impl Tunables {
             fair: o.fair.class(),
             tick_ns: d.tick_ns,
             newidle_migration_cost_gate: o.newidle_migration_cost_gate,
+            newidle_cost_gate: o.newidle_cost_gate,
         }
     }
 

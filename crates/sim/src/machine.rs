@@ -28,7 +28,7 @@ pub struct Machine {
     /// over 1024, precomputed as every progress event reads it.
     alone_rate: Vec<f64>,
     pub smt_factor: f64,
-    latency_ns: [u64; 4],
+    pub(crate) latency_ns: [u64; 4],
     /// The other hardware threads of pCPU `p`'s core are
     /// `sibling_list[sibling_start[p]..sibling_start[p + 1]]`: every work-rate
     /// computation reads them, so they are kept flat and precomputed.

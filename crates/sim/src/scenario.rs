@@ -373,6 +373,13 @@ pub struct CfsTunables {
     /// condition"). Set by the kernel profiles older than that.
     #[serde(default)]
     pub newidle_migration_cost_gate: bool,
+    /// Host only: newidle_balance() stops before a domain whose measured
+    /// cost (sd->max_newidle_lb_cost), added to what the walk has spent,
+    /// exceeds the pCPU's average idle period, as Linux does from 3.13
+    /// (commit 9bd721c55c8a, "sched/balancing: Consider max cost of idle
+    /// balance per sched domain"). Set by the kernel profiles from 3.18 on.
+    #[serde(default)]
+    pub newidle_cost_gate: bool,
 }
 
 /// The fair scheduling class a kernel runs (see [`crate::fair`]).

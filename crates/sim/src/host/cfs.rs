@@ -42,6 +42,29 @@ struct SdState {
     balance_interval_ms: u64,
     /// sd->nr_balance_failed.
     nr_balance_failed: u32,
+    /// sd->max_newidle_lb_cost: the longest a newly idle balance of this
+    /// domain took, decayed by 253/256 once a second
+    /// (update_newidle_cost()).
+    max_newidle_lb_cost: u64,
+    /// sd->last_decay_max_lb_cost.
+    last_decay_max_lb_cost: u64,
+}
+
+/// update_newidle_cost(): a longer cost raises the maximum; otherwise,
+/// a second after the last change, the maximum decays by about 1% (Linux
+/// 3.13, commit f48627e686a6). Returns whether it decayed.
+fn update_newidle_cost(sd: &mut SdState, cost: u64, now: u64) -> bool {
+    if cost > sd.max_newidle_lb_cost {
+        sd.max_newidle_lb_cost = cost;
+        sd.last_decay_max_lb_cost = now;
+        false
+    } else if now > sd.last_decay_max_lb_cost + 1_000_000_000 {
+        sd.max_newidle_lb_cost = sd.max_newidle_lb_cost * 253 / 256;
+        sd.last_decay_max_lb_cost = now;
+        true
+    } else {
+        false
+    }
 }
 
 /// A vCPU thread's PELT signals (struct sched_avg): runnable (queued or
@@ -331,6 +354,10 @@ pub struct CfsCore {
     attached: Vec<Vec<VcpuId>>,
     /// rq->avg_idle: the average length of this pCPU's idle periods.
     avg_idle: Vec<u64>,
+    /// rq->max_idle_balance_cost: the most a newly idle walk of this
+    /// pCPU's domains has cost, at least sysctl_sched_migration_cost; it
+    /// caps avg_idle at twice itself.
+    max_idle_balance_cost: Vec<u64>,
     /// rq->idle_stamp: when newidle_balance() last found nothing to pull.
     idle_stamp: Vec<Option<u64>>,
     /// rd->overload: set when a runqueue gets a second task, recomputed by
@@ -384,6 +411,7 @@ impl CfsCore {
                 on
             }),
             avg_idle: vec![2 * MIGRATION_COST_NS; pcpus as usize],
+            max_idle_balance_cost: vec![MIGRATION_COST_NS; pcpus as usize],
             idle_stamp: vec![None; pcpus as usize],
             overload: false,
             nohz_next_balance: 0,
@@ -1422,6 +1450,20 @@ impl CfsCore {
         let m = view.machine;
         let mut idle = if self.is_idle(view, p) { IdleType::Idle } else { IdleType::NotIdle };
         let mut next_balance = view.now + 60_000_000_000;
+        if self.tun.newidle_cost_gate {
+            // The once-a-second decay of each domain's newly idle cost, and
+            // rq->max_idle_balance_cost refreshed from their sum when one
+            // decayed.
+            let (mut decayed, mut sum) = (false, 0);
+            for level in Level::all(m) {
+                let sd = &mut self.sd[p as usize][level.index()];
+                decayed |= update_newidle_cost(sd, 0, view.now);
+                sum += sd.max_newidle_lb_cost;
+            }
+            if decayed {
+                self.max_idle_balance_cost[p as usize] = sum.max(MIGRATION_COST_NS);
+            }
+        }
         for level in Level::all(m) {
             let weight = level.weight(m, p);
             let mut continue_balancing = true;
@@ -1468,14 +1510,16 @@ impl CfsCore {
         self.nohz_next_balance = next;
     }
 
-    /// newidle_balance() (Linux 5.16 on): an idle CPU pulls before it
-    /// idles, domain by domain bottom-up, stopping at the first pull. It is
-    /// skipped when no runqueue has had two tasks since the last balance of
-    /// the top domain (rd->overload), and, with the pre-5.16 gate, when the
-    /// CPU's idle periods average under sysctl_sched_migration_cost. From
-    /// 5.16 the gate compares avg_idle with each domain's measured
-    /// max_newidle_lb_cost instead; the model charges no time for
-    /// balancing, so that cost is zero and only the overload gate remains.
+    /// newidle_balance(): an idle CPU pulls before it idles, domain by
+    /// domain bottom-up, stopping at the first pull. It is skipped when no
+    /// runqueue has had two tasks since the last balance of the top domain
+    /// (rd->overload), and, with the pre-5.16 gate, when the CPU's idle
+    /// periods average under sysctl_sched_migration_cost. With the cost
+    /// gate (3.13 on) the walk stops before a domain whose
+    /// max_newidle_lb_cost, added to what the walk has spent, exceeds
+    /// avg_idle; each pass's cost is [`Level::pass_cost_ns`], which bounds
+    /// the gate only: the pass itself takes no simulated time, as no
+    /// balancing does in the model.
     fn newidle_balance<H: CfsHooks>(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, hooks: &H) {
         self.idle_stamp[p as usize] = Some(view.now);
         // update_next_balance() with the idle intervals: the CPU's next
@@ -1488,14 +1532,26 @@ impl CfsCore {
             return;
         }
         let m = view.machine;
+        let mut walk_cost = 0;
         for level in Level::all(m) {
+            let sd = &mut self.sd[p as usize][level.index()];
+            if self.tun.newidle_cost_gate && self.avg_idle[p as usize] < walk_cost + sd.max_newidle_lb_cost {
+                break;
+            }
             let outcome = self.load_balance(view, out, p, level, IdleType::NewlyIdle, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));
             self.account_balance(p, level, level.weight(m, p), IdleType::NewlyIdle, outcome);
+            if self.tun.newidle_cost_gate {
+                let cost = level.pass_cost_ns(m);
+                update_newidle_cost(&mut self.sd[p as usize][level.index()], cost, view.now);
+                walk_cost += cost;
+            }
             if outcome == LbOutcome::Moved || self.nr_running(p) > 0 {
                 self.idle_stamp[p as usize] = None;
                 break;
             }
         }
+        let most = &mut self.max_idle_balance_cost[p as usize];
+        *most = (*most).max(walk_cost);
     }
 
     /// ttwu_do_activate(): a wakeup onto a CPU that newidle_balance() left
@@ -1504,7 +1560,7 @@ impl CfsCore {
     fn end_idle_period(&mut self, p: PcpuId, now: u64) {
         if let Some(stamp) = self.idle_stamp[p as usize].take() {
             let (sample, avg) = (now.saturating_sub(stamp) as i64, self.avg_idle[p as usize] as i64);
-            self.avg_idle[p as usize] = ((avg + (sample - avg) / 8) as u64).min(2 * MIGRATION_COST_NS);
+            self.avg_idle[p as usize] = ((avg + (sample - avg) / 8) as u64).min(2 * self.max_idle_balance_cost[p as usize]);
         }
     }
 
@@ -2378,6 +2434,42 @@ mod tests {
             let next = h.pick_next(&view, &mut out, 0, Some(0));
             assert_eq!(next == Some(2), pulls, "gate {gate}, idle periods of {idle_period_us} us");
         }
+    }
+
+    /// newidle_balance() weighing each domain's cost (Linux 3.13 on): on
+    /// one LLC of two cores a pass reads the other core's runqueue, one
+    /// cache line at the socket distance, 100 ns. The first newly idle
+    /// balance measures it (sd->max_newidle_lb_cost = 100, and
+    /// rq->max_idle_balance_cost stays at its 500 us floor); a pCPU whose
+    /// average idle period is shorter than that cost no longer walks the
+    /// domain, one whose idle period is longer pulls. A second later the
+    /// periodic balance decays the cost to 100 x 253 / 256 = 98.
+    #[test]
+    fn newidle_balance_skips_a_domain_that_costs_more_than_the_idle_period() {
+        let m = machine(2);
+        let allowed = vec![vec![true, true]; 3];
+        let llc = Level::Llc.index();
+        assert_eq!(Level::Llc.pass_cost_ns(&m), 100);
+        for (avg_idle, pulls) in [(99, false), (100, true)] {
+            let tun = Tunables { newidle_cost_gate: true, ..Tunables::linux_default(2) };
+            let (mut h, running) = two_against_one(tun);
+            h.k.sd[0][llc].max_newidle_lb_cost = 100;
+            h.k.avg_idle[0] = avg_idle;
+            let mut out = HostOut::default();
+            let view = HostView::new(20_000_000, &m, &allowed, &running);
+            h.block(&view, &mut out, 0, 0);
+            let next = h.pick_next(&view, &mut out, 0, Some(0));
+            assert_eq!(next == Some(2), pulls, "average idle period {avg_idle} ns against a cost of 100 ns");
+        }
+        let (mut h, running) = two_against_one(Tunables { newidle_cost_gate: true, ..Tunables::linux_default(2) });
+        let mut out = HostOut::default();
+        let view = HostView::new(20_000_000, &m, &allowed, &running);
+        h.block(&view, &mut out, 0, 0);
+        assert_eq!(h.pick_next(&view, &mut out, 0, Some(0)), Some(2));
+        assert_eq!((h.k.sd[0][llc].max_newidle_lb_cost, h.k.sd[0][llc].last_decay_max_lb_cost), (100, 20_000_000));
+        assert_eq!(h.k.max_idle_balance_cost[0], MIGRATION_COST_NS);
+        assert!(update_newidle_cost(&mut h.k.sd[0][llc], 0, 1_020_000_001));
+        assert_eq!(h.k.sd[0][llc].max_newidle_lb_cost, 98);
     }
 
     /// set_last_buddy(): a wakeup that preempts the running vCPU on a

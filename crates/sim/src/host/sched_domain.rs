@@ -152,6 +152,24 @@ impl Level {
         }
     }
 
+    /// What one load_balance() pass at this level takes, as the kernel's
+    /// sched_clock() would measure it for sd->max_newidle_lb_cost:
+    /// update_sd_lb_stats() reads every other CPU of the span, modelled as
+    /// one cache line of its runqueue at the machine's transfer latency for
+    /// that distance (`host.distances`). The detaching of tasks is not
+    /// counted.
+    pub fn pass_cost_ns(self, m: &Machine) -> u64 {
+        let [_, smt, socket, cross] = m.latency_ns;
+        let threads = m.threads_of_core[0].len() as u64;
+        let per_socket = m.pcpus_of_socket[0].len() as u64;
+        let within_core = (threads - 1) * smt;
+        match self {
+            Level::Smt => within_core,
+            Level::Llc => within_core + (per_socket - threads) * socket,
+            Level::Numa => within_core + (per_socket - threads) * socket + (m.pcpus as u64 - per_socket) * cross,
+        }
+    }
+
     /// SD_SHARE_CPUCAPACITY: SMT siblings share their caches, so no task is
     /// cache hot between them (task_hot()).
     pub fn shares_capacity(self) -> bool {
