@@ -346,10 +346,14 @@ impl Domain<'_> {
                 return None;
             }
         }
-        // Bring both toward the domain's average, neither past it.
-        let from_busiest = busiest.avg_load.saturating_sub(sds_avg_load) as u128 * busiest.capacity as u128;
-        let to_local = sds_avg_load.saturating_sub(local_avg) as u128 * local.capacity as u128;
-        Some((Migration::Load, (from_busiest.min(to_local) / CAPACITY_SCALE as u128) as i64))
+        // Bring both toward the domain's average, neither past it, in the
+        // kernel's unsigned long arithmetic: a busiest group below the
+        // average (an overloaded group of light threads beside a CPU with a
+        // heavy one) makes the first difference wrap, so the local group's
+        // side decides and the local CPU pulls up to the average.
+        let from_busiest = busiest.avg_load.wrapping_sub(sds_avg_load).wrapping_mul(busiest.capacity);
+        let to_local = sds_avg_load.wrapping_sub(local_avg).wrapping_mul(local.capacity);
+        Some((Migration::Load, (from_busiest.min(to_local) / CAPACITY_SCALE) as i64))
     }
 }
 
@@ -434,6 +438,21 @@ mod tests {
         assert_eq!(d.imbalance(&idle, &busiest), Some((Migration::Task, 1)));
         // A busy CPU leaves a lone task on a fully busy CPU alone.
         assert_eq!(Domain { idle: IdleType::NotIdle, ..d }.imbalance(&cpu(1, 1024, 1024), &cpu(1, 1024, 1024)), None);
+    }
+
+    /// calculate_imbalance() with the busiest group below the domain's
+    /// average: a local CPU with one light thread (load 500), an overloaded
+    /// CPU with two lighter ones (600) and a CPU with one heavy thread
+    /// (3000) average 4100 x 1024 / 3072 = 1366. The kernel's unsigned
+    /// (600 - 1366) wraps, so min() takes the local side: (1366 - 500) x
+    /// 1024 / 1024 = 866 to pull.
+    #[test]
+    fn a_busiest_group_below_the_average_still_gives_the_local_side_to_pull() {
+        let m = machine("cores_per_socket=3");
+        let (local, busiest) = (cpu(1, 500, 1024), cpu(2, 600, 1024));
+        assert_eq!((local.kind, busiest.kind), (GroupType::FullyBusy, GroupType::Overloaded));
+        let d = Domain { level: Level::Llc, machine: &m, idle: IdleType::NotIdle, total_load: 4100, total_capacity: 3072 };
+        assert_eq!(d.imbalance(&local, &busiest), Some((Migration::Load, 866)));
     }
 
     /// update_sd_pick_busiest(): type first, then avg_load; equal groups
