@@ -930,6 +930,12 @@ pub struct HostKvm {
     /// while runnable (`vcpu->preempted`) were.
     #[serde(default)]
     pub on_spin_ready: bool,
+    /// kvm_vcpu_eligible_for_directed_yield() (Linux 3.7, "KVM: Choose
+    /// better candidate for directed yield"): a candidate that is itself
+    /// inside kvm_vcpu_on_spin(), switched out by its own directed yield,
+    /// is offered only every other time it is considered.
+    #[serde(default)]
+    pub directed_yield_eligibility: bool,
 }
 fn ple_window() -> u64 {
     4096

@@ -97,4 +97,13 @@ pub struct VcpuPv {
     pub halt_since: u64,
     /// When a directed yield to this vCPU was last accepted.
     pub yielded_to_at: Option<u64>,
+    /// When this vCPU's own pause-loop exit last had a directed yield
+    /// accepted (its kvm_vcpu_on_spin() then ends in schedule()).
+    pub spin_yield_at: Option<u64>,
+    /// vcpu->spin_loop.in_spin_loop: switched out inside its own
+    /// kvm_vcpu_on_spin(), until it runs again.
+    pub in_spin_loop: bool,
+    /// vcpu->spin_loop.dy_eligible: toggled each time the vCPU is
+    /// considered while in its spin loop; false outside it.
+    pub dy_eligible: bool,
 }

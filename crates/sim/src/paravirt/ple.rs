@@ -11,6 +11,7 @@
 //! pending interrupt; the first that the host scheduler accepts
 //! (yield_to(), which makes it the CFS next buddy) is boosted.
 
+use crate::paravirt::VcpuPv;
 use crate::scenario::HostKvm;
 
 /// The PLE settings of the host, if PLE is on (`ple_gap` > 0).
@@ -22,6 +23,24 @@ pub struct Ple {
     pub shrink: u64,
     pub window_max: u64,
     pub tsc_mhz: u64,
+    /// kvm_vcpu_eligible_for_directed_yield() (Linux 3.7), see
+    /// [`eligible_for_directed_yield`].
+    pub dy_eligibility: bool,
+}
+
+/// kvm_vcpu_eligible_for_directed_yield() for a candidate that passed
+/// the other checks: a vCPU not inside its own kvm_vcpu_on_spin() is
+/// eligible; one that is (its yield_to() ended in schedule() and it has
+/// not run since) is eligible when `dy_eligible` is set, which flips at
+/// each look, so it is offered every other time (Linux 3.7, "KVM: Choose
+/// better candidate for directed yield": a vCPU that just exited on a
+/// spin loop is probably spinning too, not the lock holder).
+pub fn eligible_for_directed_yield(pv: &mut VcpuPv) -> bool {
+    let eligible = !pv.in_spin_loop || pv.dy_eligible;
+    if pv.in_spin_loop {
+        pv.dy_eligible = !pv.dy_eligible;
+    }
+    eligible
 }
 
 impl Ple {
@@ -32,6 +51,7 @@ impl Ple {
             shrink: kvm.ple_window_shrink,
             window_max: kvm.ple_window_max,
             tsc_mhz: kvm.tsc_mhz,
+            dy_eligibility: kvm.directed_yield_eligibility,
         })
     }
 
@@ -87,6 +107,19 @@ mod tests {
         // Without a dynamic window (before 3.18) nothing grows.
         let fixed = Ple::new(&HostKvm { ple_window_grow: 1, ..kvm() }).unwrap();
         assert_eq!(fixed.grown(4096), 4096);
+    }
+
+    /// A candidate outside its own spin loop is always offered and its flag
+    /// stays; one inside it is offered every other time it is looked at,
+    /// first not (dy_eligible starts cleared).
+    #[test]
+    fn a_vcpu_in_its_own_spin_loop_is_offered_every_other_time() {
+        let mut pv = VcpuPv::default();
+        assert!((0..3).all(|_| eligible_for_directed_yield(&mut pv)));
+        assert!(!pv.dy_eligible);
+        pv.in_spin_loop = true;
+        let offered: Vec<bool> = (0..5).map(|_| eligible_for_directed_yield(&mut pv)).collect();
+        assert_eq!(offered, [false, true, false, true, false]);
     }
 
     #[test]

@@ -484,8 +484,14 @@ impl World {
             if yield_to_kernel_mode && uc.pv.preempted && uc.pending.is_empty() && !in_kernel {
                 continue;
             }
+            if ple.dy_eligibility && !paravirt::ple::eligible_for_directed_yield(&mut self.vcpus[u as usize].pv) {
+                continue;
+            }
             if self.directed_yield(v, u) {
                 self.vms[vm].pv.last_boosted = i;
+                // yield_to() ends in schedule(): switched out there, this
+                // vCPU stays in its spin loop until it runs again.
+                self.vcpus[v as usize].pv.spin_yield_at = Some(self.now);
                 break;
             }
         }

@@ -243,6 +243,11 @@ impl World {
             self.set_preempted_flag(v, true);
             let vc = &mut self.vcpus[v as usize];
             vc.preemptions += 1;
+            // Switched out by the schedule() its own directed yield ended
+            // in: still inside kvm_vcpu_on_spin() (in_spin_loop).
+            if vc.pv.spin_yield_at.take() == Some(self.now) {
+                vc.pv.in_spin_loop = true;
+            }
             if let Some(t) = vc.curr_task {
                 if self.tasks[t as usize].locks_held > 0 {
                     self.vms[vc.vm as usize].lhp_count += 1;
@@ -271,6 +276,10 @@ impl World {
         // record_steal_time() clears the `preempted` byte (and does the TLB
         // flush a PV shootdown left there, at no modelled cost).
         self.set_preempted_flag(v, false);
+        // Running again, it leaves kvm_vcpu_on_spin(): out of the spin
+        // loop, and not eligible during the next one until considered.
+        let pv = &mut self.vcpus[v as usize].pv;
+        (pv.in_spin_loop, pv.dy_eligible) = (false, false);
         if self.vcpus[v as usize].pv.yielded_to_at.take() == Some(self.now) {
             let vm = self.vcpus[v as usize].vm as usize;
             self.vms[vm].pv.counters.directed_yields_target_ran += 1;
