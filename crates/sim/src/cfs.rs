@@ -41,6 +41,9 @@ pub struct Tunables {
     /// Host CFS from Linux 3.13: newidle_balance() weighs each domain's
     /// measured cost against the CPU's average idle period.
     pub newidle_cost_gate: bool,
+    /// Host CFS from Linux 5.10: a busy CPU's balance interval is one
+    /// jiffy shorter.
+    pub busy_interval_one_jiffy_less: bool,
 }
 
 impl Tunables {
@@ -59,6 +62,7 @@ impl Tunables {
             tick_ns: 4_000_000,
             newidle_migration_cost_gate: false,
             newidle_cost_gate: false,
+            busy_interval_one_jiffy_less: false,
         }
     }
 
@@ -73,6 +77,7 @@ impl Tunables {
             tick_ns: d.tick_ns,
             newidle_migration_cost_gate: o.newidle_migration_cost_gate,
             newidle_cost_gate: o.newidle_cost_gate,
+            busy_interval_one_jiffy_less: o.busy_interval_one_jiffy_less,
         }
     }
 

@@ -1430,15 +1430,21 @@ impl CfsCore {
     }
 
     /// When `p`'s domain at `level` is next due for a periodic balance:
-    /// sd->last_balance plus get_sd_balance_interval() (sd->balance_interval,
-    /// x busy_factor on a busy CPU, at most max_load_balance_interval =
-    /// HZ * CPUs / 10 jiffies).
+    /// sd->last_balance plus get_sd_balance_interval(): sd->balance_interval,
+    /// x busy_factor on a busy CPU, in whole jiffies (msecs_to_jiffies()
+    /// rounds up), one less on a busy CPU from 5.10, kept within 1 and
+    /// max_load_balance_interval = HZ * CPUs / 10 jiffies.
     fn balance_due(&self, m: &crate::machine::Machine, p: PcpuId, level: Level, idle: IdleType) -> u64 {
         let st = self.sd[p as usize][level.index()];
         let base = if st.balance_interval_ms == 0 { level.weight(m, p) } else { st.balance_interval_ms };
-        let busy_factor = if idle == IdleType::NotIdle { BUSY_FACTOR } else { 1 };
-        let interval_ms = (base * busy_factor).clamp(1, 100 * self.pcpus as u64);
-        st.last_balance + interval_ms * 1_000_000
+        let busy = idle == IdleType::NotIdle;
+        let jiffy = self.tun.tick_ns;
+        let mut jiffies = (base * if busy { BUSY_FACTOR } else { 1 } * 1_000_000).div_ceil(jiffy);
+        if busy && self.tun.busy_interval_one_jiffy_less {
+            jiffies = jiffies.saturating_sub(1);
+        }
+        let max_jiffies = (1_000_000_000 / jiffy) * self.pcpus as u64 / 10;
+        st.last_balance + jiffies.clamp(1, max_jiffies.max(1)) * jiffy
     }
 
     /// rebalance_domains() for `p`: each domain whose interval has passed
@@ -2433,6 +2439,21 @@ mod tests {
             h.block(&view, &mut out, 0, 0);
             let next = h.pick_next(&view, &mut out, 0, Some(0));
             assert_eq!(next == Some(2), pulls, "gate {gate}, idle periods of {idle_period_us} us");
+        }
+    }
+
+    /// get_sd_balance_interval() on one LLC of two cores at HZ=250: the
+    /// span weight, 2 ms, is one jiffy (4 ms, rounded up) for an idle CPU
+    /// and 2 x busy_factor 16 = 32 ms, eight jiffies, for a busy one; from
+    /// Linux 5.10 a busy CPU's interval is one jiffy less, 28 ms.
+    #[test]
+    fn a_busy_balance_interval_is_one_jiffy_less_from_linux_5_10() {
+        let m = machine(2);
+        for (one_less, busy_ms) in [(false, 32), (true, 28)] {
+            let tun = Tunables { busy_interval_one_jiffy_less: one_less, ..Tunables::linux_default(2) };
+            let h = HostCfs::new(tun, 2, &[1024], &[0], vec![]);
+            assert_eq!(h.k.balance_due(&m, 0, Level::Llc, IdleType::NotIdle), busy_ms * 1_000_000);
+            assert_eq!(h.k.balance_due(&m, 0, Level::Llc, IdleType::Idle), 4_000_000);
         }
     }
 
