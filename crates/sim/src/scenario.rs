@@ -383,7 +383,8 @@ pub struct CfsTunables {
     /// Host only: a busy CPU's balance interval, in whole jiffies, is one
     /// jiffy shorter (get_sd_balance_interval(), Linux 5.10, "sched/fair:
     /// Minimize concurrent LBs between domain level"), so the periods of
-    /// the domain levels are not multiples of each other. Set by the kernel profiles from 5.10 on.
+    /// the domain levels are not multiples of each other. Set by the kernel
+    /// profiles from 5.10 on.
     #[serde(default)]
     pub busy_interval_one_jiffy_less: bool,
 }

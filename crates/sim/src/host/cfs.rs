@@ -1540,8 +1540,8 @@ impl CfsCore {
         let m = view.machine;
         let mut walk_cost = 0;
         for level in Level::all(m) {
-            let sd = &mut self.sd[p as usize][level.index()];
-            if self.tun.newidle_cost_gate && self.avg_idle[p as usize] < walk_cost + sd.max_newidle_lb_cost {
+            let domain_cost = self.sd[p as usize][level.index()].max_newidle_lb_cost;
+            if self.tun.newidle_cost_gate && self.avg_idle[p as usize] < walk_cost + domain_cost {
                 break;
             }
             let outcome = self.load_balance(view, out, p, level, IdleType::NewlyIdle, &mut |k, v, from, to| hooks.may_migrate(k, view, v, from, to));

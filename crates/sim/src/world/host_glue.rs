@@ -35,18 +35,18 @@ impl World {
             // Carrying the requests out may call the policy again: that call
             // finds empty buffers of its own.
             let mut out = std::mem::take(&mut self.host_out);
-            let mut charge = std::mem::take(&mut out.charge);
+            let charge = std::mem::take(&mut out.charge);
             self.apply_host_out(&mut out);
-            self.apply_charges(&mut charge);
-            out.charge = charge;
-            self.host_out = out;
+            self.apply_charges(out, charge);
         }
         r
     }
 
     /// Scheduler work on a pCPU delays the vCPU running there; on an idle
-    /// pCPU it only uses idle time. Empties `charge`.
-    fn apply_charges(&mut self, charge: &mut Vec<(PcpuId, u64)>) {
+    /// pCPU it only uses idle time. The emptied request buffers (`out`,
+    /// whose requests were carried out, and `charge`) go back to the world
+    /// for the next call.
+    fn apply_charges(&mut self, mut out: HostOut, mut charge: Vec<(PcpuId, u64)>) {
         for (p, ns) in charge.drain(..) {
             if let Some(v) = self.pcpu_curr[p as usize] {
                 self.account(v);
@@ -54,6 +54,8 @@ impl World {
                 self.plan(v);
             }
         }
+        out.charge = charge;
+        self.host_out = out;
     }
 
     /// Carries out what the host policy asked for (its charges apart), and
@@ -170,12 +172,10 @@ impl World {
         let view = host_view!(self);
         let next = self.host.pick_next(&view, &mut out, p, prev);
         // The decision's own cost falls on whatever runs after it.
-        let mut charge = std::mem::take(&mut out.charge);
+        let charge = std::mem::take(&mut out.charge);
         self.apply_host_out(&mut out);
         if next == prev {
-            self.apply_charges(&mut charge);
-            out.charge = charge;
-            self.host_out = out;
+            self.apply_charges(out, charge);
             return;
         }
         self.account_siblings(p);
@@ -191,9 +191,7 @@ impl World {
             Some((v, None)) => self.start_running(v, p),
             None => {}
         }
-        self.apply_charges(&mut charge);
-        out.charge = charge;
-        self.host_out = out;
+        self.apply_charges(out, charge);
         self.replan_siblings(p);
     }
 
