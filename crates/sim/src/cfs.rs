@@ -44,6 +44,9 @@ pub struct Tunables {
     /// Host CFS from Linux 5.10: a busy CPU's balance interval is one
     /// jiffy shorter.
     pub busy_interval_one_jiffy_less: bool,
+    /// Host CFS: exact ties of PELT loads between balance candidates are
+    /// drawn at random (`host.cfs.load_ties`).
+    pub random_load_ties: bool,
 }
 
 impl Tunables {
@@ -63,6 +66,7 @@ impl Tunables {
             newidle_migration_cost_gate: false,
             newidle_cost_gate: false,
             busy_interval_one_jiffy_less: false,
+            random_load_ties: true,
         }
     }
 
@@ -78,6 +82,7 @@ impl Tunables {
             newidle_migration_cost_gate: o.newidle_migration_cost_gate,
             newidle_cost_gate: o.newidle_cost_gate,
             busy_interval_one_jiffy_less: o.busy_interval_one_jiffy_less,
+            random_load_ties: o.load_ties == crate::scenario::LoadTies::Random,
         }
     }
 

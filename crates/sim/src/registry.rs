@@ -171,14 +171,14 @@ fn host_cfs<H: CfsHooks>(b: &HostBuild, hooks: H) -> HostCfs<H> {
     // vm.host_slice_us: sched_setattr() on each vCPU thread of the VM.
     let slices: Vec<Option<u64>> = b.vm_of.iter().map(|&vm| b.scenario.vms[vm as usize].host_slice_us.map(|us| (us * 1e3).round() as u64)).collect();
     if !b.host.cfs.vm_groups {
-        return HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks).with_thread_slices(&slices);
+        return HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks).with_seed(b.scenario.seed).with_thread_slices(&slices);
     }
     let threads = vec![crate::cfs::NICE_0_LOAD; b.weights.len()];
     let mut shares = vec![crate::cfs::NICE_0_LOAD; b.scenario.vms.len()];
     for (v, &vm) in b.vm_of.iter().enumerate() {
         shares[vm as usize] = b.weights[v];
     }
-    HostCfs::with_hooks(tun, b.pcpus, &threads, b.initial_cpu, b.bandwidth.clone(), hooks).with_vm_groups(b.vm_of, &shares).with_thread_slices(&slices)
+    HostCfs::with_hooks(tun, b.pcpus, &threads, b.initial_cpu, b.bandwidth.clone(), hooks).with_seed(b.scenario.seed).with_vm_groups(b.vm_of, &shares).with_thread_slices(&slices)
 }
 
 pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {

@@ -387,6 +387,32 @@ pub struct CfsTunables {
     /// profiles from 5.10 on.
     #[serde(default)]
     pub busy_interval_one_jiffy_less: bool,
+    /// Host only: how the balancer chooses among the busiest candidates
+    /// whose PELT loads are exactly equal (see [`LoadTies`]).
+    #[serde(default)]
+    pub load_ties: LoadTies,
+}
+
+/// How find_busiest_group() and find_busiest_queue() choose among
+/// candidates whose PELT-derived loads (an overloaded group's avg_load, a
+/// CPU's load or utilization) are exactly equal. The kernel keeps the first
+/// it meets (update_sd_pick_busiest() and find_busiest_queue() compare with
+/// a strict `>`), but its loads are hardly ever exactly equal: each entity's
+/// average carries the integer truncation of its own 1024 us PELT periods
+/// and the group entities' lazily updated shares (update_tg_load_avg()
+/// skips changes under 1/64), so which of two equally busy CPUs reads a
+/// unit higher changes from one balance to the next. The model's averages
+/// are exact, so saturated threads tie exactly; `random` draws the winner
+/// among exact ties from the scenario seed, standing in for those last
+/// digits; `first` keeps the first, which locks identical VMs into fixed
+/// places (see docs/model.md). Ties of exact counts (idle CPUs, tasks)
+/// keep the first in both modes, as the kernel does.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadTies {
+    #[default]
+    Random,
+    First,
 }
 
 /// The fair scheduling class a kernel runs (see [`crate::fair`]).
@@ -1382,6 +1408,9 @@ fn check_uvf(s: &Scenario) -> Result<(), ScenarioError> {
         }
         if vm.guest.cfs.balance != BalanceMode::Off {
             return Err(err(format!("vm[{i}].guest.cfs.balance"), "balance scheduling places vCPUs: it is a host setting (host.cfs.balance)"));
+        }
+        if vm.guest.cfs.load_ties != LoadTies::default() {
+            return Err(err(format!("vm[{i}].guest.cfs.load_ties"), "the guest balances on task counts, not loads: it is a host setting (host.cfs.load_ties)"));
         }
     }
     Ok(())

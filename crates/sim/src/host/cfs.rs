@@ -13,6 +13,8 @@ use crate::cfs::{Entity, Placement, Tunables, NICE_0_LOAD, SCHED_NR_LATENCY};
 use crate::fair::{FairClass, FairRq};
 use crate::ids::{PcpuId, VcpuId, VmId};
 use crate::pelt::Pelt;
+use crate::rng::{stream, Rng};
+use rand::Rng as _;
 
 /// sd->busy_factor = 16 (sd_init(), kernel/sched/topology.c): a busy CPU
 /// balances 16 times less often.
@@ -24,6 +26,8 @@ const MIN_SHARES: u64 = 2;
 /// ago is cache hot (task_hot()); rq->avg_idle starts at twice it and is
 /// capped at twice rq->max_idle_balance_cost, which starts at it.
 const MIGRATION_COST_NS: u64 = 500_000;
+/// The random stream (of the scenario seed) that breaks exact load ties.
+const LOAD_TIES_STREAM: &str = "host/cfs/load-ties";
 /// sysctl_sched_nr_migrate (kernel/sched/core.c, 32 with CONFIG_PREEMPT_RT
 /// off): the most tasks one load_balance() looks at.
 const SCHED_NR_MIGRATE: u32 = 32;
@@ -370,6 +374,9 @@ pub struct CfsCore {
     /// sd_llc_shared->has_idle_cores per socket (LLC): set when a core
     /// becomes wholly idle, cleared by a wakeup scan that found none.
     has_idle_cores: Vec<bool>,
+    /// Draws the winner among balance candidates whose loads tie exactly
+    /// (`host.cfs.load_ties = "random"`), from the scenario seed.
+    load_ties: std::cell::RefCell<Rng>,
 }
 
 impl CfsCore {
@@ -418,7 +425,20 @@ impl CfsCore {
             rq_next_balance: vec![0; pcpus as usize],
             // Every core is idle at boot; sized per socket at first use.
             has_idle_cores: Vec::new(),
+            load_ties: std::cell::RefCell::new(stream(0, LOAD_TIES_STREAM)),
         }
+    }
+
+    /// Whether the `tied`-th candidate found level with the busiest so far
+    /// replaces it: with random ties each of the `tied` is kept with equal
+    /// chance (reservoir sampling); with first ties, never. `tied` counts
+    /// the busiest itself and is reset to 1 by a strictly busier candidate.
+    fn tie_replaces(&self, tied: &mut u64) -> bool {
+        if !self.tun.random_load_ties {
+            return false;
+        }
+        *tied += 1;
+        self.load_ties.borrow_mut().random_range(0..*tied) == 0
     }
 
     /// Puts each VM's vCPU threads in a cgroup of its own with `shares`.
@@ -1255,9 +1275,12 @@ impl CfsCore {
                 // every CPU).
                 self.overload = overloaded_cpu;
             }
-            let mut busiest: Option<usize> = None;
+            let (mut busiest, mut tied): (Option<usize>, u64) = (None, 1);
             for (i, st) in stats.iter().enumerate().skip(1) {
-                if st.busier_than(busiest.map(|b| &stats[b])) {
+                let so_far = busiest.map(|b| &stats[b]);
+                if st.busier_than(so_far) {
+                    (busiest, tied) = (Some(i), 1);
+                } else if so_far.is_some_and(|b| st.load_ties_with(b)) && self.tie_replaces(&mut tied) {
                     busiest = Some(i);
                 }
             }
@@ -1282,11 +1305,14 @@ impl CfsCore {
     /// highest load per capacity (a lone task heavier than the imbalance
     /// stays; no capacity is lost to IRQs or RT in the model, so
     /// check_cpu_capacity() never overrides that), the highest utilization
-    /// among CPUs with two or more tasks, or the most tasks.
+    /// among CPUs with two or more tasks, or the most tasks. Exact ties of
+    /// load or utilization go as `host.cfs.load_ties` says; of task counts,
+    /// to the first.
     fn find_busiest_queue(&self, view: &HostView, group: &[PcpuId], excluded: &[PcpuId], migration: Migration, imbalance: i64) -> Option<PcpuId> {
         let m = view.machine;
         let mut busiest = None;
         let (mut busiest_load, mut busiest_capacity, mut busiest_util, mut busiest_nr) = (0u64, 1u64, 0u64, 0u32);
+        let mut tied = 1;
         for &q in group.iter().filter(|q| !excluded.contains(q)) {
             let nr = self.nr_running(q);
             if nr == 0 {
@@ -1299,13 +1325,18 @@ impl CfsCore {
                     if nr == 1 && load as i64 > imbalance {
                         continue;
                     }
-                    if load as u128 * busiest_capacity as u128 > busiest_load as u128 * capacity as u128 {
+                    let (this, so_far) = (load as u128 * busiest_capacity as u128, busiest_load as u128 * capacity as u128);
+                    if this > so_far {
+                        (busiest_load, busiest_capacity, busiest, tied) = (load, capacity, Some(q), 1);
+                    } else if this == so_far && busiest.is_some() && self.tie_replaces(&mut tied) {
                         (busiest_load, busiest_capacity, busiest) = (load, capacity, Some(q));
                     }
                 }
                 Migration::Util => {
                     if nr > 1 && util > busiest_util {
-                        (busiest_util, busiest) = (util, Some(q));
+                        (busiest_util, busiest, tied) = (util, Some(q), 1);
+                    } else if nr > 1 && util == busiest_util && busiest.is_some() && self.tie_replaces(&mut tied) {
+                        busiest = Some(q);
                     }
                 }
                 Migration::Task => {
@@ -1722,6 +1753,12 @@ impl<H: CfsHooks> HostCfs<H> {
         HostCfs { k: CfsCore::new(tun, pcpus, weights, initial_cpu, groups), hooks }
     }
 
+    /// Draws exact load ties from `seed`'s stream (the scenario seed).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.k.load_ties = std::cell::RefCell::new(stream(seed, LOAD_TIES_STREAM));
+        self
+    }
+
     /// Puts each VM's vCPU threads (`vm_of`) in a cgroup with `shares`.
     pub fn with_vm_groups(mut self, vm_of: &[VmId], shares: &[u64]) -> Self {
         self.k.set_vm_groups(vm_of, shares);
@@ -2098,6 +2135,30 @@ mod tests {
 
     /// Wakeups spread over idle pCPUs; a pCPU that goes idle pulls a queued
     /// vCPU from a busier one (newidle_balance()).
+    /// Exact load ties: with random ties each of three tied candidates wins
+    /// about a third of the time (reservoir sampling over the scenario
+    /// seed's stream); with first ties the first always does.
+    #[test]
+    fn exact_load_ties_are_drawn_uniformly_or_kept_first() {
+        let wins = |tun: Tunables| {
+            let h = HostCfs::new(tun, 1, &[1024], &[0], vec![]).with_seed(7);
+            let mut wins = [0u32; 3];
+            for _ in 0..3000 {
+                let (mut chosen, mut tied) = (0, 1);
+                for candidate in 1..3 {
+                    if h.k.tie_replaces(&mut tied) {
+                        chosen = candidate;
+                    }
+                }
+                wins[chosen] += 1;
+            }
+            wins
+        };
+        let random = wins(Tunables::linux_default(1));
+        assert!(random.iter().all(|&w| (900..1100).contains(&w)), "{random:?}");
+        assert_eq!(wins(Tunables { random_load_ties: false, ..Tunables::linux_default(1) }), [3000, 0, 0]);
+    }
+
     #[test]
     fn wakeups_spread_and_an_idle_pcpu_pulls() {
         let m = machine(2);

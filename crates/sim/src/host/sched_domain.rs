@@ -265,6 +265,15 @@ impl GroupStats {
             GroupType::HasSpare => self.idle_cpus < b.idle_cpus || (self.idle_cpus == b.idle_cpus && self.nr_running > b.nr_running),
         }
     }
+
+    /// Whether this group and `busiest` are overloaded groups of exactly
+    /// equal avg_load: the tie that update_sd_pick_busiest() decides on a
+    /// PELT figure (see `host.cfs.load_ties`). Fully busy groups tie on an
+    /// avg_load the kernel leaves at 0, and groups with spare capacity on
+    /// counts: those ties keep the first.
+    pub fn load_ties_with(&self, busiest: &GroupStats) -> bool {
+        self.nr_running > 0 && self.kind == GroupType::Overloaded && busiest.kind == GroupType::Overloaded && self.avg_load == busiest.avg_load
+    }
 }
 
 /// enum migration_type: what detach_tasks() counts the imbalance in.
