@@ -2133,8 +2133,6 @@ mod tests {
         Machine::new(&toml::from_str(&format!("cores_per_socket={cores}")).unwrap())
     }
 
-    /// Wakeups spread over idle pCPUs; a pCPU that goes idle pulls a queued
-    /// vCPU from a busier one (newidle_balance()).
     /// Exact load ties: with random ties each of three tied candidates wins
     /// about a third of the time (reservoir sampling over the scenario
     /// seed's stream); with first ties the first always does.
@@ -2159,6 +2157,8 @@ mod tests {
         assert_eq!(wins(Tunables { random_load_ties: false, ..Tunables::linux_default(1) }), [3000, 0, 0]);
     }
 
+    /// Wakeups spread over idle pCPUs; a pCPU that goes idle pulls a queued
+    /// vCPU from a busier one (newidle_balance()).
     #[test]
     fn wakeups_spread_and_an_idle_pcpu_pulls() {
         let m = machine(2);

@@ -163,10 +163,11 @@ impl Level {
         let threads = m.threads_of_core[0].len() as u64;
         let per_socket = m.pcpus_of_socket[0].len() as u64;
         let within_core = (threads - 1) * smt;
+        let within_socket = within_core + (per_socket - threads) * socket;
         match self {
             Level::Smt => within_core,
-            Level::Llc => within_core + (per_socket - threads) * socket,
-            Level::Numa => within_core + (per_socket - threads) * socket + (m.pcpus as u64 - per_socket) * cross,
+            Level::Llc => within_socket,
+            Level::Numa => within_socket + (m.pcpus as u64 - per_socket) * cross,
         }
     }
 
@@ -266,13 +267,14 @@ impl GroupStats {
         }
     }
 
-    /// Whether this group and `busiest` are overloaded groups of exactly
-    /// equal avg_load: the tie that update_sd_pick_busiest() decides on a
-    /// PELT figure (see `host.cfs.load_ties`). Fully busy groups tie on an
-    /// avg_load the kernel leaves at 0, and groups with spare capacity on
-    /// counts: those ties keep the first.
+    /// Whether this group and `busiest` are overloaded groups (so with
+    /// tasks) of exactly equal avg_load: the tie that
+    /// update_sd_pick_busiest() decides on a PELT figure (see
+    /// `host.cfs.load_ties`). Fully busy groups tie on an avg_load the
+    /// kernel leaves at 0, and groups with spare capacity on counts: those
+    /// ties keep the first.
     pub fn load_ties_with(&self, busiest: &GroupStats) -> bool {
-        self.nr_running > 0 && self.kind == GroupType::Overloaded && busiest.kind == GroupType::Overloaded && self.avg_load == busiest.avg_load
+        self.kind == GroupType::Overloaded && busiest.kind == GroupType::Overloaded && self.avg_load == busiest.avg_load
     }
 }
 
