@@ -139,6 +139,11 @@ pub struct LinuxKernel {
     arch_capacity: Vec<u32>,
     /// The guest believes its vCPUs differ in capacity (SD_ASYM_CPUCAPACITY).
     asym_capacity: bool,
+    /// Task utilization is tracked. It is read only with asymmetric
+    /// capacities (select_idle_capacity(), misfit), so a guest whose
+    /// capacities are symmetric and stay so skips its PELT updates (two per
+    /// slice, each an exp2); the results are the same.
+    track_util: bool,
     /// The capacities were written from a probe that already measured the
     /// share of the core the vCPU gets: steal no longer scales them.
     capacity_probed: bool,
@@ -174,6 +179,7 @@ impl LinuxKernel {
             llc_of,
             smt_siblings,
             asym_capacity: arch_capacity.iter().any(|&c| c != arch_capacity[0]),
+            track_util: arch_capacity.iter().any(|&c| c != arch_capacity[0]),
             capacity_probed: false,
             arch_capacity,
             rqs,
@@ -207,7 +213,18 @@ impl LinuxKernel {
     pub fn set_capacity(&mut self, v: u32, capacity: u32) {
         self.arch_capacity[v as usize] = capacity.max(1);
         self.asym_capacity = self.arch_capacity.iter().any(|&c| c != self.arch_capacity[0]);
+        // Hooks that rewrite capacities declare it (LinuxHooks::rewrites_capacity)
+        // so that utilization is tracked from the start; otherwise from now.
+        self.track_util = true;
         self.update_capacity(v);
+    }
+
+    /// Brings task `t`'s PELT utilization up to `now`; `running` tells
+    /// whether it ran since the last update.
+    fn update_util(&mut self, t: u32, now: u64, running: bool) {
+        if self.track_util {
+            self.tasks[t as usize].util.update(now, running);
+        }
     }
 
     /// [`LinuxKernel::set_capacity`] with a capacity measured under the
@@ -655,7 +672,7 @@ impl GuestPolicy for LinuxKernel {
         self.update_clock(view, v);
         let t = self.rqs[v as usize].curr.expect("blocking vCPU has a current task");
         let now = self.rqs[v as usize].clock_task;
-        self.tasks[t as usize].util.update(now, true);
+        self.update_util(t, now, true);
         self.dequeue(t, true);
     }
 
@@ -665,9 +682,8 @@ impl GuestPolicy for LinuxKernel {
         self.update_clock(view, v);
         let now = self.rqs[v as usize].clock_task;
         if let Some(prev) = self.rqs[v as usize].curr.take() {
-            let task = &mut self.tasks[prev as usize];
-            task.util.update(now, true);
-            if !task.is_rt() && self.rqs[v as usize].cfs.curr() == Some(prev) {
+            self.update_util(prev, now, true);
+            if !self.tasks[prev as usize].is_rt() && self.rqs[v as usize].cfs.curr() == Some(prev) {
                 self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
             }
         }
@@ -684,8 +700,7 @@ impl GuestPolicy for LinuxKernel {
         rq.curr = next;
         rq.rr_mark = now;
         if let Some(n) = next {
-            let task = &mut self.tasks[n as usize];
-            task.util.update(now, false);
+            self.update_util(n, now, false);
         }
         next
     }
@@ -717,7 +732,7 @@ impl GuestPolicy for LinuxKernel {
         self.update_clock(view, v);
         let now = self.rqs[v as usize].clock_task;
         let Some(c) = self.rqs[v as usize].curr else { return false };
-        self.tasks[c as usize].util.update(now, true);
+        self.update_util(c, now, true);
         match self.tasks[c as usize].policy {
             Policy::Fifo => false,
             Policy::Rr => {
@@ -756,7 +771,7 @@ impl GuestPolicy for LinuxKernel {
         self.update_clock(view, v);
         let now = self.rqs[v as usize].clock_task;
         let t = self.rqs[v as usize].curr.take().expect("running task");
-        self.tasks[t as usize].util.update(now, true);
+        self.update_util(t, now, true);
         if !self.tasks[t as usize].is_rt() {
             self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
         }
@@ -865,6 +880,12 @@ pub trait LinuxHooks {
     fn on_ipi(&mut self, _k: &mut LinuxKernel, _view: &GuestView, _v: u32, _payload: u64) -> Vec<GuestAct> {
         Vec::new()
     }
+    /// The hooks rewrite vCPU capacities at run time
+    /// ([`LinuxKernel::set_capacity`]): task utilization is then tracked from
+    /// the start, while the capacities are still symmetric.
+    fn rewrites_capacity(&self) -> bool {
+        false
+    }
     /// Threads of the hook set's own, registered in `k` (`add_task`).
     fn own_threads(&mut self, _k: &mut LinuxKernel) -> Vec<OwnThread> {
         Vec::new()
@@ -894,7 +915,9 @@ impl GuestLinux<()> {
 
 impl<H: LinuxHooks> GuestLinux<H> {
     pub fn with_hooks(cfg: &Guest, nv: u32, hooks: H) -> Self {
-        GuestLinux { kernel: LinuxKernel::new(cfg, nv), hooks }
+        let mut kernel = LinuxKernel::new(cfg, nv);
+        kernel.track_util |= hooks.rewrites_capacity();
+        GuestLinux { kernel, hooks }
     }
 
     pub fn kernel(&self) -> &LinuxKernel {

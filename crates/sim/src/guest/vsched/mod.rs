@@ -159,6 +159,10 @@ impl LinuxHooks for Vsched {
         "vsched"
     }
 
+    fn rewrites_capacity(&self) -> bool {
+        self.p.vcap
+    }
+
     fn own_threads(&mut self, k: &mut LinuxKernel) -> Vec<OwnThread> {
         let mut out = Vec::new();
         for v in 0..self.nv {
