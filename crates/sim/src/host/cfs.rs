@@ -210,12 +210,13 @@ fn round_to_u64(x: f64) -> u64 {
     }
 }
 
-/// The last instant, from `now` on, at which `c` times the signal `sig`
+/// An instant, from `now` on, up to which `c` times the signal `sig`
 /// (heading for 1024 if `active`, else for 0) still rounds to `k`, its
 /// value `q` at `now`: the signal moves monotonically toward its target, so
 /// the figure holds until the signal comes within MEMO_MARGIN of the next
 /// half unit ahead; a figure as close as that to the half unit behind
-/// holds at `now` only.
+/// holds at `now` only. The instant is a lower bound on the last one (all
+/// a memo needs), found without a logarithm.
 fn steady_until(sig: &Pelt, active: bool, now: u64, q: f64, c: f64, k: u64) -> u64 {
     let target = if active { crate::pelt::SCALE } else { 0.0 };
     let (a, k) = (sig.avg, k as f64);
@@ -233,12 +234,19 @@ fn steady_until(sig: &Pelt, active: bool, now: u64, q: f64, c: f64, k: u64) -> u
     if (rising && target * c <= ahead) || (!rising && target * c >= ahead) {
         return u64::MAX;
     }
-    // value(last + dt) = target + (a - target) * 2^(-dt / H).
-    let dt = crate::pelt::HALF_LIFE_NS * ((a - target) / (ahead / c - target)).log2();
+    // value(t) = target + (a - target) * 2^(-(t - last) / H) slows as it
+    // nears its target: from `now` on, c * value moves at most
+    // |q - c * target| * ln 2 / H per ns, so it cannot reach `ahead` sooner
+    // than that speed allows. (The exact instant takes a log2; the bound
+    // falls short of it by a share of about way / (2 * speed): well under 1%
+    // for a one-unit way while the signal is 100 units or more from its
+    // target.)
+    let (way, speed) = if rising { (ahead - q, c * target - q) } else { (q - ahead, q - c * target) };
+    let dt = way * (crate::pelt::HALF_LIFE_NS / std::f64::consts::LN_2) / speed;
     if !(dt >= 0.0) {
         return now;
     }
-    let at = sig.last as f64 + dt;
+    let at = now as f64 + dt;
     if at >= u64::MAX as f64 {
         return u64::MAX;
     }
