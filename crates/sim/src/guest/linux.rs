@@ -1049,6 +1049,45 @@ mod tests {
         assert_eq!(g.select_rq(&view(&states, &[0; 3]), t), 0);
     }
 
+    /// Task utilization feeds wake placement only once capacities differ,
+    /// but its history counts from the start: a guest whose hooks rewrite
+    /// capacities places a task as one that had them from boot; plain Linux
+    /// with fixed symmetric capacities does not track it.
+    #[test]
+    fn utilization_history_counts_where_capacities_can_change() {
+        struct Rewrites;
+        impl LinuxHooks for Rewrites {
+            fn rewrites_capacity(&self) -> bool {
+                true
+            }
+        }
+        let halted = [HostState::Halted; 2];
+        let ran_50_ms = |g: &mut LinuxKernel| {
+            let t = g.add_task(Policy::Normal, 0, vec![true; 2]);
+            let start = view(&[HostState::Running, HostState::Halted], &[0; 2]);
+            g.enqueue(&start, t, 0, true);
+            g.pick_next(&start, 0);
+            let end = GuestView { now: 50_000_000, ..start };
+            g.block_curr(&end, 0);
+            t
+        };
+        let mut rewritten = GuestLinux::with_hooks(&toml::from_str("").unwrap(), 2, Rewrites).kernel;
+        let t = ran_50_ms(&mut rewritten);
+        rewritten.set_capacity(0, 512);
+        let mut from_boot = guest(2, "capacity = [512, 1024]");
+        let u = ran_50_ms(&mut from_boot);
+        let util = rewritten.task(t).util.avg;
+        assert_eq!(util.to_bits(), from_boot.task(u).util.avg.to_bits());
+        // 50 ms of running: about 660 of 1024, more than 80% of vCPU 0's
+        // 512, so the wakeup goes to vCPU 1 (select_idle_capacity()).
+        assert!(util > 600.0, "{util}");
+        assert_eq!(rewritten.select_rq(&view(&halted, &[0; 2]), t), 1);
+        assert_eq!(from_boot.select_rq(&view(&halted, &[0; 2]), u), 1);
+        let mut plain = guest(2, "");
+        let p = ran_50_ms(&mut plain);
+        assert_eq!(plain.task(p).util.avg, 0.0);
+    }
+
     /// The LLC the guest believes bounds the idle search.
     #[test]
     fn idle_search_stays_in_the_believed_llc() {
