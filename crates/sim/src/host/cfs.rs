@@ -2659,4 +2659,23 @@ mod tests {
         assert_eq!(h.nr_running(0), 1);
         assert_eq!(out.resched, vec![0]);
     }
+
+    proptest::proptest! {
+        /// The instant steady_until() vouches for is never late: at it the
+        /// figure still rounds as at `now` (the signal is monotone, so it
+        /// does at every instant between).
+        #[test]
+        fn steady_until_never_outlasts_the_rounded_figure(
+            avg in 0.0f64..=1024.0, active: bool, since_ns in 0u64..200_000_000, c in 0.0f64..2.0,
+        ) {
+            let sig = Pelt { avg, last: 1_000 };
+            let now = sig.last + since_ns;
+            let q = c * sig.value_at(now, active);
+            let k = round_to_u64(q);
+            let until = steady_until(&sig, active, now, q, c, k);
+            proptest::prop_assert!(until >= now);
+            let at = until.min(now + 10_000_000_000);
+            proptest::prop_assert_eq!(round_to_u64(c * sig.value_at(at, active)), k, "until {} now {}", until, now);
+        }
+    }
 }
