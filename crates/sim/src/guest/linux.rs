@@ -331,6 +331,8 @@ impl LinuxKernel {
     /// update_rq_clock_task(): the task clock advances by wall time minus the
     /// steal published since the last update (never more than the wall delta),
     /// and the steal feeds the irq PELT signal (update_irq_load_avg()).
+    /// Inlined: every wakeup, block, pick and slice check starts with it.
+    #[inline(always)]
     fn update_clock(&mut self, view: &GuestView, v: u32) {
         let rq = &mut self.rqs[v as usize];
         let delta = view.now - rq.clock_last;
@@ -706,6 +708,9 @@ impl GuestPolicy for LinuxKernel {
     }
 
     /// With HRTICK, how long until the current fair task's slice ends.
+    /// Inlined into [`GuestLinux`]'s forwarding method: it is asked after
+    /// every switch of task.
+    #[inline(always)]
     fn hrtick_delay(&self, v: u32) -> Option<u64> {
         if !self.hrtick {
             return None;
