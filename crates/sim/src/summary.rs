@@ -157,6 +157,7 @@ pub fn summarize(w: &World) -> Value {
         "seed": w.scenario.seed,
         "duration_ns": w.end,
         "events": w.events,
+        "events_superseded": w.events_superseded,
         "host": {"policy": w.host_name(), "kernel": w.scenario.host.kernel, "pcpus": w.machine.pcpus, "busy_ns": busy},
         "vms": vms,
         "workloads": workloads,

@@ -22,3 +22,25 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
     assert_eq!(once(7), once(7));
     assert_ne!(once(7), once(8));
 }
+
+/// `events_superseded` counts the progress events that a later plan of
+/// their vCPU replaced. A hog alone on its vCPU keeps its plan: only the
+/// start-up overheads replace one, however long the run. A sleeper that
+/// wakes every millisecond preempts the hog, which supersedes the hog's
+/// planned completion at least once per wakeup.
+#[test]
+fn superseded_progress_events_are_counted() {
+    let hog = "name = 't'\nduration_ms = 1000\n[host]\ncores_per_socket = 1\n[[vm]]\nname = 'vm'\nvcpus = 1\npin = [0]\n[[vm.workload]]\nkind = 'hog'\n";
+    let sleeper = "[[vm.workload]]\nkind = 'bursty'\nwork_us = 100\nsleep_us = 1000\n";
+    let run = |text: String, ms: u64| {
+        let opts = RunOptions { validate: true, duration_ns: Some(ms * 1_000_000), ..Default::default() };
+        run(vmsched_sim::parse(&text, &[]).unwrap(), &opts, &mut |_, _| {}).unwrap().summary
+    };
+    let (short, long) = (run(hog.to_string(), 100), run(hog.to_string(), 1_000));
+    assert_eq!(short["events_superseded"], long["events_superseded"]);
+    assert!(long["events_superseded"].as_u64().unwrap() < 5, "{}", long["events_superseded"]);
+    let with_sleeper = run(format!("{hog}{sleeper}"), 1_000);
+    let (superseded, wakeups) = (with_sleeper["events_superseded"].as_u64().unwrap(), with_sleeper["vms"][0]["wakeups"].as_u64().unwrap());
+    assert!(wakeups > 500 && superseded >= wakeups, "{superseded} superseded, {wakeups} wakeups");
+    assert!(superseded < with_sleeper["events"].as_u64().unwrap());
+}

@@ -218,6 +218,7 @@ impl World {
             end,
             queue: EventQueue::default(),
             events: 0,
+            events_superseded: 0,
             pcpu_curr: vec![None; np as usize],
             pcpu_busy_ns: vec![0; np as usize],
             host,

@@ -269,7 +269,11 @@ pub struct World {
     pub end: u64,
     pub scenario: Scenario,
     queue: EventQueue,
+    /// Events taken off the queue, superseded ones included.
     pub events: u64,
+    /// Of those, progress events that a later plan of their vCPU had
+    /// superseded: popped and dropped.
+    pub events_superseded: u64,
     pub machine: Machine,
     pub pcpu_curr: Vec<Option<VcpuId>>,
     pub pcpu_busy_ns: Vec<u64>,
@@ -531,6 +535,7 @@ impl World {
 
     fn on_progress(&mut self, v: VcpuId, gen: u64) {
         if self.vcpus[v as usize].plan_gen != gen {
+            self.events_superseded += 1;
             return;
         }
         self.vcpus[v as usize].planned_at = None;
