@@ -250,7 +250,7 @@ def print_bench(figures: dict, console) -> None:
     for name, measured in rows:
         table.add_row(name, f"{measured['sim_s']:g}", f"{measured['wall_s']:.3f}",
                       f"{measured['wall_s_min']:.2f}–{measured['wall_s_max']:.2f}",
-                      f"{measured['events_per_s'] / 1e6:.2f} M", _millions(measured.get("live_events_per_s")),
+                      _millions(measured["events_per_s"]), _millions(measured.get("live_events_per_s")),
                       f"{measured['sim_s_per_wall_s']:,.1f}", f"{measured['peak_rss_mb']:.1f}")
     console.print(table)
     console.print(f"vmsched / SimPy, simulated seconds per wall second on the same model "
@@ -272,7 +272,7 @@ def print_bench(figures: dict, console) -> None:
         scale.add_row(str(measured["pcpus"]), str(measured["vcpus"]), f"{measured['setup_s']:.3f}",
                       f"{measured['setup_s_per_pcpu'] * 1e6:.0f}", f"{measured['first_instant_s']:.3f}",
                       f"{measured['sim_s']:g}", f"{measured['wall_s']:.2f}",
-                      f"{measured['events_per_s'] / 1e6:.2f} M", _millions(measured["live_events_per_s"]),
+                      _millions(measured["events_per_s"]), _millions(measured["live_events_per_s"]),
                       f"{measured['sim_s_per_wall_s']:.3f}", f"{measured['peak_rss_mb']:.0f}")
     console.print(scale)
     memory = Table(title="memory: runs written to a run directory with recording on", title_justify="left")

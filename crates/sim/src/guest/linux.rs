@@ -16,6 +16,11 @@ use crate::fair::FairRq;
 use crate::pelt::Pelt;
 use crate::scenario::{Guest, Policy};
 
+/// Whether the vCPUs' capacities differ (SD_ASYM_CPUCAPACITY).
+fn capacities_differ(capacities: &[u32]) -> bool {
+    capacities.iter().any(|&c| c != capacities[0])
+}
+
 /// fits_capacity(): util fits when util * 1280 < capacity * 1024 (20% margin).
 fn fits_capacity(util: f64, capacity: u32) -> bool {
     util * 1280.0 < capacity as f64 * 1024.0
@@ -161,6 +166,7 @@ impl LinuxKernel {
             }
         }
         let arch_capacity = if cfg.capacity.is_empty() { vec![1024; nv as usize] } else { cfg.capacity.clone() };
+        let asym_capacity = capacities_differ(&arch_capacity);
         let tick_ns = 1_000_000_000 / cfg.hz as u64;
         let tun = Tunables { tick_ns, ..Tunables::with_overrides(nv, &cfg.cfs) };
         let rqs = arch_capacity.iter().map(|&c| GuestRq { capacity: c, cfs: FairRq::new(&tun), ..Default::default() }).collect();
@@ -178,8 +184,9 @@ impl LinuxKernel {
             steal_accounting: cfg.steal_accounting,
             llc_of,
             smt_siblings,
-            asym_capacity: arch_capacity.iter().any(|&c| c != arch_capacity[0]),
-            track_util: arch_capacity.iter().any(|&c| c != arch_capacity[0]),
+            asym_capacity,
+            // Asymmetric from boot: util is read, so tracked from the start.
+            track_util: asym_capacity,
             capacity_probed: false,
             arch_capacity,
             rqs,
@@ -212,7 +219,7 @@ impl LinuxKernel {
     /// asymmetric-capacity flag is re-derived).
     pub fn set_capacity(&mut self, v: u32, capacity: u32) {
         self.arch_capacity[v as usize] = capacity.max(1);
-        self.asym_capacity = self.arch_capacity.iter().any(|&c| c != self.arch_capacity[0]);
+        self.asym_capacity = capacities_differ(&self.arch_capacity);
         // Hooks that rewrite capacities declare it (LinuxHooks::rewrites_capacity)
         // so that utilization is tracked from the start; otherwise from now.
         self.track_util = true;
