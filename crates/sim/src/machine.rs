@@ -27,6 +27,9 @@ pub struct Machine {
     /// Work rate of each pCPU without a busy sibling: its core's capacity
     /// over 1024, precomputed as every progress event reads it.
     alone_rate: Vec<f64>,
+    /// How many times a core's capacity has changed: readers that keep
+    /// figures capped at capacities know when to recompute them.
+    capacity_changes: u64,
     pub smt_factor: f64,
     pub(crate) latency_ns: [u64; 4],
     /// The other hardware threads of pCPU `p`'s core are
@@ -76,6 +79,7 @@ impl Machine {
             pcpus_of_socket,
             core_capacity,
             alone_rate: Vec::new(),
+            capacity_changes: 0,
             smt_factor: h.smt_factor,
             latency_ns: [0, h.distances.smt_ns, h.distances.socket_ns, h.distances.cross_socket_ns],
             sibling_start,
@@ -92,7 +96,13 @@ impl Machine {
     /// Changes the capacity of a core (on Linux's 1024 scale).
     pub fn set_core_capacity(&mut self, core: u32, capacity: u32) {
         self.core_capacity[core as usize] = capacity;
+        self.capacity_changes += 1;
         self.update_alone_rates();
+    }
+
+    /// How many times [`Machine::set_core_capacity`] has been called.
+    pub fn capacity_changes(&self) -> u64 {
+        self.capacity_changes
     }
 
     pub fn distance(&self, a: PcpuId, b: PcpuId) -> Distance {

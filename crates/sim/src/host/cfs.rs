@@ -158,37 +158,26 @@ impl AvgMemo {
     const EMPTY: AvgMemo = AvgMemo { last: 0, runnable_running: (false, false), h_load: 0, from: u64::MAX, until: 0, load: 0, util: 0, runnable: 0 };
 }
 
-/// A runqueue's sums of its threads' figures (cpu_avgs() before the
-/// capacity cap) and the instants over which every one of those figures
-/// holds. Anything that changes a thread's signals, its attachment or its
-/// task_h_load() on the pCPU forgets the memo (forget_sums()).
-#[derive(Debug, Clone, Copy)]
-struct SumsMemo {
-    from: u64,
-    until: u64,
+/// A runqueue's load, utilization and runnable sums (cpu_avgs() before the
+/// capacity cap), or a balance group's (each pCPU's utilization capped).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Sums {
     load: u64,
     util: u64,
     runnable: u64,
 }
 
-impl SumsMemo {
-    const EMPTY: SumsMemo = SumsMemo { from: u64::MAX, until: 0, load: 0, util: 0, runnable: 0 };
-}
-
-/// A balance group's sums of its pCPUs' cpu_avgs(), each pCPU's utilization
-/// capped, as update_sg_lb_stats() adds them; valid while no pCPU of the
-/// group has forgotten its sums since `filled` (on the clock of
-/// forget_sums()) and `now` is within the instants all those sums hold.
-/// A newly idle pCPU's balance of the machine-wide domain reads every
-/// socket's sums, and most sockets' have not changed since the last one.
+/// A balance group's sums as update_sg_lb_stats() adds them, valid while
+/// no pCPU of the group has had its averages updated since `filled` (on
+/// the clock of update_rq_avgs()) and no capacity, which caps each pCPU's
+/// utilization, has changed. A newly idle pCPU's balance of the
+/// machine-wide domain reads every socket's sums, and many sockets' have
+/// not changed since the last one.
 #[derive(Debug, Clone, Copy)]
 struct GroupMemo {
     filled: u64,
-    sums: SumsMemo,
-}
-
-impl GroupMemo {
-    const EMPTY: GroupMemo = GroupMemo { filled: 0, sums: SumsMemo::EMPTY };
+    capacity_changes: u64,
+    sums: Sums,
 }
 
 /// How close, in units, a figure may come to a rounding boundary while the
@@ -352,14 +341,17 @@ pub struct CfsCore {
     avg: Vec<ThreadAvg>,
     /// The figures each vCPU thread last added to its runqueue's sums.
     avg_memo: Vec<std::cell::Cell<AvgMemo>>,
-    /// Each pCPU's sums of those figures.
-    sums_memo: Vec<std::cell::Cell<SumsMemo>>,
-    /// The clock of forget_sums(): how many times a pCPU's sums were
-    /// forgotten, and when each pCPU's last were.
-    sums_clock: std::cell::Cell<u64>,
-    sums_forgotten: Vec<std::cell::Cell<u64>>,
+    /// The instant each pCPU's root runqueue averages were last brought
+    /// up to date (update_rq_avgs()): balancers read them as of then.
+    avgs_updated_at: Vec<u64>,
+    /// Each pCPU's sums as of that instant, once a balancer has read them.
+    sums_memo: Vec<std::cell::Cell<Option<Sums>>>,
+    /// The clock of update_rq_avgs(): how many updates there have been,
+    /// and the count at each pCPU's last.
+    sums_clock: u64,
+    sums_updated: Vec<u64>,
     /// The sums of each balance group, by level and the group's first pCPU.
-    group_memo: Vec<[std::cell::Cell<GroupMemo>; 3]>,
+    group_memo: Vec<[std::cell::Cell<Option<GroupMemo>>; 3]>,
     /// The vCPU threads whose averages each pCPU's runqueue carries: the
     /// ones last queued there, halted ones included (their blocked load
     /// decays there until they wake elsewhere, remove_entity_load_avg()).
@@ -417,10 +409,11 @@ impl CfsCore {
             sd: vec![[SdState::default(); 3]; pcpus as usize],
             avg: vec![ThreadAvg::new(); weights.len()],
             avg_memo: vec![std::cell::Cell::new(AvgMemo::EMPTY); weights.len()],
-            sums_memo: vec![std::cell::Cell::new(SumsMemo::EMPTY); pcpus as usize],
-            sums_clock: std::cell::Cell::new(0),
-            sums_forgotten: vec![std::cell::Cell::new(0); pcpus as usize],
-            group_memo: (0..pcpus).map(|_| std::array::from_fn(|_| std::cell::Cell::new(GroupMemo::EMPTY))).collect(),
+            avgs_updated_at: vec![0; pcpus as usize],
+            sums_memo: vec![std::cell::Cell::new(None); pcpus as usize],
+            sums_clock: 0,
+            sums_updated: vec![0; pcpus as usize],
+            group_memo: (0..pcpus).map(|_| std::array::from_fn(|_| std::cell::Cell::new(None))).collect(),
             attached: initial_cpu.iter().enumerate().fold(vec![Vec::new(); pcpus as usize], |mut on, (v, &p)| {
                 on[p as usize].push(v as VcpuId);
                 on
@@ -536,10 +529,10 @@ impl CfsCore {
     /// (calc_group_shares(), with the runnable weights standing for the PELT
     /// load averages the kernel divides).
     fn update_group_weight(&mut self, rq: u32, now: u64) {
-        let vg = self.vm_groups.as_ref().expect("group runqueues exist only with VM groups");
         let e = self.group_entity_of_rq(rq);
-        let (vm, p) = vg.key[(rq - self.pcpus) as usize];
-        self.forget_sums(p);
+        let (vm, p) = self.vm_groups.as_ref().expect("group runqueues exist only with VM groups").key[(rq - self.pcpus) as usize];
+        self.update_rq_avgs(p, now);
+        let vg = self.vm_groups.as_ref().expect("checked above");
         let local = self.rqs[rq as usize].load();
         let total = vg.vm_load[vm as usize].max(local).max(1);
         let shares = vg.shares[vm as usize];
@@ -744,8 +737,8 @@ impl CfsCore {
         self.rqs[leaf as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
         self.rq_of[v as usize] = leaf;
         let from = std::mem::replace(&mut self.cpu_of[v as usize], p);
-        self.forget_sums(from);
-        self.forget_sums(p);
+        self.update_rq_avgs(from, view.now);
+        self.update_rq_avgs(p, view.now);
         if from != p {
             // migrate_task_rq_fair(): the thread's averages leave the old
             // runqueue and join the new one.
@@ -793,7 +786,7 @@ impl CfsCore {
     /// delay the group entity too), or takes its new share.
     fn dequeue_vcpu_at(&mut self, v: VcpuId, sleep: bool, now: u64) {
         let p = self.cpu_of[v as usize];
-        self.forget_sums(p);
+        self.update_rq_avgs(p, now);
         let leaf = self.rq_of[v as usize];
         let left = if sleep {
             self.rqs[leaf as usize].dequeue_sleep(&mut self.ents, v, now)
@@ -886,7 +879,7 @@ impl CfsCore {
     /// put_prev_entity() at every level on `p`, remembering the root entity
     /// that was running and its slice start for the next pick.
     fn put_prev(&mut self, view: &HostView, p: PcpuId) {
-        self.forget_sums(p);
+        self.update_rq_avgs(p, view.now);
         if let Some(c) = self.rqs[p as usize].curr() {
             self.put_top[p as usize] = Some((c, self.ents[c as usize].prev_sum_exec));
         }
@@ -936,7 +929,7 @@ impl CfsCore {
     /// kernel only switches the levels that differ (pick_next_task_fair()).
     fn set_curr(&mut self, view: &HostView, v: VcpuId) {
         let p = self.cpu_of[v as usize];
-        self.forget_sums(p);
+        self.update_rq_avgs(p, view.now);
         let top_before = self.put_top[p as usize].take();
         self.avg[v as usize].set(view.now, true, true);
         let mut e = v;
@@ -1112,39 +1105,54 @@ impl CfsCore {
         self.enqueue_vcpu(view, v, to, Placement::Keep);
     }
 
-    /// cpu_load(), cpu_util_cfs() and cpu_runnable() of `q` at `now`: sums
-    /// of the averages of the threads attached to its runqueue (a
-    /// runqueue's PELT average is the sum of its entities', as both decay
-    /// alike), utilization capped at the capacity.
-    fn cpu_avgs(&self, q: PcpuId, now: u64, capacity: u64) -> (u64, u64, u64) {
-        let memo = self.sums_memo[q as usize].get();
-        if memo.from <= now && now <= memo.until {
-            debug_assert_eq!((memo.load, memo.util, memo.runnable), self.cpu_sums_afresh(q, now), "pCPU {q} at {now}");
-            return (memo.load, memo.util.min(capacity), memo.runnable);
-        }
-        let mut sums = SumsMemo { from: now, until: u64::MAX, ..SumsMemo::EMPTY };
-        for &v in &self.attached[q as usize] {
-            let (l, u, r, until) = self.thread_avgs(v, now);
-            sums.load += l;
-            sums.util += u;
-            sums.runnable += r;
-            sums.until = sums.until.min(until);
-        }
-        self.sums_memo[q as usize].set(sums);
-        (sums.load, sums.util.min(capacity), sums.runnable)
+    /// cpu_load(), cpu_util_cfs() and cpu_runnable() of `q`: its root
+    /// runqueue's averages as of their last update (update_rq_avgs()), as
+    /// the kernel stores them in cfs_rq->avg, utilization capped at the
+    /// capacity. They are the sums of the averages of the threads attached
+    /// to the runqueue (a runqueue's PELT average is the sum of its
+    /// entities', as both decay alike) at that instant.
+    fn cpu_avgs(&self, q: PcpuId, capacity: u64) -> Sums {
+        let at = self.avgs_updated_at[q as usize];
+        let sums = match self.sums_memo[q as usize].get() {
+            Some(kept) => {
+                debug_assert_eq!(kept, self.cpu_sums_afresh(q, at), "pCPU {q} as of {at}");
+                kept
+            }
+            None => {
+                let mut sums = Sums::default();
+                for &v in &self.attached[q as usize] {
+                    debug_assert!(self.avg[v as usize].runnable.last <= at, "vCPU {v}'s signals changed after pCPU {q}'s averages were last updated");
+                    let (load, util, runnable, _) = self.thread_avgs(v, at);
+                    sums.load += load;
+                    sums.util += util;
+                    sums.runnable += runnable;
+                }
+                self.sums_memo[q as usize].set(Some(sums));
+                sums
+            }
+        };
+        Sums { util: sums.util.min(capacity), ..sums }
     }
 
     /// cpu_avgs() before the cap, without the pCPU's memo.
-    fn cpu_sums_afresh(&self, q: PcpuId, now: u64) -> (u64, u64, u64) {
-        self.attached[q as usize].iter().map(|&v| self.thread_avgs_afresh(v, now)).fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    fn cpu_sums_afresh(&self, q: PcpuId, at: u64) -> Sums {
+        self.attached[q as usize].iter().map(|&v| self.thread_avgs_afresh(v, at)).fold(Sums::default(), |a, (load, util, runnable)| Sums { load: a.load + load, util: a.util + util, runnable: a.runnable + runnable })
     }
 
-    /// Forgets `q`'s sums: one of its threads' signals, attachment or
-    /// task_h_load() is about to change.
-    fn forget_sums(&self, q: PcpuId) {
-        self.sums_memo[q as usize].set(SumsMemo::EMPTY);
-        self.sums_clock.set(self.sums_clock.get() + 1);
-        self.sums_forgotten[q as usize].set(self.sums_clock.get());
+    /// update_cfs_rq_load_avg() of `q`'s root runqueue: its averages are
+    /// brought up to `now`, and balancers read them as of `now` until the
+    /// next update. The kernel updates them wherever an entity of the
+    /// runqueue changes (enqueue, dequeue, put_prev_entity(),
+    /// set_next_entity(), a group's reweight), at the tick of a CPU running
+    /// a task (entity_tick()), and in update_blocked_averages(). Called
+    /// before such a change at `now`: the figures are computed, when first
+    /// read, from the state after it, which stays until the next update.
+    fn update_rq_avgs(&mut self, q: PcpuId, now: u64) {
+        debug_assert!(now >= self.avgs_updated_at[q as usize]);
+        self.avgs_updated_at[q as usize] = now;
+        self.sums_memo[q as usize].set(None);
+        self.sums_clock += 1;
+        self.sums_updated[q as usize] = self.sums_clock;
     }
 
     /// What `v` adds to its runqueue's load, utilization and runnable sums
@@ -1197,7 +1205,7 @@ impl CfsCore {
         let mut s = GroupStats { weight: group.len() as u32, ..Default::default() };
         // The counts first: they are cheap, and idleness is the world's
         // (whether a vCPU runs there), which the memo does not follow.
-        let mut last_forgotten = 0;
+        let mut last_updated = 0;
         for &q in group {
             s.capacity += m.capacity_of(q);
             if !excluded.is_empty() && excluded.contains(&q) {
@@ -1207,23 +1215,21 @@ impl CfsCore {
             s.nr_running += nr;
             *overloaded_cpu |= nr > 1;
             s.idle_cpus += u32::from(self.is_idle(view, q));
-            last_forgotten = last_forgotten.max(self.sums_forgotten[q as usize].get());
+            last_updated = last_updated.max(self.sums_updated[q as usize]);
         }
         let memo = &self.group_memo[group[0] as usize][level.index()];
-        let kept = memo.get();
-        let now = view.now;
-        let sums = if excluded.is_empty() && kept.filled >= last_forgotten && kept.sums.from <= now && now <= kept.sums.until {
-            debug_assert!({
-                let fresh = self.group_sums(m, group, excluded, now);
-                (fresh.load, fresh.util, fresh.runnable) == (kept.sums.load, kept.sums.util, kept.sums.runnable)
-            }, "group of pCPU {} at {now}", group[0]);
-            kept.sums
-        } else {
-            let sums = self.group_sums(m, group, excluded, now);
-            if excluded.is_empty() {
-                memo.set(GroupMemo { filled: self.sums_clock.get(), sums });
+        let sums = match memo.get().filter(|kept| excluded.is_empty() && kept.filled >= last_updated && kept.capacity_changes == m.capacity_changes()) {
+            Some(kept) => {
+                debug_assert_eq!(kept.sums, self.group_sums(m, group, excluded), "group of pCPU {} at level {level:?}", group[0]);
+                kept.sums
             }
-            sums
+            None => {
+                let sums = self.group_sums(m, group, excluded);
+                if excluded.is_empty() {
+                    memo.set(Some(GroupMemo { filled: self.sums_clock, capacity_changes: m.capacity_changes(), sums }));
+                }
+                sums
+            }
         };
         (s.load, s.util, s.runnable) = (sums.load, sums.util, sums.runnable);
         s.classify(level.imbalance_pct());
@@ -1231,15 +1237,14 @@ impl CfsCore {
     }
 
     /// The load, capped utilization and runnable sums of the CPUs of
-    /// `group` not in `excluded`, and the instants over which they hold.
-    fn group_sums(&self, m: &crate::machine::Machine, group: &[PcpuId], excluded: &[PcpuId], now: u64) -> SumsMemo {
-        let mut sums = SumsMemo { from: now, until: u64::MAX, ..SumsMemo::EMPTY };
+    /// `group` not in `excluded`.
+    fn group_sums(&self, m: &crate::machine::Machine, group: &[PcpuId], excluded: &[PcpuId]) -> Sums {
+        let mut sums = Sums::default();
         for &q in group.iter().filter(|q| !excluded.contains(q)) {
-            let (load, util, runnable) = self.cpu_avgs(q, now, m.capacity_of(q));
-            sums.load += load;
-            sums.util += util;
-            sums.runnable += runnable;
-            sums.until = sums.until.min(self.sums_memo[q as usize].get().until);
+            let cpu = self.cpu_avgs(q, m.capacity_of(q));
+            sums.load += cpu.load;
+            sums.util += cpu.util;
+            sums.runnable += cpu.runnable;
         }
         sums
     }
@@ -1327,7 +1332,7 @@ impl CfsCore {
                 continue;
             }
             let capacity = m.capacity_of(q);
-            let (load, util, _) = self.cpu_avgs(q, view.now, capacity);
+            let Sums { load, util, .. } = self.cpu_avgs(q, capacity);
             match migration {
                 Migration::Load => {
                     if nr == 1 && load as i64 > imbalance {
@@ -1546,6 +1551,10 @@ impl CfsCore {
         if let Some(&ilb) = idle.first() {
             let after = idle.partition_point(|&q| q <= ilb);
             for &q in idle[after..].iter().chain(&idle[..after]) {
+                // update_nohz_stats() (a balance kick carries
+                // NOHZ_STATS_KICK, Linux 4.17 on): each idle CPU's blocked
+                // averages are brought up to date.
+                self.update_rq_avgs(q, view.now);
                 if view.now >= self.rq_next_balance[q as usize] {
                     self.rebalance_domains(view, out, q, may);
                 }
@@ -1934,6 +1943,11 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn tick(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId) {
         self.k.update_curr(view, p);
+        if self.k.rqs[p as usize].curr().is_some() {
+            // entity_tick() -> update_load_avg() of the running entity's
+            // runqueue.
+            self.k.update_rq_avgs(p, view.now);
+        }
         if self.k.vm_groups.is_some() {
             // entity_tick() -> update_cfs_group() for the running group entity.
             if let Some(g) = self.k.rqs[p as usize].curr().filter(|&c| !self.k.is_vcpu(c)) {
@@ -2286,6 +2300,43 @@ mod tests {
         (h, running)
     }
 
+    /// update_sg_lb_stats() reads each runqueue's averages as last stored.
+    /// vCPU 0 runs alone on pCPU 0 from 0 (utilization starting at 512,
+    /// runnable at 1024); vCPUs 1 and 2 are pinned to pCPU 1. With no update
+    /// since the pick, a balancer at 100 ms still reads pCPU 0's figures of
+    /// 0; its tick at 100 ms brings utilization to
+    /// 1024 - 512 * 2^(-100 ms / 32 Mi ns) = 959.1. vCPU 0 then halts, and
+    /// idle pCPU 0's blocked averages stay as of 100 ms until pCPU 1's tick
+    /// kicks the idle balancer at 200 ms (update_nohz_stats()): load
+    /// 1024 * 2^(-100 ms / 32 Mi ns) = 129.8 and utilization 959.1 times
+    /// the same = 121.5.
+    #[test]
+    fn balancers_read_runqueue_averages_as_of_their_last_update() {
+        let m = machine(2);
+        let allowed = vec![vec![true, true], vec![false, true], vec![false, true]];
+        let (mut h, running) = two_against_one(Tunables::linux_default(2));
+        assert_eq!(running, vec![Some(0), Some(1)]);
+        let mut out = HostOut::default();
+        let sums = |h: &HostCfs| h.k.cpu_avgs(0, 1024);
+        fn at<'a>(ms: u64, m: &'a Machine, allowed: &'a [Vec<bool>], running: &'a [Option<VcpuId>]) -> HostView<'a> {
+            HostView::new(ms * 1_000_000, m, allowed, running)
+        }
+        assert_eq!(sums(&h), Sums { load: 1024, util: 512, runnable: 1024 });
+        h.k.update_curr(&at(100, &m, &allowed, &running), 1);
+        assert_eq!(sums(&h), Sums { load: 1024, util: 512, runnable: 1024 }, "no update of pCPU 0 since 0");
+        h.tick(&at(100, &m, &allowed, &running), &mut out, 0);
+        assert_eq!(sums(&h), Sums { load: 1024, util: 959, runnable: 1024 });
+        h.block(&at(100, &m, &allowed, &running), &mut out, 0, 0);
+        assert_eq!(h.pick_next(&at(100, &m, &allowed, &running), &mut out, 0, Some(0)), None);
+        let running = vec![None, Some(1)];
+        assert_eq!(sums(&h), Sums { load: 1024, util: 959, runnable: 1024 });
+        h.k.update_curr(&at(200, &m, &allowed, &running), 1);
+        assert_eq!(sums(&h), Sums { load: 1024, util: 959, runnable: 1024 }, "idle pCPU 0 not updated since 100 ms");
+        h.tick(&at(200, &m, &allowed, &running), &mut out, 1);
+        assert_eq!(sums(&h), Sums { load: 130, util: 122, runnable: 130 });
+        assert_eq!((h.nr_running(0), h.nr_running(1)), (0, 2), "vCPUs 1 and 2 are pinned");
+    }
+
     /// Periodic balancing between runqueues of two and one (one LLC of two
     /// CPUs, interval 2 ms x busy_factor 16). At 32 ms pCPU 0's utilization
     /// (PELT, starting from half) still leaves it spare capacity, and two
@@ -2447,6 +2498,8 @@ mod tests {
             let (mut h, running) = two_against_one(Tunables::linux_default(2));
             let mut out = HostOut::default();
             let switch = HostView::new(200_000_000, &m, &allowed, &running);
+            // pCPU 0's last tick brought its averages up to date.
+            h.k.update_rq_avgs(0, 200_000_000);
             assert_eq!(h.pick_next(&switch, &mut out, 1, Some(1)), Some(2));
             let running = vec![Some(0), Some(2)];
             let mut moved_at = None;
