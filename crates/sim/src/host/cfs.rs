@@ -2337,6 +2337,21 @@ mod tests {
         assert_eq!((h.nr_running(0), h.nr_running(1)), (0, 2), "vCPUs 1 and 2 are pinned");
     }
 
+    /// update_sg_lb_stats() caps each CPU's utilization at its capacity:
+    /// vCPU 0 on pCPU 0 starts at 512; once core 0's capacity drops to 400
+    /// (a scenario's capacity change), its group's utilization is 400,
+    /// though nothing on the runqueue changed since the group was last read.
+    #[test]
+    fn group_utilization_follows_a_capacity_change() {
+        let mut m = machine(2);
+        let allowed = vec![vec![true, true]; 3];
+        let (h, running) = two_against_one(Tunables::linux_default(2));
+        let util = |m: &Machine| h.k.group_stats(&HostView::new(0, m, &allowed, &running), &[0], &[], Level::Llc, &mut false).util;
+        assert_eq!(util(&m), 512);
+        m.set_core_capacity(0, 400);
+        assert_eq!(util(&m), 400);
+    }
+
     /// Periodic balancing between runqueues of two and one (one LLC of two
     /// CPUs, interval 2 ms x busy_factor 16). At 32 ms pCPU 0's utilization
     /// (PELT, starting from half) still leaves it spare capacity, and two
