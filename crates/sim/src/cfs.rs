@@ -44,6 +44,9 @@ pub struct Tunables {
     /// Host CFS from Linux 5.10: a busy CPU's balance interval is one
     /// jiffy shorter.
     pub busy_interval_one_jiffy_less: bool,
+    /// Host CFS from Linux 4.17: the idle load balancer updates every idle
+    /// CPU's blocked averages (NOHZ_STATS_KICK).
+    pub nohz_stats_kick: bool,
     /// Host CFS: exact ties of PELT loads between balance candidates are
     /// drawn at random (`host.cfs.load_ties`).
     pub random_load_ties: bool,
@@ -66,6 +69,7 @@ impl Tunables {
             newidle_migration_cost_gate: false,
             newidle_cost_gate: false,
             busy_interval_one_jiffy_less: false,
+            nohz_stats_kick: false,
             random_load_ties: true,
         }
     }
@@ -82,6 +86,7 @@ impl Tunables {
             newidle_migration_cost_gate: o.newidle_migration_cost_gate,
             newidle_cost_gate: o.newidle_cost_gate,
             busy_interval_one_jiffy_less: o.busy_interval_one_jiffy_less,
+            nohz_stats_kick: o.nohz_stats_kick,
             random_load_ties: o.load_ties == crate::scenario::LoadTies::Random,
         }
     }

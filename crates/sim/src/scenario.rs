@@ -387,6 +387,15 @@ pub struct CfsTunables {
     /// profiles from 5.10 on.
     #[serde(default)]
     pub busy_interval_one_jiffy_less: bool,
+    /// Host only: every idle load balancer run also brings each idle
+    /// pCPU's blocked averages up to date (NOHZ_STATS_KICK), and a busy
+    /// tick kicks one for that alone every LOAD_AVG_PERIOD (32 ms) while
+    /// some idle pCPU has blocked load: Linux 4.17 (commit b7031a02ec75,
+    /// "sched/fair: Add NOHZ_STATS_KICK"). Before, an idle pCPU's averages
+    /// were updated only when its own balance ran. Set by the kernel
+    /// profiles from 5.10 on.
+    #[serde(default)]
+    pub nohz_stats_kick: bool,
     /// Host only: how the balancer chooses among the busiest candidates
     /// whose PELT loads are exactly equal (see [`LoadTies`]).
     #[serde(default)]

@@ -294,6 +294,10 @@ struct VmGroups {
     on_pcpu: Vec<Vec<u32>>,
 }
 
+/// LOAD_AVG_PERIOD (kernel/sched/sched-pelt.h): 32 ms, the period of the
+/// idle CPUs' blocked-load updates (nohz.next_blocked).
+const LOAD_AVG_PERIOD_NS: u64 = 32_000_000;
+
 /// Timer tokens: kind in the top byte, generation in the middle, id below.
 const T_EXPIRE: u64 = 1 << 56;
 const T_REFILL: u64 = 2 << 56;
@@ -369,6 +373,12 @@ pub struct CfsCore {
     overload: bool,
     /// nohz.next_balance: the earliest periodic balance due on an idle CPU.
     nohz_next_balance: u64,
+    /// nohz.has_blocked: an idle CPU may still carry blocked load (set
+    /// whenever a CPU goes idle, cleared by an update that finds none).
+    nohz_has_blocked: bool,
+    /// nohz.next_blocked: when a kick for the idle CPUs' blocked averages
+    /// alone is next due.
+    nohz_next_blocked: u64,
     /// rq->next_balance per pCPU: when its next periodic balance is due.
     rq_next_balance: Vec<u64>,
     /// sd_llc_shared->has_idle_cores per socket (LLC): set when a core
@@ -423,6 +433,8 @@ impl CfsCore {
             idle_stamp: vec![None; pcpus as usize],
             overload: false,
             nohz_next_balance: 0,
+            nohz_has_blocked: false,
+            nohz_next_blocked: 0,
             rq_next_balance: vec![0; pcpus as usize],
             // Every core is idle at boot; sized per socket at first use.
             has_idle_cores: Vec::new(),
@@ -1541,27 +1553,48 @@ impl CfsCore {
     /// nohz.idle_cpus_mask runs rebalance_domains() as an idle CPU for each
     /// idle CPU whose rq->next_balance has come, from the one after it on,
     /// and sets nohz.next_balance to the earliest next. (The kick for an
-    /// LLC with two busy CPUs, nr_busy_cpus > 1, is not modelled.)
+    /// LLC with two busy CPUs, nr_busy_cpus > 1, is not modelled.) Each
+    /// idle CPU it balances has its blocked averages updated first
+    /// (update_blocked_averages() in rebalance_domains()); from Linux 4.17
+    /// (`nohz_stats_kick`) every kick updates those of all idle CPUs
+    /// (update_nohz_stats()), and a busy CPU's tick also kicks for that
+    /// alone once LOAD_AVG_PERIOD has passed since the last update while
+    /// some idle CPU may carry blocked load (NOHZ_STATS_KICK).
     fn nohz_idle_balance(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, may: &mut MayMigrate) {
-        if self.nr_running(p) < 2 || view.now < self.nohz_next_balance {
+        let balance = self.nr_running(p) >= 2 && view.now >= self.nohz_next_balance;
+        let stats = self.tun.nohz_stats_kick && !self.is_idle(view, p) && (balance || (self.nohz_has_blocked && view.now > self.nohz_next_blocked));
+        if !balance && !stats {
             return;
         }
         let idle: Vec<PcpuId> = self.idle_hint.iter().copied().filter(|&q| self.is_idle(view, q)).collect();
+        if stats {
+            // Cleared before the walk: a CPU that still has blocked load
+            // sets it again.
+            self.nohz_has_blocked = false;
+        }
         let mut next = u64::MAX;
         if let Some(&ilb) = idle.first() {
             let after = idle.partition_point(|&q| q <= ilb);
             for &q in idle[after..].iter().chain(&idle[..after]) {
-                // update_nohz_stats() (a balance kick carries
-                // NOHZ_STATS_KICK, Linux 4.17 on): each idle CPU's blocked
-                // averages are brought up to date.
-                self.update_rq_avgs(q, view.now);
-                if view.now >= self.rq_next_balance[q as usize] {
+                if stats {
+                    self.update_rq_avgs(q, view.now);
+                    self.nohz_has_blocked |= self.cpu_avgs(q, view.machine.capacity_of(q)) != Sums::default();
+                }
+                if balance && view.now >= self.rq_next_balance[q as usize] {
+                    if !stats {
+                        self.update_rq_avgs(q, view.now);
+                    }
                     self.rebalance_domains(view, out, q, may);
                 }
                 next = next.min(self.rq_next_balance[q as usize]);
             }
         }
-        self.nohz_next_balance = next;
+        if stats {
+            self.nohz_next_blocked = view.now + LOAD_AVG_PERIOD_NS;
+        }
+        if balance || !idle.is_empty() {
+            self.nohz_next_balance = next;
+        }
     }
 
     /// newidle_balance(): an idle CPU pulls before it idles, domain by
@@ -1934,8 +1967,9 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             self.k.idle_hint.insert(p);
             self.k.update_idle_core(view, p);
             // nohz_balance_enter_idle(): the idle balancer's next round
-            // accounts for this CPU.
+            // accounts for this CPU, which may carry blocked load.
             self.k.nohz_next_balance = self.k.nohz_next_balance.min(self.k.rq_next_balance[p as usize]);
+            self.k.nohz_has_blocked = true;
         }
         out.resched.retain(|&q| q != p);
         next
@@ -2335,6 +2369,39 @@ mod tests {
         h.tick(&at(200, &m, &allowed, &running), &mut out, 1);
         assert_eq!(sums(&h), Sums { load: 130, util: 122, runnable: 130 });
         assert_eq!((h.nr_running(0), h.nr_running(1)), (0, 2), "vCPUs 1 and 2 are pinned");
+    }
+
+    /// NOHZ_STATS_KICK (Linux 4.17): vCPU 0 halts on pCPU 0 at 100 ms,
+    /// leaving its blocked load (1024, runnable until then) there; pCPU 1
+    /// runs vCPU 1 alone, so no balance kick ever comes. From 4.17 its
+    /// tick at 104 ms kicks the idle balancer for the blocked averages
+    /// alone: load 1024 * 2^(-4 ms / 32 Mi ns) = 942.8; the tick at 132 ms
+    /// is within LOAD_AVG_PERIOD (32 ms) of that and leaves it; the one at
+    /// 140 ms updates it to 1024 * 2^(-40 ms / 32 Mi ns) = 448.2. Before
+    /// 4.17 idle pCPU 0's averages stay as of 100 ms.
+    #[test]
+    fn a_stats_kick_decays_idle_blocked_load_every_load_avg_period() {
+        let m = machine(2);
+        let allowed = vec![vec![true, true]; 2];
+        for (stats_kick, loads) in [(true, [943, 943, 448]), (false, [1024, 1024, 1024])] {
+            let tun = Tunables { nohz_stats_kick: stats_kick, ..Tunables::linux_default(2) };
+            let mut h = HostCfs::new(tun, 2, &[1024; 2], &[0, 1], vec![]);
+            let mut out = HostOut::default();
+            let idle = vec![None, None];
+            for v in 0..2 {
+                h.wake(&HostView::new(0, &m, &allowed, &idle), &mut out, v);
+            }
+            let running: Vec<Option<VcpuId>> = (0..2).map(|p| h.pick_next(&HostView::new(0, &m, &allowed, &idle), &mut out, p, None)).collect();
+            assert_eq!(running, vec![Some(0), Some(1)]);
+            let at_100 = HostView::new(100_000_000, &m, &allowed, &running);
+            h.block(&at_100, &mut out, 0, 0);
+            assert_eq!(h.pick_next(&at_100, &mut out, 0, Some(0)), None);
+            let running = vec![None, Some(1)];
+            for (ms, load) in [104, 132, 140].into_iter().zip(loads) {
+                h.tick(&HostView::new(ms * 1_000_000, &m, &allowed, &running), &mut out, 1);
+                assert_eq!(h.k.cpu_avgs(0, 1024).load, load, "at {ms} ms, stats kick {stats_kick}");
+            }
+        }
     }
 
     /// update_sg_lb_stats() caps each CPU's utilization at its capacity:
