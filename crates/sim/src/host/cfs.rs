@@ -350,6 +350,10 @@ pub struct CfsCore {
     avgs_updated_at: Vec<u64>,
     /// Each pCPU's sums as of that instant, once a balancer has read them.
     sums_memo: Vec<std::cell::Cell<Option<Sums>>>,
+    /// cfs_rq->removed: the figures, as of that instant, of the threads
+    /// that woke on another pCPU since; they leave the sums at the next
+    /// update.
+    removed: Vec<Sums>,
     /// The clock of update_rq_avgs(): how many updates there have been,
     /// and the count at each pCPU's last.
     sums_clock: u64,
@@ -421,6 +425,7 @@ impl CfsCore {
             avg_memo: vec![std::cell::Cell::new(AvgMemo::EMPTY); weights.len()],
             avgs_updated_at: vec![0; pcpus as usize],
             sums_memo: vec![std::cell::Cell::new(None); pcpus as usize],
+            removed: vec![Sums::default(); pcpus as usize],
             sums_clock: 0,
             sums_updated: vec![0; pcpus as usize],
             group_memo: (0..pcpus).map(|_| std::array::from_fn(|_| std::cell::Cell::new(None))).collect(),
@@ -741,6 +746,19 @@ impl CfsCore {
     /// enqueue_task_fair(): queues `v` on `p`, and its VM's group entity on
     /// `p`'s root runqueue if that was not there yet.
     fn enqueue_vcpu(&mut self, view: &HostView, v: VcpuId, p: PcpuId, how: Placement) {
+        let from = self.cpu_of[v as usize];
+        if from != p && how != Placement::Keep {
+            // A wakeup elsewhere (migrate_task_rq_fair() ->
+            // remove_entity_load_avg()): the old runqueue sheds the thread's
+            // averages at its next update (cfs_rq->removed); until then
+            // balancers still read them there. A queued vCPU that moves
+            // (Keep) was detached by its dequeue (DO_DETACH).
+            let (load, util, runnable, _) = self.thread_avgs(v, self.avgs_updated_at[from as usize]);
+            let removed = &mut self.removed[from as usize];
+            (removed.load, removed.util, removed.runnable) = (removed.load + load, removed.util + util, removed.runnable + runnable);
+        } else {
+            self.update_rq_avgs(from, view.now);
+        }
         self.update_curr(view, p);
         let leaf = self.leaf_rq(v, p);
         // EEVDF 6.12: a vCPU whose halt was delayed is still queued and
@@ -748,8 +766,7 @@ impl CfsCore {
         let requeue = self.ents[v as usize].on_rq;
         self.rqs[leaf as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
         self.rq_of[v as usize] = leaf;
-        let from = std::mem::replace(&mut self.cpu_of[v as usize], p);
-        self.update_rq_avgs(from, view.now);
+        self.cpu_of[v as usize] = p;
         self.update_rq_avgs(p, view.now);
         if from != p {
             // migrate_task_rq_fair(): the thread's averages leave the old
@@ -1131,7 +1148,7 @@ impl CfsCore {
                 kept
             }
             None => {
-                let mut sums = Sums::default();
+                let mut sums = self.removed[q as usize];
                 for &v in &self.attached[q as usize] {
                     debug_assert!(self.avg[v as usize].runnable.last <= at, "vCPU {v}'s signals changed after pCPU {q}'s averages were last updated");
                     let (load, util, runnable, _) = self.thread_avgs(v, at);
@@ -1148,7 +1165,7 @@ impl CfsCore {
 
     /// cpu_avgs() before the cap, without the pCPU's memo.
     fn cpu_sums_afresh(&self, q: PcpuId, at: u64) -> Sums {
-        self.attached[q as usize].iter().map(|&v| self.thread_avgs_afresh(v, at)).fold(Sums::default(), |a, (load, util, runnable)| Sums { load: a.load + load, util: a.util + util, runnable: a.runnable + runnable })
+        self.attached[q as usize].iter().map(|&v| self.thread_avgs_afresh(v, at)).fold(self.removed[q as usize], |a, (load, util, runnable)| Sums { load: a.load + load, util: a.util + util, runnable: a.runnable + runnable })
     }
 
     /// update_cfs_rq_load_avg() of `q`'s root runqueue: its averages are
@@ -1162,6 +1179,7 @@ impl CfsCore {
     fn update_rq_avgs(&mut self, q: PcpuId, now: u64) {
         debug_assert!(now >= self.avgs_updated_at[q as usize]);
         self.avgs_updated_at[q as usize] = now;
+        self.removed[q as usize] = Sums::default();
         self.sums_memo[q as usize].set(None);
         self.sums_clock += 1;
         self.sums_updated[q as usize] = self.sums_clock;
@@ -2369,6 +2387,37 @@ mod tests {
         h.tick(&at(200, &m, &allowed, &running), &mut out, 1);
         assert_eq!(sums(&h), Sums { load: 130, util: 122, runnable: 130 });
         assert_eq!((h.nr_running(0), h.nr_running(1)), (0, 2), "vCPUs 1 and 2 are pinned");
+    }
+
+    /// cfs_rq->removed: vCPU 2, queued on pCPU 1, is moved to pCPU 0 by a
+    /// balancer at 100 ms and leaves pCPU 1's averages at once (DO_DETACH):
+    /// pCPU 1 reads vCPU 1's load alone, 1024. vCPU 1 then halts there, and
+    /// wakes at 150 ms where only pCPU 0 may run it (both now pinned there):
+    /// its blocked load (1024,
+    /// runnable until 100 ms) stays in idle pCPU 1's averages until their
+    /// next update, which drops it.
+    #[test]
+    fn a_vcpu_woken_elsewhere_leaves_its_old_runqueue_at_the_next_update() {
+        let m = machine(2);
+        let anywhere = vec![vec![true, true]; 3];
+        let (mut h, running) = two_against_one(Tunables::linux_default(2));
+        let mut out = HostOut::default();
+        let at_100 = HostView::new(100_000_000, &m, &anywhere, &running);
+        h.k.migrate(&at_100, 2, 1, 0);
+        assert_eq!(h.k.cpu_avgs(1, 1024).load, 1024);
+        // vCPU 2 now pinned to pCPU 0, so pCPU 1's newly idle balance
+        // leaves it there.
+        let pinned = vec![vec![true, true], vec![true, true], vec![true, false]];
+        let at_100 = HostView::new(100_000_000, &m, &pinned, &running);
+        h.block(&at_100, &mut out, 1, 1);
+        assert_eq!(h.pick_next(&at_100, &mut out, 1, Some(1)), None);
+        let only_pcpu_0 = vec![vec![true, true], vec![true, false], vec![true, false]];
+        let running = vec![Some(0), None];
+        h.wake(&HostView::new(150_000_000, &m, &only_pcpu_0, &running), &mut out, 1);
+        assert_eq!(h.k.cpu_of(1), 0);
+        assert_eq!(h.k.cpu_avgs(1, 1024).load, 1024, "pCPU 1 still carries vCPU 1's blocked load");
+        h.k.update_rq_avgs(1, 150_000_000);
+        assert_eq!(h.k.cpu_avgs(1, 1024), Sums::default());
     }
 
     /// NOHZ_STATS_KICK (Linux 4.17): vCPU 0 halts on pCPU 0 at 100 ms,
