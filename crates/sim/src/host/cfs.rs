@@ -167,6 +167,14 @@ struct Sums {
     runnable: u64,
 }
 
+impl std::ops::AddAssign for Sums {
+    fn add_assign(&mut self, other: Sums) {
+        self.load += other.load;
+        self.util += other.util;
+        self.runnable += other.runnable;
+    }
+}
+
 /// A balance group's sums as update_sg_lb_stats() adds them, valid while
 /// no pCPU of the group has had its averages updated since `filled` (on
 /// the clock of update_rq_avgs()) and no capacity, which caps each pCPU's
@@ -546,15 +554,16 @@ impl CfsCore {
     /// (calc_group_shares(), with the runnable weights standing for the PELT
     /// load averages the kernel divides).
     fn update_group_weight(&mut self, rq: u32, now: u64) {
+        let vg = self.vm_groups.as_ref().expect("group runqueues exist only with VM groups");
         let e = self.group_entity_of_rq(rq);
-        let (vm, p) = self.vm_groups.as_ref().expect("group runqueues exist only with VM groups").key[(rq - self.pcpus) as usize];
-        self.update_rq_avgs(p, now);
-        let vg = self.vm_groups.as_ref().expect("checked above");
+        let (vm, p) = vg.key[(rq - self.pcpus) as usize];
         let local = self.rqs[rq as usize].load();
         let total = vg.vm_load[vm as usize].max(local).max(1);
         let shares = vg.shares[vm as usize];
         let w = (shares as u128 * local as u128 / total as u128) as u64;
         let w = w.clamp(MIN_SHARES.min(shares), shares);
+        // The reweight changes task_h_load() of the threads on `p`.
+        self.update_rq_avgs(p, now);
         self.rqs[p as usize].reweight(&mut self.ents, e, w, now);
         if let Some(min) = self.rqs[rq as usize].eevdf().filter(|r| r.features().custom_slices).and_then(|r| r.min_slice(&self.ents)) {
             // enqueue_task_fair() and dequeue_entities() of 6.12: a group
@@ -751,12 +760,12 @@ impl CfsCore {
             // A wakeup elsewhere (migrate_task_rq_fair() ->
             // remove_entity_load_avg()): the old runqueue sheds the thread's
             // averages at its next update (cfs_rq->removed); until then
-            // balancers still read them there. A queued vCPU that moves
-            // (Keep) was detached by its dequeue (DO_DETACH).
+            // balancers still read them there.
             let (load, util, runnable, _) = self.thread_avgs(v, self.avgs_updated_at[from as usize]);
-            let removed = &mut self.removed[from as usize];
-            (removed.load, removed.util, removed.runnable) = (removed.load + load, removed.util + util, removed.runnable + runnable);
-        } else {
+            self.removed[from as usize] += Sums { load, util, runnable };
+        } else if from != p {
+            // A queued vCPU that moves (Keep) leaves at once, as its
+            // dequeue detached it (DO_DETACH).
             self.update_rq_avgs(from, view.now);
         }
         self.update_curr(view, p);
@@ -769,8 +778,8 @@ impl CfsCore {
         self.cpu_of[v as usize] = p;
         self.update_rq_avgs(p, view.now);
         if from != p {
-            // migrate_task_rq_fair(): the thread's averages leave the old
-            // runqueue and join the new one.
+            // The thread's averages join the new runqueue; on the old one
+            // they left above, or wait in `removed` for its next update.
             self.attached[from as usize].retain(|&u| u != v);
             self.attached[p as usize].push(v);
         }
@@ -1152,9 +1161,7 @@ impl CfsCore {
                 for &v in &self.attached[q as usize] {
                     debug_assert!(self.avg[v as usize].runnable.last <= at, "vCPU {v}'s signals changed after pCPU {q}'s averages were last updated");
                     let (load, util, runnable, _) = self.thread_avgs(v, at);
-                    sums.load += load;
-                    sums.util += util;
-                    sums.runnable += runnable;
+                    sums += Sums { load, util, runnable };
                 }
                 self.sums_memo[q as usize].set(Some(sums));
                 sums
@@ -1165,7 +1172,12 @@ impl CfsCore {
 
     /// cpu_avgs() before the cap, without the pCPU's memo.
     fn cpu_sums_afresh(&self, q: PcpuId, at: u64) -> Sums {
-        self.attached[q as usize].iter().map(|&v| self.thread_avgs_afresh(v, at)).fold(self.removed[q as usize], |a, (load, util, runnable)| Sums { load: a.load + load, util: a.util + util, runnable: a.runnable + runnable })
+        let mut sums = self.removed[q as usize];
+        for &v in &self.attached[q as usize] {
+            let (load, util, runnable) = self.thread_avgs_afresh(v, at);
+            sums += Sums { load, util, runnable };
+        }
+        sums
     }
 
     /// update_cfs_rq_load_avg() of `q`'s root runqueue: its averages are
@@ -1271,10 +1283,7 @@ impl CfsCore {
     fn group_sums(&self, m: &crate::machine::Machine, group: &[PcpuId], excluded: &[PcpuId]) -> Sums {
         let mut sums = Sums::default();
         for &q in group.iter().filter(|q| !excluded.contains(q)) {
-            let cpu = self.cpu_avgs(q, m.capacity_of(q));
-            sums.load += cpu.load;
-            sums.util += cpu.util;
-            sums.runnable += cpu.runnable;
+            sums += self.cpu_avgs(q, m.capacity_of(q));
         }
         sums
     }
