@@ -2023,8 +2023,9 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         let hooks = &self.hooks;
         let may = &mut |k: &CfsCore, v, from, to| hooks.may_migrate(k, view, v, from, to);
         // An idle pCPU's tick is stopped (NO_HZ_IDLE): the idle load
-        // balancer balances for it.
-        if !self.k.is_idle(view, p) {
+        // balancer balances for it. A busy one raises SCHED_SOFTIRQ only
+        // once its runqueue's next balance has come (trigger_load_balance()).
+        if !self.k.is_idle(view, p) && view.now >= self.k.rq_next_balance[p as usize] {
             self.k.rebalance_domains(view, out, p, may);
         }
         self.k.nohz_idle_balance(view, out, p, may);
