@@ -7,10 +7,16 @@ ARGS   ?=
 
 .PHONY: setup browser run test bench
 
+# The extension is built for this machine's CPU: the engine runs about 4% faster, with
+# bit-identical results (rustc never fuses or reorders floating-point operations, so the
+# wider instruction set changes only how fast they run). A wheel meant for other machines
+# (a Ray cluster, say) is built portable: `make setup CPU_FLAGS=` or `maturin build --release`.
+CPU_FLAGS ?= -C target-cpu=native
+
 setup:
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip maturin
-	@$(VENV)/bin/maturin develop -q --release -E test,bench
+	@RUSTFLAGS="$(RUSTFLAGS) $(CPU_FLAGS)" $(VENV)/bin/maturin develop -q --release -E test,bench
 
 run: setup
 	$(VENV)/bin/vmsched run --out runs/default --force $(ARGS)

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,46 @@ def test_atomic_writes_get_the_usual_file_mode(tmp_path):
     assert path.read_text() == "{}"
     assert (path.stat().st_mode & 0o777) == 0o644
     assert [p.name for p in path.parent.iterdir()] == ["out.json"]
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "crates" / "sim" / "tests" / "golden"
+GOLDEN_NS = 150_000_000  # the Rust golden test's run length
+
+
+def golden_differences(want, got, path=""):
+    """Paths where `got` differs from `want`, ignoring keys only `got` has (as the Rust
+    golden test compares)."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        return [d for key, value in want.items()
+                for d in (golden_differences(value, got[key], f"{path}.{key}") if key in got else [f"{path}.{key} (missing)"])]
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        return [d for i, (w, g) in enumerate(zip(want, got)) for d in golden_differences(w, g, f"{path}[{i}]")]
+    return [] if want == got else [f"{path}: {want} -> {got}"]
+
+
+def test_the_installed_extension_gives_the_golden_summaries():
+    """The extension as `make setup` builds it (release, for this machine's CPU) gives,
+    value for value, the summaries the Rust golden test keeps from a portable debug
+    build, for every built-in and variant: build flags change speed only."""
+    from vmsched import api
+    from vmsched.comparison import scenario_variants
+
+    mismatches, compared = [], 0
+    for name, text in sorted(BUILTINS.items()):
+        scenario = api.load_scenario(name)
+        cases = [(name, [])] + [(f"{name}@{v.name}", v.overrides) for v in scenario_variants(scenario, api.normalize(scenario))]
+        for case, overrides in cases:
+            try:
+                summary, _ = _native.run_scenario(text, name, overrides, None, GOLDEN_NS, False, False, None, None)
+            except ValueError as e:
+                # A timeline that outlasts the golden run (the Rust test runs it cut
+                # short; a user's run of that length is refused).
+                assert "is not before the run's end" in str(e), e
+                continue
+            compared += 1
+            got = json.loads(summary)
+            want = json.loads((GOLDEN / f"{case}.json").read_text())
+            if diffs := golden_differences(want, got):
+                mismatches.append(f"{case}: {'; '.join(diffs[:3])}")
+    assert compared > 0.9 * len(list(GOLDEN.glob("*.json"))), compared
+    assert not mismatches, "\n".join(mismatches)
