@@ -578,6 +578,8 @@ impl World {
         }
     }
 
+    /// Inlined, as [`EventQueue::push`] is.
+    #[inline(always)]
     fn schedule(&mut self, at: u64, ev: Event) {
         self.queue.push(at, ev);
     }
@@ -598,7 +600,8 @@ impl World {
         let entities = (self.tasks.len() + self.vcpus.len() + self.pcpu_curr.len()) as u64;
         let livelock_events = LIVELOCK_EVENTS + LIVELOCK_EVENTS_PER_ENTITY * entities;
         let mut next_report = step;
-        while let Some((t, ev)) = self.queue.pop() {
+        while let Some(entry) = self.queue.pop() {
+            let (t, ev) = (entry.time(), entry.event);
             if t > self.end {
                 break;
             }
