@@ -32,6 +32,10 @@ def test_quick_bench(cli):
         # The VM mix is repeated with the host: 2x overcommitted eight-vCPU VMs.
         assert point["vcpus"] == 2 * point["pcpus"]
         assert 0 < point["setup_s"] <= point["first_instant_s"] and point["events"] > 0 and point["peak_rss_mb"] > 0
+    for measured in (*figures["engine"].values(), figures["simpy"], *figures["scale"], *figures["memory"]):
+        # What is resident at the end, anonymous plus mapped files, is at most the peak.
+        assert 0 < measured["rss_anon_mb"] and 0 < measured["rss_file_mb"]
+        assert measured["rss_anon_mb"] + measured["rss_file_mb"] <= measured["peak_rss_mb"] + 0.01
     default, longer, overloaded = figures["memory"]
     assert default["sim_s"] < longer["sim_s"] == overloaded["sim_s"]
     assert 0 < default["output_mb"] < longer["output_mb"]
