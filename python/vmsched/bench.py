@@ -56,32 +56,34 @@ def default_simpy_script() -> Path:
     return repo_root.parent / "shared" / "bench" / "simpy_baseline.py"
 
 
-def _status_mb(field: str) -> float | None:
-    """A memory figure of /proc/self/status (kB there), in MB; None where there is none."""
+def _status_mb(*fields: str) -> dict[str, float | None]:
+    """Memory figures of /proc/self/status (kB there), in MB, read at one instant; None
+    for a field that is not there."""
+    found: dict[str, float | None] = dict.fromkeys(fields)
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1]) / 1024
+            field, _, value = line.partition(":")
+            if field in found:
+                found[field] = int(value.split()[0]) / 1024
     except OSError:
         pass
-    return None
-
-
-def _peak_rss_mb() -> float:
-    """Peak resident memory of this process. Linux carries getrusage's ru_maxrss across
-    exec, so a child started by a large parent would report the parent's peak; VmHWM
-    belongs to the process's own address space."""
-    peak = _status_mb("VmHWM")
-    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return found
 
 
 def _memory_figures() -> dict:
-    """Peak RSS, and what is resident at the end split into anonymous memory (the
-    engine's and Python's heaps) and mapped files (the interpreter's and the libraries'
-    code, polars and pyarrow the largest). How much of a library file is mapped depends
-    on the page cache: files just written, as by a fresh install, are mapped in larger
-    pieces, tens of MB more for the same run; the anonymous part does not move."""
-    return {"peak_rss_mb": _peak_rss_mb(), "rss_anon_mb": _status_mb("RssAnon"), "rss_file_mb": _status_mb("RssFile")}
+    """Peak resident memory of this process, and what is resident at the end split into
+    anonymous memory (the engine's and Python's heaps) and mapped files (the interpreter's
+    and the libraries' code, polars and pyarrow the largest). How much of a library file is
+    mapped depends on the page cache: files just written, as by a fresh install, are mapped
+    in larger pieces, tens of MB more for the same run; the anonymous part does not move.
+    The peak is VmHWM, which belongs to the process's own address space: Linux carries
+    getrusage's ru_maxrss across exec, so a child started by a large parent would report
+    the parent's peak (ru_maxrss stands in only where there is no /proc)."""
+    status = _status_mb("VmHWM", "RssAnon", "RssFile")
+    peak = status["VmHWM"]
+    if peak is None:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {"peak_rss_mb": peak, "rss_anon_mb": status["RssAnon"], "rss_file_mb": status["RssFile"]}
 
 
 def _engine_child(name: str, duration_ns: int | None) -> dict:

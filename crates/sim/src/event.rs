@@ -93,15 +93,14 @@ impl EventQueue {
         self.heap[hole] = entry;
     }
 
-    /// Pops the earliest entry (returned whole: taking it apart here costs
-    /// the caller a store-forwarding stall on the event). The hole left at the root moves down to a
-    /// leaf, taking the earliest child up at each level, and the last entry
-    /// then rises into it from there (it almost always belongs near the
-    /// bottom). The last entry is held in registers throughout: writing it to
-    /// the root and reading it back in a different width, as a swap does,
-    /// stalls on store forwarding. Among four children the earliest is found
-    /// by two pairs and a final, without branches that a random key would
-    /// mispredict.
+    /// Pops the earliest entry, returned whole (taken apart here, its event
+    /// would cost the caller a store-forwarding stall). The hole left at the
+    /// root moves down to a leaf, taking the earliest child up at each level,
+    /// and the last entry then rises into it from there (it almost always
+    /// belongs near the bottom); the last entry stays in registers, never
+    /// swapped into the root (see the module's note). Among four children the
+    /// earliest is found by two pairs and a final, without branches that a
+    /// random key would mispredict.
     pub fn pop(&mut self) -> Option<Entry> {
         let last = self.heap.pop()?;
         let Some(&top) = self.heap.first() else {
