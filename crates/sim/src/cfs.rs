@@ -339,9 +339,15 @@ impl CfsRq {
         }
     }
 
-    /// check_preempt_tick(): should the current entity yield at this tick?
+    /// entity_tick() -> check_preempt_tick(): should the current entity
+    /// yield at this tick? Only asked with another entity on the runqueue
+    /// (`if (cfs_rq->nr_running > 1)` in entity_tick(), kernel/sched/fair.c,
+    /// 2.6.23 to 6.5): an entity alone runs on, however long its slice.
     pub fn tick_preempt(&self, ents: &[Entity], t: &Tunables) -> bool {
         let Some(c) = self.curr else { return false };
+        if self.nr_running < 2 {
+            return false;
+        }
         self.tick_preempt_with_slice(ents, t, self.slice(ents, c, t))
     }
 
@@ -473,6 +479,24 @@ mod tests {
         rq.update_curr(&mut e, 2_900_000);
         assert!(!rq.tick_preempt(&e, &t));
         rq.update_curr(&mut e, 3_100_000);
+        assert!(rq.tick_preempt(&e, &t));
+    }
+
+    /// entity_tick() skips check_preempt_tick() for an entity alone: it runs
+    /// on past its slice (6 ms here) without a reschedule, so its slice
+    /// still starts where it was picked; a newcomer then finds it 100 ms
+    /// into a 3 ms slice and the next tick preempts it.
+    #[test]
+    fn an_entity_alone_is_not_preempted_at_the_tick() {
+        let t = Tunables::linux_default(1);
+        let mut e = ents(&[1024, 1024]);
+        let mut rq = CfsRq::default();
+        rq.enqueue(&mut e, 0, Placement::Keep, &t, 0);
+        rq.set_curr(&mut e, 0, 0);
+        rq.update_curr(&mut e, 100_000_000);
+        assert!(!rq.tick_preempt(&e, &t));
+        e[1].vruntime = e[0].vruntime;
+        rq.enqueue(&mut e, 1, Placement::Keep, &t, 100_000_000);
         assert!(rq.tick_preempt(&e, &t));
     }
 
