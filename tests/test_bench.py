@@ -43,3 +43,19 @@ def test_quick_bench(cli):
     # Offered twice what it can serve: about half the requests are dropped at the backlog bound.
     assert server["backlog_max"] == 4096 and server["dropped"] > 0.1 * (server["completed"] + server["dropped"])
     assert longer["workloads"]["web/nginx-like"]["dropped"] == 0
+
+
+def test_the_training_of_the_profile_guided_build_runs_every_builtin_and_variant():
+    """`tools/build-extension.sh` trains on `training_runs`: every built-in and each of
+    its variants must run (one whose timed changes come later runs its full length), or
+    the profile-guided set-up fails on a fresh machine."""
+    from vmsched import api
+    from vmsched._native import builtin_scenarios
+    from vmsched.bench import training_runs
+    from vmsched.comparison import scenario_variants
+    cases = 0
+    for name, _, _ in builtin_scenarios():
+        scenario = api.load_scenario(name)
+        cases += 1 + len(scenario_variants(scenario, api.normalize(scenario)))
+    assert cases > 300
+    assert training_runs(duration_ns=1_000_000) == cases

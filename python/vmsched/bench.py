@@ -47,6 +47,8 @@ QUICK_MEMORY_NS = (200_000_000, 2_000_000_000)
 # An open-loop server offered twice what its one vCPU can serve (10,000 requests/s of
 # 200 µs each; the batch VM shares the host): its queue of requests
 # only grows, up to the server's backlog bound.
+# Simulated time of each training run of the profile-guided build (see `training_runs`).
+TRAINING_NS = 1_000_000_000
 OVERLOAD_SET = ["vm[0].workload[0].rate_per_s=10000", "vm[0].vcpus=1", "vm[0].workload[0].threads=1",
                 "vm[0].workload[0].irq_vcpu=0"]
 
@@ -152,6 +154,34 @@ def _memory_child(name: str, duration_ns: int, overrides: list[str]) -> dict:
             "output_mb": written / 2**20, **_memory_figures(),
             "workloads": {w["name"]: {key: w[key] for key in ("completed", "dropped", "backlog_max") if key in w}
                           for w in summary["workloads"]}}
+
+
+def training_runs(duration_ns: int = TRAINING_NS) -> int:
+    """Runs every built-in scenario and each of its variants for `duration_ns` without
+    recording: the workload a profile-guided build of the extension is trained on
+    (`tools/build-extension.sh`). Every policy, guest kernel and workload kind of the
+    built-ins has its paths profiled; bench-simpy-rr is one case of several hundred. A
+    scenario whose timed changes (capacity, pinning) come later runs its full length.
+    Returns the number of runs."""
+    from . import api
+    from ._native import builtin_scenarios
+    from .comparison import scenario_variants
+    runs = 0
+    for name, _, _ in builtin_scenarios():
+        scenario = api.load_scenario(name)
+        for overrides in [[], *(v.overrides for v in scenario_variants(scenario, api.normalize(scenario)))]:
+            config = api.normalize(scenario, overrides)
+            duration = None if _has_changes_after(config, duration_ns) else duration_ns
+            api.run(scenario, set=overrides, duration=duration, record=False, allow_large=True)
+            runs += 1
+    return runs
+
+
+def _has_changes_after(config: dict, duration_ns: int) -> bool:
+    """Whether the normalized scenario changes a capacity or a pinning at or after `duration_ns`."""
+    times = [c["at_ms"] for c in config["host"].get("capacity_changes", [])]
+    times += [c["at_ms"] for vm in config["vm"] for c in vm.get("pin_changes", [])]
+    return any(at * 1e6 >= duration_ns for at in times)
 
 
 def _simpy_child(script: str, sim_s: float) -> dict:
@@ -312,6 +342,8 @@ if __name__ == "__main__":
     elif kind == "scale":
         pcpus, duration = rest
         print(json.dumps(_scale_child(int(pcpus), int(duration))))
+    elif kind == "train":
+        print(json.dumps({"runs": training_runs()}))
     elif kind == "memory":
         name, duration, overrides = rest
         print(json.dumps(_memory_child(name, int(duration), json.loads(overrides))))
