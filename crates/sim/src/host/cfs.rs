@@ -1763,6 +1763,9 @@ pub enum Preempt {
 /// the CFS state ([`CfsCore`]) and may change the verdict. Every default is
 /// plain CFS, so `HostCfs<()>` is Linux's CFS unchanged.
 pub trait CfsHooks {
+    /// See [`HostPolicy::acts_on_interrupts`]: false only for hooks that keep
+    /// the default `on_interrupt` and `on_eoi`.
+    const ACTS_ON_INTERRUPTS: bool = true;
     /// The registry name of CFS with these hooks.
     fn name(&self) -> &'static str {
         "cfs"
@@ -1811,7 +1814,9 @@ pub trait CfsHooks {
 }
 
 /// Plain CFS.
-impl CfsHooks for () {}
+impl CfsHooks for () {
+    const ACTS_ON_INTERRUPTS: bool = false;
+}
 
 /// Linux CFS for vCPU threads, with a hook set composed on it.
 pub struct HostCfs<H: CfsHooks = ()> {
@@ -2140,6 +2145,10 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn on_eoi(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, kind: IrqKind) {
         self.hooks.on_eoi(&mut self.k, view, out, v, kind)
+    }
+
+    fn acts_on_interrupts(&self) -> bool {
+        H::ACTS_ON_INTERRUPTS
     }
 
     fn vm_metrics(&self, vm: VmId) -> Option<serde_json::Value> {

@@ -380,6 +380,13 @@ pub trait HostPolicy {
     fn on_exit(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _exit: Exit) {}
     /// The guest on `v` finished handling an interrupt (EOI).
     fn on_eoi(&mut self, _view: &HostView, _out: &mut HostOut, _v: VcpuId, _kind: IrqKind) {}
+    /// Whether `on_interrupt` and `on_eoi` may do anything: for a policy that
+    /// answers false the engine makes neither call (each builds the policy's
+    /// view of the machine, twice per interrupt). True unless the policy
+    /// keeps both defaults.
+    fn acts_on_interrupts(&self) -> bool {
+        true
+    }
 
     /// The policy's own counters for VM `vm`, put in the run summary under
     /// the policy's name (none for policies without any).

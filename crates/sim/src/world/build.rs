@@ -221,6 +221,7 @@ impl World {
             events_superseded: 0,
             pcpu_curr: vec![None; np as usize],
             pcpu_busy_ns: vec![0; np as usize],
+            host_acts_on_interrupts: host.acts_on_interrupts(),
             host,
             host_tick_ns: 1_000_000_000 / scenario.host.hz as u64,
             allowed,

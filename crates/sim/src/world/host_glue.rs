@@ -31,6 +31,14 @@ impl World {
     pub(super) fn host_call<R>(&mut self, f: impl FnOnce(&mut dyn HostPolicy, &HostView, &mut HostOut) -> R) -> R {
         let view = host_view!(self);
         let r = f(self.host.as_mut(), &view, &mut self.host_out);
+        self.after_host_call();
+        r
+    }
+
+    /// What follows every host call, made or skipped (`acts_on_interrupts`):
+    /// the policy's requests carried out, and the halt-polling windows looked
+    /// at again.
+    pub(super) fn after_host_call(&mut self) {
         if !self.host_out.is_empty() || !self.polling.is_empty() {
             // Carrying the requests out may call the policy again: that call
             // finds empty buffers of its own.
@@ -39,7 +47,6 @@ impl World {
             self.apply_host_out(&mut out);
             self.apply_charges(out, charge);
         }
-        r
     }
 
     /// Scheduler work on a pCPU delays the vCPU running there; on an idle

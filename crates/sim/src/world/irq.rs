@@ -76,6 +76,10 @@ impl World {
     /// The host policy's say on an interrupt reaching `to`: the vCPU that
     /// gets it (redirection stays inside the VM).
     fn delivery(&mut self, to: VcpuId, kind: Kind, from: Option<VcpuId>) -> VcpuId {
+        if !self.host_acts_on_interrupts {
+            self.after_host_call();
+            return to;
+        }
         let vm = self.vcpus[to as usize].vm as usize;
         match self.host_call(|h, view, out| h.on_interrupt(view, out, to, kind, from)) {
             Delivery::Deliver => to,
@@ -209,7 +213,11 @@ impl World {
                 self.apply_guest_acts(vm, acts);
             }
         }
-        self.host_call(|h, view, out| h.on_eoi(view, out, v, kind));
+        if self.host_acts_on_interrupts {
+            self.host_call(|h, view, out| h.on_eoi(view, out, v, kind));
+        } else {
+            self.after_host_call();
+        }
         if self.vcpus[v as usize].curr_task.is_none() {
             // An idle vCPU woke for this interrupt: schedule (or halt again).
             self.request_guest_resched(v);

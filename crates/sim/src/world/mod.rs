@@ -278,6 +278,8 @@ pub struct World {
     pub pcpu_curr: Vec<Option<VcpuId>>,
     pub pcpu_busy_ns: Vec<u64>,
     host: Box<dyn HostPolicy>,
+    /// `host.acts_on_interrupts()`, asked once.
+    host_acts_on_interrupts: bool,
     host_tick_ns: u64,
     allowed: Vec<crate::host::Affinity>,
     pub vcpus: Vec<Vcpu>,
