@@ -37,16 +37,24 @@ impl World {
 
     /// What follows every host call, made or skipped (`acts_on_interrupts`):
     /// the policy's requests carried out, and the halt-polling windows looked
-    /// at again.
+    /// at again. Inlined: most calls ask for nothing while no vCPU polls,
+    /// which the check settles without a call.
+    #[inline(always)]
     pub(super) fn after_host_call(&mut self) {
         if !self.host_out.is_empty() || !self.polling.is_empty() {
-            // Carrying the requests out may call the policy again: that call
-            // finds empty buffers of its own.
-            let mut out = std::mem::take(&mut self.host_out);
-            let charge = std::mem::take(&mut out.charge);
-            self.apply_host_out(&mut out);
-            self.apply_charges(out, charge);
+            self.carry_out_host_requests();
         }
+    }
+
+    /// [`World::after_host_call`] with requests or polling vCPUs.
+    #[inline(never)]
+    fn carry_out_host_requests(&mut self) {
+        // Carrying the requests out may call the policy again: that call
+        // finds empty buffers of its own.
+        let mut out = std::mem::take(&mut self.host_out);
+        let charge = std::mem::take(&mut out.charge);
+        self.apply_host_out(&mut out);
+        self.apply_charges(out, charge);
     }
 
     /// Scheduler work on a pCPU delays the vCPU running there; on an idle
