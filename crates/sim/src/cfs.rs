@@ -453,14 +453,21 @@ mod tests {
         assert_eq!(e[1].sum_exec, 1_000_000);
     }
 
-    #[test]
-    fn sleeper_credit_is_half_a_latency() {
+    /// Two nice-0 entities on one CPU's tunables; entity 0 alone has run
+    /// from 0 to `ns`, entity 1 is not queued.
+    fn first_ran_alone_until(ns: u64) -> (Tunables, Vec<Entity>, CfsRq) {
         let t = Tunables::linux_default(1);
         let mut e = ents(&[1024, 1024]);
         let mut rq = CfsRq::default();
         rq.enqueue(&mut e, 0, Placement::Keep, &t, 0);
         rq.set_curr(&mut e, 0, 0);
-        rq.update_curr(&mut e, 100_000_000);
+        rq.update_curr(&mut e, ns);
+        (t, e, rq)
+    }
+
+    #[test]
+    fn sleeper_credit_is_half_a_latency() {
+        let (t, mut e, mut rq) = first_ran_alone_until(100_000_000);
         assert_eq!(rq.min_vruntime, 100_000_000);
         rq.enqueue(&mut e, 1, Placement::Wakeup, &t, 100_000_000);
         assert_eq!(e[1].vruntime, 100_000_000 - 3_000_000);
@@ -488,12 +495,7 @@ mod tests {
     /// into a 3 ms slice and the next tick preempts it.
     #[test]
     fn an_entity_alone_is_not_preempted_at_the_tick() {
-        let t = Tunables::linux_default(1);
-        let mut e = ents(&[1024, 1024]);
-        let mut rq = CfsRq::default();
-        rq.enqueue(&mut e, 0, Placement::Keep, &t, 0);
-        rq.set_curr(&mut e, 0, 0);
-        rq.update_curr(&mut e, 100_000_000);
+        let (t, mut e, mut rq) = first_ran_alone_until(100_000_000);
         assert!(!rq.tick_preempt(&e, &t));
         e[1].vruntime = e[0].vruntime;
         rq.enqueue(&mut e, 1, Placement::Keep, &t, 100_000_000);
