@@ -6,8 +6,8 @@
 # (`python -m vmsched.bench train`), and built again with the merged profile. The engine
 # then runs about 4% faster with bit-identical results (the profile steers inlining and
 # code layout, never arithmetic; tests/test_native_sim.py checks the installed extension
-# against the golden summaries). The profile is rebuilt only when a Rust source or a
-# Cargo file is newer than it. PGO needs the llvm-profdata of
+# against the golden summaries). The profile is rebuilt only when a Rust source, a
+# built-in scenario or a Cargo file is newer than it. PGO needs the llvm-profdata of
 # rustc's own LLVM, which rustup's llvm-tools component provides; without it the build
 # is a plain optimized one, and says so.
 #
@@ -42,8 +42,8 @@ if [ ! -x "$profdata" ]; then
 fi
 
 profile="$PWD/target/pgo/merged.profdata"
-stale="$(find crates Cargo.lock Cargo.toml -newer "$profile" \( -name '*.rs' -o -name 'Cargo.*' \) \
-         -print -quit 2>/dev/null || echo missing)"
+stale="$(find crates scenarios Cargo.lock Cargo.toml -newer "$profile" \
+         \( -name '*.rs' -o -name '*.toml' -o -name 'Cargo.lock' \) -print -quit 2>/dev/null || echo missing)"
 if [ ! -f "$profile" ] || [ -n "$stale" ]; then
     raw="$PWD/target/pgo/raw"
     rm -rf "$raw"
