@@ -6,8 +6,9 @@
 # (`python -m vmsched.bench train`), and built again with the merged profile. The engine
 # then runs about 4% faster with bit-identical results (the profile steers inlining and
 # code layout, never arithmetic; tests/test_native_sim.py checks the installed extension
-# against the golden summaries). The profile is rebuilt only when a Rust source, a
-# built-in scenario or a Cargo file is newer than it. PGO needs the llvm-profdata of
+# against the golden summaries). The profile is rebuilt when a Rust source, a built-in
+# scenario or a Cargo file is newer than it, or rustc is another version than the one
+# that made it (a profile is read by its own LLVM only). PGO needs the llvm-profdata of
 # rustc's own LLVM, which rustup's llvm-tools component provides; without it the build
 # is a plain optimized one, and says so.
 #
@@ -42,9 +43,10 @@ if [ ! -x "$profdata" ]; then
 fi
 
 profile="$PWD/target/pgo/merged.profdata"
+made_by="$PWD/target/pgo/rustc-version"
 stale="$(find crates scenarios Cargo.lock Cargo.toml -newer "$profile" \
          \( -name '*.rs' -o -name '*.toml' -o -name 'Cargo.lock' \) -print -quit 2>/dev/null || echo missing)"
-if [ ! -f "$profile" ] || [ -n "$stale" ]; then
+if [ ! -f "$profile" ] || [ -n "$stale" ] || [ "$(cat "$made_by" 2>/dev/null)" != "$(rustc -vV)" ]; then
     raw="$PWD/target/pgo/raw"
     rm -rf "$raw"
     mkdir -p "$PWD/target/pgo"
@@ -58,5 +60,6 @@ if [ ! -f "$profile" ] || [ -n "$stale" ]; then
     fi
     "$profdata" merge -o "$profile.tmp" "$raw"
     mv "$profile.tmp" "$profile"
+    rustc -vV > "$made_by"
 fi
 develop "-Cprofile-use=$profile" target
