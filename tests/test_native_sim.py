@@ -88,25 +88,21 @@ def test_the_installed_extension_gives_the_golden_summaries():
     """The extension as `make setup` builds it (release, for this machine's CPU) gives,
     value for value, the summaries the Rust golden test keeps from a portable debug
     build, for every built-in and variant: build flags change speed only."""
-    from vmsched import api
-    from vmsched.comparison import scenario_variants
+    from vmsched.comparison import builtin_cases
 
     mismatches, compared = [], 0
-    for name, text in sorted(BUILTINS.items()):
-        scenario = api.load_scenario(name)
-        cases = [(name, [])] + [(f"{name}@{v.name}", v.overrides) for v in scenario_variants(scenario, api.normalize(scenario))]
-        for case, overrides in cases:
-            try:
-                summary, _ = _native.run_scenario(text, name, overrides, None, GOLDEN_NS, False, False, None, None)
-            except ValueError as e:
-                # A timeline that outlasts the golden run (the Rust test runs it cut
-                # short; a user's run of that length is refused).
-                assert "is not before the run's end" in str(e), e
-                continue
-            compared += 1
-            got = json.loads(summary)
-            want = json.loads((GOLDEN / f"{case}.json").read_text())
-            if diffs := golden_differences(want, got):
-                mismatches.append(f"{case}: {'; '.join(diffs[:3])}")
+    for case, scenario, overrides in builtin_cases():
+        try:
+            summary, _ = _native.run_scenario(scenario.text, scenario.source, overrides, None, GOLDEN_NS, False, False, None, None)
+        except ValueError as e:
+            # A timeline that outlasts the golden run (the Rust test runs it cut
+            # short; a user's run of that length is refused).
+            assert "is not before the run's end" in str(e), e
+            continue
+        compared += 1
+        got = json.loads(summary)
+        want = json.loads((GOLDEN / f"{case}.json").read_text())
+        if diffs := golden_differences(want, got):
+            mismatches.append(f"{case}: {'; '.join(diffs[:3])}")
     assert compared > 0.9 * len(list(GOLDEN.glob("*.json"))), compared
     assert not mismatches, "\n".join(mismatches)

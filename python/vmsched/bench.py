@@ -44,11 +44,11 @@ QUICK_SCALE_NS = 50_000_000
 MEMORY_SCENARIO = "default"
 MEMORY_NS = (10_000_000_000, 100_000_000_000, 1_000_000_000_000)
 QUICK_MEMORY_NS = (200_000_000, 2_000_000_000)
+# Simulated time of each training run of the profile-guided build (see `training_runs`).
+TRAINING_NS = 1_000_000_000
 # An open-loop server offered twice what its one vCPU can serve (10,000 requests/s of
 # 200 µs each; the batch VM shares the host): its queue of requests
 # only grows, up to the server's backlog bound.
-# Simulated time of each training run of the profile-guided build (see `training_runs`).
-TRAINING_NS = 1_000_000_000
 OVERLOAD_SET = ["vm[0].workload[0].rate_per_s=10000", "vm[0].vcpus=1", "vm[0].workload[0].threads=1",
                 "vm[0].workload[0].irq_vcpu=0"]
 
@@ -161,27 +161,19 @@ def training_runs(duration_ns: int = TRAINING_NS) -> int:
     recording: the workload a profile-guided build of the extension is trained on
     (`tools/build-extension.sh`). Every policy, guest kernel and workload kind of the
     built-ins has its paths profiled; bench-simpy-rr is one case of several hundred. A
-    scenario whose timed changes (capacity, pinning) come later runs its full length.
-    Returns the number of runs."""
+    case the engine refuses to cut short (a timed change, such as a capacity, a pinning
+    or a workload's start, would fall after the end) runs its full length. Returns the
+    number of runs."""
     from . import api
-    from ._native import builtin_scenarios
-    from .comparison import scenario_variants
+    from .comparison import builtin_cases
     runs = 0
-    for name, _, _ in builtin_scenarios():
-        scenario = api.load_scenario(name)
-        for overrides in [[], *(v.overrides for v in scenario_variants(scenario, api.normalize(scenario)))]:
-            config = api.normalize(scenario, overrides)
-            duration = None if _has_changes_after(config, duration_ns) else duration_ns
-            api.run(scenario, set=overrides, duration=duration, record=False, allow_large=True)
-            runs += 1
+    for _, scenario, overrides in builtin_cases():
+        try:
+            api.run(scenario, set=overrides, duration=duration_ns, record=False, allow_large=True)
+        except UserError:
+            api.run(scenario, set=overrides, record=False, allow_large=True)
+        runs += 1
     return runs
-
-
-def _has_changes_after(config: dict, duration_ns: int) -> bool:
-    """Whether the normalized scenario changes a capacity or a pinning at or after `duration_ns`."""
-    times = [c["at_ms"] for c in config["host"].get("capacity_changes", [])]
-    times += [c["at_ms"] for vm in config["vm"] for c in vm.get("pin_changes", [])]
-    return any(at * 1e6 >= duration_ns for at in times)
 
 
 def _simpy_child(script: str, sim_s: float) -> dict:

@@ -58,6 +58,18 @@ def scenario_variants(scenario: api.Scenario, config: dict) -> list[Variant]:
             for name in names]
 
 
+def builtin_cases() -> list[tuple[str, api.Scenario, list[str]]]:
+    """Every built-in scenario and each of its variants, in the engine's order: (case
+    name, NAME or NAME@VARIANT as the golden files name them; the scenario; the variant's
+    overrides)."""
+    cases = []
+    for info in api.scenarios():
+        scenario = api.load_scenario(info.name)
+        cases.append((info.name, scenario, []))
+        cases += [(f"{info.name}@{v.name}", scenario, v.overrides) for v in scenario_variants(scenario, api.normalize(scenario))]
+    return cases
+
+
 def resolve_variants(scenario: api.Scenario, config: dict, specs: Iterable[str]) -> list[Variant]:
     """Variants given on the command line replace those of the scenario file."""
     given = [Variant(*parse_variant(spec, scenario.source)) for spec in specs]
