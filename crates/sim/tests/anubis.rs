@@ -5,10 +5,20 @@
 
 mod common;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use common::{n, summary};
 use proptest::prelude::*;
 use serde_json::Value;
-use vmsched_sim::{run, RunOptions};
+use vmsched_sim::cfs::Tunables;
+use vmsched_sim::host::anubis::Anubis;
+use vmsched_sim::host::cfs::{CfsCore, CfsHooks, HostCfs};
+use vmsched_sim::host::{Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
+use vmsched_sim::ids::{PcpuId, VcpuId};
+use vmsched_sim::registry::HostBuild;
+use vmsched_sim::{run, run_custom, CustomPolicies, RunOptions};
 
 const ALL_OFF: [&str; 7] = [
     "host.policy='anubis'",
@@ -87,6 +97,133 @@ fn redirection_shortens_the_pending_time_of_interrupts() {
     assert_eq!(n(&off["vms"][0]["anubis"]["redirects"]), 0.0);
     assert!(n(&on["vms"][0]["anubis"]["redirects"]) > 10.0, "{}", on["vms"][0]["anubis"]);
     assert!(pending(&on) * 2.0 < pending(&off), "pending on {} off {}", pending(&on), pending(&off));
+}
+
+/// A 1-vCPU VM with a CPU-bound task and ping beside a CPU-bound VM on one
+/// pCPU, at the paper's testbed tunables (section 6) and Table 1's ping rate:
+/// a ping interrupt that finds its vCPU preempted boosts it (there is no
+/// sibling to redirect to). Between pings the vCPU loses its IO mark and
+/// pays its VM's debt, which moves its vruntime far ahead, so after a full
+/// slice host CFS may pick the CPU-bound vCPU again.
+const ONE_PCPU_PING: &str = r#"
+name = "anubis-one-pcpu-ping"
+duration_ms = 4000
+[host]
+hz = 1000
+policy = "anubis"
+[host.cfs]
+latency_ns = 8_000_000
+min_granularity_ns = 3_000_000
+wakeup_granularity_ns = 4_000_000
+[[vm]]
+name = "io"
+[[vm.workload]]
+kind = "ping"
+rate_per_s = 100
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "bg"
+[[vm.workload]]
+kind = "hog"
+"#;
+
+/// A boost delivered while its target's VM had no running vCPU: the vCPU
+/// then running on the target's pCPU owes it a yield.
+#[derive(Clone, Copy)]
+struct PendingBoost {
+    yielder: VcpuId,
+    /// The yielder's first tick with its slice used up, if one came
+    /// before the target ran.
+    full_slice_tick: Option<u64>,
+}
+
+#[derive(Default)]
+struct BoostLog {
+    pending: HashMap<VcpuId, PendingBoost>,
+    /// (full-slice tick, the target's pick) of boosts that met such a tick.
+    served_after_full_slice: Vec<(u64, u64)>,
+}
+
+/// Anubis, watched: every hook goes to the policy unchanged, and the
+/// boosts it delivers are followed to their target's next pick.
+struct WatchedAnubis {
+    inner: Anubis,
+    log: Rc<RefCell<BoostLog>>,
+}
+
+impl CfsHooks for WatchedAnubis {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn start(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut) {
+        self.inner.start(cfs, view, out)
+    }
+    fn pick(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, p: PcpuId, chosen: Option<VcpuId>) -> Option<VcpuId> {
+        let next = self.inner.pick(cfs, view, out, p, chosen);
+        let mut log = self.log.borrow_mut();
+        if let Some(n) = next {
+            if let Some(b) = log.pending.remove(&n) {
+                if let Some(at) = b.full_slice_tick {
+                    log.served_after_full_slice.push((at, view.now));
+                }
+            }
+        }
+        next
+    }
+    fn tick_preempt(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, p: PcpuId, preempt: bool) -> bool {
+        if let Some(c) = cfs.curr(p) {
+            if cfs.ran(c) > cfs.slice(c) {
+                for b in self.log.borrow_mut().pending.values_mut().filter(|b| b.yielder == c && b.full_slice_tick.is_none()) {
+                    b.full_slice_tick = Some(view.now);
+                }
+            }
+        }
+        self.inner.tick_preempt(cfs, view, out, p, preempt)
+    }
+    fn on_interrupt(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {
+        let delivery = self.inner.on_interrupt(cfs, view, out, to, kind, from);
+        if delivery == Delivery::Boost {
+            let yielder = view.running_on[cfs.cpu_of(to) as usize].expect("a boost makes the running vCPU yield");
+            self.log.borrow_mut().pending.insert(to, PendingBoost { yielder, full_slice_tick: None });
+        }
+        delivery
+    }
+    fn on_exit(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, v: VcpuId, exit: Exit) {
+        self.inner.on_exit(cfs, view, out, v, exit)
+    }
+    fn on_eoi(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, v: VcpuId, kind: IrqKind) {
+        self.inner.on_eoi(cfs, view, out, v, kind)
+    }
+    fn vm_metrics(&self, vm: u32) -> Option<Value> {
+        self.inner.vm_metrics(vm)
+    }
+}
+
+/// A boost that arrives while the running vCPU's slice is used up is kept
+/// (check_preempt_tick() of the prototype returns at `delta_exec >
+/// ideal_runtime` without clearing `must_yield`): if host CFS picks the
+/// yielder again, it yields at its next tick, so the boosted vCPU runs no
+/// later than one tick after the full-slice tick.
+#[test]
+fn a_boost_pending_at_a_full_slice_is_served_at_the_next_tick() {
+    let log = Rc::new(RefCell::new(BoostLog::default()));
+    let build = |b: HostBuild| -> Box<dyn HostPolicy> {
+        let tun = Tunables { tick_ns: 1_000_000_000 / b.host.hz as u64, ..Tunables::with_overrides(b.pcpus, &b.host.cfs) };
+        let hooks = WatchedAnubis { inner: Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus), log: log.clone() };
+        Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks))
+    };
+    let s = vmsched_sim::parse(ONE_PCPU_PING, &[]).unwrap();
+    let opts = RunOptions { validate: true, ..Default::default() };
+    let custom = CustomPolicies { host: Some(&build), guest: None };
+    let summary = run_custom(s, &opts, &custom, &mut |_, _| {}).unwrap().summary;
+    assert!(n(&summary["vms"][0]["anubis"]["boosts"]) > 50.0, "{}", summary["vms"][0]["anubis"]);
+    let log = log.borrow();
+    assert!(log.served_after_full_slice.len() >= 20, "only {} boosts met a full slice", log.served_after_full_slice.len());
+    let tick = 1_000_000;
+    // A tick, plus the scheduling and switch costs before the pick.
+    let late: Vec<_> = log.served_after_full_slice.iter().filter(|&&(full, picked)| picked > full + tick + 50_000).collect();
+    assert!(late.is_empty(), "{} of {} boosts served later than a tick after the full slice, e.g. (full-slice tick, pick) {:?}", late.len(), log.served_after_full_slice.len(), &late[..late.len().min(5)]);
 }
 
 /// A 1-vCPU VM reading from disk beside a CPU-bound task, overcommitted 2:1

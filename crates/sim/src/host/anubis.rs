@@ -232,9 +232,10 @@ impl CfsHooks for Anubis {
             st.confidence += 1;
         }
         if ran > ideal {
-            // The full slice is used: even an IO vCPU goes, and the
-            // preemption serves a pending boost.
-            self.vcpus[c as usize].yield_to = None;
+            // The full slice is used: even an IO vCPU goes. A pending boost
+            // stays pending (check_preempt_tick() returns here without
+            // clearing `must_yield`): if host CFS picks this vCPU again, it
+            // yields at its next tick.
             return true;
         }
         let Some(leftmost) = cfs.first(p) else { return preempt };
