@@ -1231,6 +1231,14 @@ pub struct Workload {
     /// pause between a reply and its next request (default 0: at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_us: Option<f64>,
+    /// Server: each reply leaves through a virtio-net transmit queue whose
+    /// notify write exits to the host (virtqueue_kick() -> vp_notify(); KVM
+    /// takes it as a fast MMIO exit, vmx.c handle_ept_misconfig(), or a PIO
+    /// exit, handle_io(), on the worker's vCPU). Off (the default): replies
+    /// leave without an exit, as through a NIC the guest drives without
+    /// exits (SR-IOV) or where no host policy looks at exits.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reply_exit: bool,
     /// Hog: every this much time, each thread moves itself to the next vCPU
     /// in circular order that is idle in the guest's view, as a program
     /// calling sched_setaffinity() on itself does (vSched's migration mode,
@@ -2362,7 +2370,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
             "tlb_shootdowns_per_s", "work_stealing", "departure_barrier"
         ),
         WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "tlb_shootdowns_per_s"),
-        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog", "clients", "think_us"),
+        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog", "clients", "think_us", "reply_exit"),
         // Answered in the guest kernel's interrupt handler: no threads.
         WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
         WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),

@@ -41,6 +41,9 @@ pub enum Op {
     TlbShootdown,
     /// Device IO of the given latency, completion interrupt to a vCPU.
     Io { device_ns: u64, irq_vcpu: u32 },
+    /// A virtqueue notify with nothing to wait for (a transmit queue's
+    /// doorbell): one VM exit, then the program goes on.
+    Notify,
     Sleep(u64),
     /// sched_setaffinity() to one vCPU, the next after the thread's own in
     /// circular order that is idle in the guest's view (no task running or

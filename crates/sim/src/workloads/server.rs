@@ -34,6 +34,8 @@ pub struct Server {
     /// Closed loop: the number of clients and their mean think time.
     clients: Option<u32>,
     think_mean_ns: u64,
+    /// Each reply rings the transmit queue's doorbell (`reply_exit`).
+    reply_exit: bool,
 }
 
 impl Server {
@@ -49,6 +51,7 @@ impl Server {
             waiting: vec![false; w.threads as usize],
             clients: w.clients,
             think_mean_ns: us(w.think_us.unwrap_or(0.0)),
+            reply_exit: w.reply_exit,
         }
     }
 
@@ -66,6 +69,11 @@ impl Program for Server {
             cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: arrival, start_ns: Some(start), end_ns: cx.now });
             if self.clients.is_some() {
                 self.send_next_request(cx);
+            }
+            if self.reply_exit {
+                // The reply is handed to the NIC; the worker takes its next
+                // request once the notify's exit is over.
+                return Op::Notify;
             }
         }
         if std::mem::take(&mut self.waiting[t]) {

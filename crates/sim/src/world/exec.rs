@@ -250,6 +250,12 @@ impl World {
                 self.tasks[t as usize].kseq.push_front(KStep::IoWait { device_ns, irq_vcpu });
                 true
             }
+            Op::Notify => {
+                self.account(v);
+                self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
+                self.host_exit(v, io_backend::SUBMISSION_EXIT);
+                true
+            }
             Op::Sleep(ns) => {
                 self.tasks[t as usize].timer_vcpu = v;
                 self.schedule(self.now + ns, Event::SleepDone(t));
