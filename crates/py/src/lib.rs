@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 
 mod plan;
 mod probe;
+mod real;
 mod sim;
 
 #[pymodule]
@@ -11,5 +12,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sim::register(m)?;
     plan::register(m)?;
     probe::register(m)?;
+    real::register(m)?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 
 use vmsched_sim::{scenarios, RunOptions};
 
-fn parse(text: &str, source: &str, overrides: &[String]) -> PyResult<vmsched_sim::Scenario> {
+pub(crate) fn parse(text: &str, source: &str, overrides: &[String]) -> PyResult<vmsched_sim::Scenario> {
     vmsched_sim::parse(text, overrides).map_err(|e| PyValueError::new_err(format!("{source}: {e}")))
 }
 
