@@ -17,7 +17,7 @@ import pytest
 import tomli_w
 
 from vmsched import api
-from vmsched.real_cmd import GOALS, compare_rows, nearest_kernel_profile, twin_case
+from vmsched.real_cmd import GOALS, compare_rows, figures, nearest_kernel_profile, twin_case
 
 from conftest import assert_user_error
 
@@ -162,6 +162,14 @@ def test_twin_case_keeps_the_case_vm_on_its_cpus():
     assert vm["guest"] == {"policy": "linux", "kernel": "linux-6.14", "hz": 250}
     assert [w["affinity"] for w in vm["workload"]] == [[0], [0]]
     assert api.run(api.Scenario(tomli_w.dumps(twin), "twin"), record=False).summary["workloads"]
+    # The machine's other runnable groups as background hogs, free on every vCPU, and
+    # left out of the compared figures (the part of the case's CPU included).
+    busy = twin_case(NICE, None, _flat_report(2), "linux-6.14", 250, background=3)
+    assert busy["vm"][0]["workload"][-1] == {"kind": "hog", "name": "background", "threads": 3}
+    sim = api.run(api.Scenario(tomli_w.dumps(busy), "twin"), record=False).summary
+    figs = figures(sim, {})
+    assert {name for name, _ in figs} == {"nice0", "nice5"}
+    assert abs(figs[("nice0", "part of case cpu")][0] + figs[("nice5", "part of case cpu")][0] - 1) < 1e-9
 
 
 def test_nearest_kernel_profile():

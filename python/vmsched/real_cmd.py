@@ -21,6 +21,8 @@ from .errors import UserError, fail
 real_app = typer.Typer(help="Run a scenario's workloads on this machine, and compare them with the simulator.",
                        no_args_is_help=True)
 
+# The twin's stand-in for the machine's other runnable threads (not compared).
+BACKGROUND = "background"
 SUITE_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 SUITES = ("groundtruth",)
 
@@ -94,12 +96,16 @@ def machine_hz() -> int | None:
     return None
 
 
-def twin_case(case_text: str, vm_name: str | None, report: dict, kernel: str, hz: int | None) -> dict:
+def twin_case(case_text: str, vm_name: str | None, report: dict, kernel: str, hz: int | None,
+              background: int = 0) -> dict:
     """The twin of the probed machine (python/vmsched/twin.py) carrying the case's VM's
     workloads: the probed VM takes the case VM's name and guest settings, runs Linux
     with the kernel profile nearest this machine's, and every workload without an
     affinity keeps to the first `vcpus` vCPUs, as the real run keeps to the first
-    `vcpus` CPUs while the kernel balances over all of them."""
+    `vcpus` CPUs while the kernel balances over all of them. `background` nice-0 hog
+    threads, free to run on any vCPU, stand for the scheduling groups of the machine's
+    other runnable threads, which the real runs counted (the probers see the host's
+    contention, not the guest's own)."""
     from .twin import twin_scenario
 
     case = tomllib.loads(case_text)
@@ -121,6 +127,8 @@ def twin_case(case_text: str, vm_name: str | None, report: dict, kernel: str, hz
     guest.update({"policy": "linux", "kernel": kernel})
     if hz is not None:
         guest["hz"] = hz
+    if background > 0:
+        workloads.append({"kind": "hog", "name": BACKGROUND, "threads": background})
     probed.update({"name": vm["name"], "guest": guest, "workload": workloads})
     twin["seed"] = case.get("seed", 1)
     twin["description"] = f"{case.get('description', case['name'])} -- on the twin of this machine"
@@ -151,11 +159,12 @@ def figures(summary: dict, task_sums: dict | None = None) -> dict[tuple[str, str
     """(workload, metric) -> (value, goal) for every figure both sides can give."""
     out: dict[tuple[str, str], tuple[float, str]] = {}
     seconds = summary["duration_ns"] / 1e9
-    case_cpu = sum(w["cpu_time_ns"] for w in summary["workloads"])
-    for w in summary["workloads"]:
+    workloads = [w for w in summary["workloads"] if w["name"] != BACKGROUND]
+    case_cpu = sum(w["cpu_time_ns"] for w in workloads)
+    for w in workloads:
         name = w["name"]
         out[(name, "cpu share")] = (w["cpu_time_ns"] / summary["duration_ns"], "share_5pct")
-        if len(summary["workloads"]) > 1 and case_cpu:
+        if len(workloads) > 1 and case_cpu:
             # Its part of the case's own CPU time: what the guest scheduler decides
             # between the case's threads, whatever else the machine runs.
             out[(name, "part of case cpu")] = (w["cpu_time_ns"] / case_cpu, "share_5pct")
@@ -191,20 +200,15 @@ def compare_rows(case: str, real: list[dict], sim: dict, sim_tasks) -> list[dict
     return rows
 
 
-def run_case(spec: str, vm: str | None, repeat: int, report: dict, quiet: bool) -> tuple[list[dict], dict]:
+def run_case(spec: str, vm: str | None, repeat: int, report: dict, quiet: bool,
+             with_background: bool = True) -> tuple[list[dict], dict]:
+    """Runs the case for real `repeat` times, then simulates the twin, with one
+    background hog per scheduling group (autogroup) of the machine's other runnable
+    threads the real runs saw, on average, unless `with_background` is off."""
     from . import api
 
     source = _load(spec)
-    kernel = nearest_kernel_profile(os.uname().release, [k["name"] for k in json.loads(_native().kernels())])
-    twin = twin_case(source.text, vm, report, kernel, machine_hz())
-    import tomli_w
-
-    twin_source = api.Scenario(tomli_w.dumps(twin), f"{source.source} (twin)")
-    try:
-        sim = api.run(twin_source, record=True)
-    except UserError as err:
-        raise fail(str(err)) from err
-    real, loads = [], []
+    real, loads, others = [], [], []
     for i in range(repeat):
         if not quiet:
             print(f"{source.source}: real run {i + 1}/{repeat}", file=sys.stderr)
@@ -214,10 +218,23 @@ def run_case(spec: str, vm: str | None, repeat: int, report: dict, quiet: bool) 
             raise fail(str(err)) from err
         real.append(summary)
         loads.append(summary["real"]["loadavg_1m_before"])
+        if summary["real"].get("background_groups_mean") is not None:
+            others.append(summary["real"]["background_groups_mean"])
+    background = round(statistics.fmean(others)) if with_background and others else 0
+    kernel = nearest_kernel_profile(os.uname().release, [k["name"] for k in json.loads(_native().kernels())])
+    twin = twin_case(source.text, vm, report, kernel, machine_hz(), background)
+    import tomli_w
+
+    twin_source = api.Scenario(tomli_w.dumps(twin), f"{source.source} (twin)")
+    try:
+        sim = api.run(twin_source, record=True)
+    except UserError as err:
+        raise fail(str(err)) from err
     name = json.loads(_native().validate_scenario(source.text, source.source, []))["name"]
     rows = compare_rows(name, real, sim.summary, sim.tasks)
     context = {"case": name, "source": source.source, "kernel": os.uname().release, "guest_profile": kernel,
-               "repetitions": repeat, "loadavg_1m": loads, "twin": twin}
+               "repetitions": repeat, "loadavg_1m": loads, "background_groups": others,
+               "background_threads": background, "twin": twin}
     return rows, context
 
 
@@ -246,7 +263,8 @@ def _html(rows: list[dict], contexts: list[dict]) -> str:
         for r in rows)
     notes = "".join(f"<li>{html.escape(c['case'])}: kernel {html.escape(c['kernel'])}, guest profile "
                     f"{html.escape(c['guest_profile'])}, {c['repetitions']} real runs, load average "
-                    f"{html.escape(str(c['loadavg_1m']))}</li>" for c in contexts)
+                    f"{html.escape(str(c['loadavg_1m']))}, other runnable groups "
+                    f"{html.escape(str(c['background_groups']))} (twin: {c['background_threads']} background hogs)</li>" for c in contexts)
     return ("<!doctype html><meta charset='utf-8'><title>vmsched real compare</title>"
             "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
             "td{text-align:right}</style><h1>Real vs simulated</h1>"
@@ -294,6 +312,7 @@ def compare_cmd(
     out: Annotated[Optional[Path], typer.Option(help="Write compare.json and compare.html here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace the earlier comparison at --out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    background: Annotated[bool, typer.Option(help="Give the twin a background hog per scheduling group of the machine's other runnable threads during the real runs.")] = True,
 ) -> None:
     """Probe this VM, simulate its twin with the case's workloads, run them for real, and
     print each figure side by side."""
@@ -318,7 +337,7 @@ def compare_cmd(
     rows, contexts = [], []
     try:
         for case in cases:
-            case_rows, context = run_case(case, vm, repeat, report, as_json)
+            case_rows, context = run_case(case, vm, repeat, report, as_json, background)
             rows += case_rows
             contexts.append(context)
     except BaseException:

@@ -27,6 +27,9 @@ use workloads::{Env, Started, ThreadOutcome};
 /// Threads start together this long after they are spawned, so every one
 /// has taken its affinity and scheduling attributes first.
 const START_DELAY_NS: u64 = 50_000_000;
+/// The background is sampled every this many waits (every 200 ms at the
+/// bindings' 50 ms).
+const BACKGROUND_EVERY: u64 = 4;
 
 /// The VM of the scenario a real run executes: the one named, or the only
 /// VM with workloads.
@@ -74,6 +77,9 @@ pub struct Run {
     load_before: Option<f64>,
     interrupted: AtomicBool,
     outcomes: Mutex<Vec<(usize, ThreadOutcome)>>,
+    /// Samples of the machine's runnable threads and groups that are not this run's.
+    background: Mutex<Vec<(u64, u64)>>,
+    waits: std::sync::atomic::AtomicU64,
 }
 
 /// What a finished run measured.
@@ -102,7 +108,6 @@ impl Run {
             seed: scenario.seed,
         });
         let load_before = os::loadavg_1m();
-        let before = CpuTimes::read().map_err(|e| format!("/proc/stat: {e}"))?;
         let mut started = Vec::new();
         for (i, w) in vm.workloads.iter().enumerate().filter(|(_, w)| w.enabled) {
             match workloads::start(w, &w.label(&vm.name, i), &env) {
@@ -113,6 +118,9 @@ impl Run {
                 }
             }
         }
+        // /proc/stat from the threads' start, so its window is the run's.
+        os::sleep_until(start_ns);
+        let before = CpuTimes::read().map_err(|e| format!("/proc/stat: {e}"))?;
         Ok(Run {
             env,
             vm_name: vm.name.clone(),
@@ -123,16 +131,27 @@ impl Run {
             load_before,
             interrupted: AtomicBool::new(false),
             outcomes: Mutex::new(Vec::new()),
+            background: Mutex::new(Vec::new()),
+            waits: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
     /// Waits up to `max`; true once the run's time is over or it stopped.
+    /// Waits sample the machine's other runnable threads (the background
+    /// the run shares its CPUs with, which a twin built by the probers
+    /// cannot see: they measure the host's contention, not the guest's).
     pub fn wait(&self, max: Duration) -> bool {
         let now = now_ns();
         if now >= self.env.end_ns || self.env.stop.load(Ordering::Relaxed) {
             return true;
         }
         std::thread::sleep(max.min(Duration::from_nanos(self.env.end_ns - now)));
+        // A scan of /proc takes a few ms of CPU: one every BACKGROUND_EVERY waits.
+        if self.waits.fetch_add(1, Ordering::Relaxed) % BACKGROUND_EVERY == 0 {
+            if let Ok(sample) = os::runnable_others() {
+                self.background.lock().unwrap().push(sample);
+            }
+        }
         now_ns() >= self.env.end_ns || self.env.stop.load(Ordering::Relaxed)
     }
 
@@ -178,6 +197,7 @@ impl Run {
             load_after: os::loadavg_1m(),
             started: &self.started,
             outcomes: &outcomes,
+            background: &self.background.lock().unwrap(),
         }))
     }
 }

@@ -268,6 +268,36 @@ impl CpuTimes {
     }
 }
 
+/// The machine's runnable threads that are not this process's, at one
+/// instant: (threads in state R, the distinct scheduling groups they are
+/// in). With CONFIG_SCHED_AUTOGROUP on (/proc/sys/kernel/sched_autogroup_enabled)
+/// each session's threads share one task group, which the fair class
+/// weighs as one entity (kernel/sched/autogroup.c), so a busy build of many
+/// threads competes as one group; without it every thread is its own.
+/// Threads from /proc/PID/task/TID/stat field 3, groups from /proc/PID/autogroup.
+pub fn runnable_others() -> io::Result<(u64, u64)> {
+    let me = std::process::id().to_string();
+    let autogroups = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled").map(|s| s.trim() == "1").unwrap_or(false);
+    let (mut threads, mut groups) = (0, std::collections::BTreeSet::new());
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == me {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(entry.path().join("task")) else { continue };
+        for task in tasks.flatten() {
+            let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+            if text.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()) != Some("R") {
+                continue;
+            }
+            threads += 1;
+            let group = if autogroups { std::fs::read_to_string(entry.path().join("autogroup")).ok() } else { None };
+            groups.insert(group.map(|g| g.split_whitespace().next().unwrap_or("").to_string()).unwrap_or_else(|| task.path().display().to_string()));
+        }
+    }
+    Ok((threads, groups.len() as u64))
+}
+
 /// One USER_HZ tick, the unit of /proc/stat.
 pub fn tick_ns() -> u64 {
     // SAFETY: sysconf has no preconditions.

@@ -10,7 +10,9 @@
 //!   workloads' threads' `context_switches` and `migrations`; per vCPU
 //!   `cpu_time_ns` and `steal_ns`;
 //! - `real`: what the run was measured under (kernel, CPUs, calibration,
-//!   load average before and after).
+//!   load average before and after, and the mean numbers of the machine's
+//!   runnable threads, and of their scheduling groups, that were not the
+//!   run's, sampled every 200 ms).
 //!
 //! A server's arrival thread (the interrupt's stand-in) is in the tasks
 //! table but not in its workload's sums, as the simulated interrupt handler
@@ -34,6 +36,9 @@ pub struct Measured<'a> {
     pub started: &'a [Started],
     /// (index into `started`, outcome) per thread that ran.
     pub outcomes: &'a [(usize, ThreadOutcome)],
+    /// Samples of the machine's runnable threads and scheduling groups that
+    /// were not the run's.
+    pub background: &'a [(u64, u64)],
 }
 
 /// A row of tasks.parquet (docs/outputs.md), without `spin_ns`, which the
@@ -52,6 +57,11 @@ pub struct TaskRow {
 
 fn latency(h: &Histogram) -> Value {
     json!({"count": h.count(), "p50": h.quantile(0.50), "p95": h.quantile(0.95), "p99": h.quantile(0.99), "max": h.max(), "mean": (h.mean() * 1000.0).round() / 1000.0})
+}
+
+fn mean(values: impl ExactSizeIterator<Item = u64>) -> Option<f64> {
+    let n = values.len();
+    (n > 0).then(|| round6(values.sum::<u64>() as f64 / n as f64))
 }
 
 fn round6(x: f64) -> f64 {
@@ -145,6 +155,9 @@ pub fn build(m: &Measured) -> crate::Finished {
             "loadavg_1m_before": m.load_before,
             "loadavg_1m_after": m.load_after,
             "proc_stat_tick_ns": crate::os::tick_ns(),
+            "background_runnable_mean": mean(m.background.iter().map(|b| b.0)),
+            "background_groups_mean": mean(m.background.iter().map(|b| b.1)),
+            "background_samples": m.background.len(),
         },
     });
     crate::Finished { summary, tasks }

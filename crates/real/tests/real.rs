@@ -48,6 +48,8 @@ fn nice_levels_share_one_cpu_by_weight() {
         assert!(n0.get(key).is_some(), "{key} missing: {n0}");
     }
     assert!(n0.get("latency_ns").is_none(), "a hog has no latencies: {n0}");
+    assert!(f(&s["real"]["background_samples"]) >= 2.0, "sampled every 200 ms: {s}");
+    assert!(f(&s["real"]["background_groups_mean"]) <= f(&s["real"]["background_runnable_mean"]), "{s}");
     let chunks = f(&n0["completed"]) * 1e6; // work_us default 1000
     assert!(chunks <= f(&n0["cpu_time_ns"]) * 1.1 + 1e6, "{n0}");
 }
