@@ -7,12 +7,26 @@
 //! whose intended time passed while the thread still computed (an overrun) is
 //! recorded at once with that delay and the thread computes again without
 //! sleeping, as cyclictest's absolute sleep into the past returns at once.
+//!
+//! The sleep ends `TIMER_SLACK_NS` after the intended time for a fair-class
+//! or SCHED_IDLE thread: hrtimer_nanosleep() arms the timer with the range
+//! [intended, intended + current->timer_slack_ns], and an RT thread's slack
+//! is 0 (kernel/time/hrtimer.c); the timer interrupt comes at the range's
+//! end unless another timer of the CPU expires inside it first (the guest
+//! tick, about slack/tick = 1-5% of the time, which the model leaves out).
+//! Other sleeping workloads (`bursty`) do not model the slack yet.
 
 use super::{us, Cx, Draw, Op, Program, RequestRow};
-use crate::scenario::Workload;
+use crate::scenario::{Policy, Workload};
+
+/// The default timer slack of a thread, 50 us (init_task.timer_slack_ns,
+/// init/init_task.c; prctl(PR_SET_TIMERSLACK) changes it).
+const TIMER_SLACK_NS: u64 = 50_000;
 
 pub struct Periodic {
     period: u64,
+    /// How long after the intended time the thread's sleep timer fires.
+    slack: u64,
     work: Draw,
     /// Per thread: the intended time of its pending wakeup (None before its
     /// first run, whose start sets the phase).
@@ -24,7 +38,8 @@ pub struct Periodic {
 impl Periodic {
     pub fn new(w: &Workload) -> Self {
         let n = w.threads as usize;
-        Periodic { period: us(w.sleep_us).max(1), work: Draw::new(w.work_dist, us(w.work_us) as f64), intended: vec![None; n], asleep: vec![false; n] }
+        let slack = if matches!(w.policy, Policy::Fifo | Policy::Rr) { 0 } else { TIMER_SLACK_NS };
+        Periodic { period: us(w.sleep_us).max(1), slack, work: Draw::new(w.work_dist, us(w.work_us) as f64), intended: vec![None; n], asleep: vec![false; n] }
     }
 }
 
@@ -44,7 +59,7 @@ impl Program for Periodic {
             }
             Some(intended) => {
                 self.asleep[t] = true;
-                Op::Sleep(intended - cx.now)
+                Op::Sleep(intended + self.slack - cx.now)
             }
         }
     }
