@@ -147,7 +147,7 @@ impl Run {
         }
         std::thread::sleep(max.min(Duration::from_nanos(self.env.end_ns - now)));
         // A scan of /proc takes a few ms of CPU: one every BACKGROUND_EVERY waits.
-        if self.waits.fetch_add(1, Ordering::Relaxed) % BACKGROUND_EVERY == 0 {
+        if self.waits.fetch_add(1, Ordering::Relaxed).is_multiple_of(BACKGROUND_EVERY) {
             if let Ok(sample) = os::runnable_others() {
                 self.background.lock().unwrap().push(sample);
             }

@@ -2320,6 +2320,9 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
     if !(-20..=19).contains(&w.nice) {
         return Err(err(format!("{p}.nice"), format!("{} is outside -20..=19", w.nice)));
     }
+    if w.kind == WorkloadKind::Periodic && !(w.sleep_us >= 1.0 && w.sleep_us.is_finite()) {
+        return Err(err(format!("{p}.sleep_us"), "a periodic thread's interval must be at least 1 us"));
+    }
     if w.nice != 0 && w.policy != Policy::Normal {
         return Err(err(format!("{p}.nice"), "a nice level weighs fair-class threads only: give it with policy `normal`"));
     }
