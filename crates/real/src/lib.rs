@@ -166,6 +166,7 @@ impl Run {
     pub fn finish(mut self) -> Result<Finished, String> {
         self.env.stop.store(true, Ordering::Relaxed);
         let end = now_ns().min(self.env.end_ns);
+        let at_end = os::process_thread_stats();
         for s in &self.started {
             (s.wake)();
         }
@@ -184,7 +185,14 @@ impl Run {
             return Err("interrupted".into());
         }
         let after = after.map_err(|e| format!("/proc/stat: {e}"))?;
-        let outcomes = std::mem::take(&mut *self.outcomes.lock().unwrap());
+        let outcomes: Vec<(usize, ThreadOutcome)> = std::mem::take(&mut *self.outcomes.lock().unwrap());
+        let outcomes: Vec<(usize, String, os::ThreadStats)> = outcomes
+            .into_iter()
+            .map(|(wi, o)| {
+                let last = at_end.get(&o.tid).copied().unwrap_or(o.at_exit);
+                (wi, o.name, last.since(&o.before))
+            })
+            .collect();
         Ok(summary::build(&summary::Measured {
             scenario: &self.scenario_name,
             description: &self.description,

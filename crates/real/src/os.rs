@@ -193,9 +193,18 @@ pub struct ThreadStats {
 impl ThreadStats {
     /// The calling thread's statistics now.
     pub fn current() -> io::Result<Self> {
-        let schedstat = std::fs::read_to_string("/proc/thread-self/schedstat")?;
-        let sched = std::fs::read_to_string("/proc/thread-self/sched")?;
-        let stat = std::fs::read_to_string("/proc/thread-self/stat")?;
+        Self::read("/proc/thread-self")
+    }
+
+    /// Thread `tid` of this process's statistics now (gone once it exited).
+    pub fn of(tid: i32) -> io::Result<Self> {
+        Self::read(&format!("/proc/self/task/{tid}"))
+    }
+
+    fn read(dir: &str) -> io::Result<Self> {
+        let schedstat = std::fs::read_to_string(format!("{dir}/schedstat"))?;
+        let sched = std::fs::read_to_string(format!("{dir}/sched"))?;
+        let stat = std::fs::read_to_string(format!("{dir}/stat"))?;
         Self::parse(&schedstat, &sched, &stat)
     }
 
@@ -239,6 +248,18 @@ impl ThreadStats {
             last_cpu: self.last_cpu,
         }
     }
+}
+
+/// Every thread of this process's statistics now, by thread id.
+pub fn process_thread_stats() -> std::collections::BTreeMap<i32, ThreadStats> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Default::default() };
+    tasks
+        .flatten()
+        .filter_map(|t| {
+            let tid: i32 = t.file_name().to_string_lossy().parse().ok()?;
+            Some((tid, ThreadStats::of(tid).ok()?))
+        })
+        .collect()
 }
 
 /// Per-CPU busy and steal time from /proc/stat, in ns.

@@ -21,7 +21,8 @@ use serde_json::{json, Value};
 use vmsched_sim::histogram::Histogram;
 
 use crate::os::{kernel_release, CpuTimes};
-use crate::workloads::{Env, Started, ThreadOutcome};
+use crate::os::ThreadStats;
+use crate::workloads::{Env, Started};
 
 pub struct Measured<'a> {
     pub scenario: &'a str,
@@ -34,8 +35,9 @@ pub struct Measured<'a> {
     pub load_before: Option<f64>,
     pub load_after: Option<f64>,
     pub started: &'a [Started],
-    /// (index into `started`, outcome) per thread that ran.
-    pub outcomes: &'a [(usize, ThreadOutcome)],
+    /// (index into `started`, thread name, its statistics over the run) per
+    /// thread that ran.
+    pub outcomes: &'a [(usize, String, ThreadStats)],
     /// Samples of the machine's runnable threads and scheduling groups that
     /// were not the run's.
     pub background: &'a [(u64, u64)],
@@ -79,23 +81,23 @@ pub fn build(m: &Measured) -> crate::Finished {
     let mut workloads = Vec::new();
     let (mut vm_switches, mut vm_migrations) = (0, 0);
     for (wi, s) in m.started.iter().enumerate() {
-        let mine: Vec<&ThreadOutcome> = m.outcomes.iter().filter(|(i, _)| *i == wi).map(|(_, o)| o).collect();
-        let workers = || mine.iter().filter(|o| !is_irq_thread(&o.name));
-        for o in &mine {
-            let vcpu_last = env.cpus.iter().position(|&c| c as u64 == o.stats.last_cpu).map_or(-1, |v| v as i64);
+        let mine: Vec<(&String, &ThreadStats)> = m.outcomes.iter().filter(|(i, _, _)| *i == wi).map(|(_, n, t)| (n, t)).collect();
+        let workers = || mine.iter().filter(|(name, _)| !is_irq_thread(name)).map(|(_, t)| t);
+        for (name, t) in &mine {
+            let vcpu_last = env.cpus.iter().position(|&c| c as u64 == t.last_cpu).map_or(-1, |v| v as i64);
             tasks.push(TaskRow {
                 vm: m.vm.to_string(),
-                task: o.name.clone(),
+                task: name.to_string(),
                 workload: s.label.clone(),
                 vcpu_last,
-                cpu_time_ns: o.stats.cpu_ns,
-                runnable_ns: o.stats.runnable_ns,
-                context_switches: o.stats.switches,
-                migrations: o.stats.migrations,
+                cpu_time_ns: t.cpu_ns,
+                runnable_ns: t.runnable_ns,
+                context_switches: t.switches,
+                migrations: t.migrations,
             });
         }
-        let switches: u64 = workers().map(|o| o.stats.switches).sum();
-        let migrations: u64 = workers().map(|o| o.stats.migrations).sum();
+        let switches: u64 = workers().map(|t| t.switches).sum();
+        let migrations: u64 = workers().map(|t| t.migrations).sum();
         vm_switches += switches;
         vm_migrations += migrations;
         let completed = s.metrics.completed.load(std::sync::atomic::Ordering::Relaxed);
@@ -108,10 +110,10 @@ pub fn build(m: &Measured) -> crate::Finished {
             "threads": workers().count(),
             "completed": completed,
             "throughput_per_s": round6(completed as f64 * 1e9 / active),
-            "cpu_time_ns": workers().map(|o| o.stats.cpu_ns).sum::<u64>(),
+            "cpu_time_ns": workers().map(|t| t.cpu_ns).sum::<u64>(),
             "context_switches": switches,
             "migrations": migrations,
-            "runnable_ns": workers().map(|o| o.stats.runnable_ns).sum::<u64>(),
+            "runnable_ns": workers().map(|t| t.runnable_ns).sum::<u64>(),
         });
         if s.has_latency {
             o["latency_ns"] = latency(&hist);

@@ -130,11 +130,15 @@ impl Worker {
     }
 }
 
-/// How one thread ended: its kernel statistics over the run.
+/// How one thread ended: its kernel statistics when it started and when it
+/// left its body (the run reads them at its end instead while the thread is
+/// still there: a thread waiting for a CPU may leave well after the end).
 #[derive(Debug, Clone)]
 pub struct ThreadOutcome {
     pub name: String,
-    pub stats: ThreadStats,
+    pub tid: i32,
+    pub before: ThreadStats,
+    pub at_exit: ThreadStats,
 }
 
 /// A started workload.
@@ -166,13 +170,16 @@ pub fn spawn(env: &Arc<Env>, metrics: &Arc<Metrics>, plan: ThreadPlan, index: us
                 env.fail(format!("thread {}: {e}", plan.name));
                 return None;
             }
-            sleep_until(start_ns);
+            // Read before the sleep to the start: the sleep adds neither CPU
+            // nor runnable time, and a low-priority thread need not wait for
+            // a CPU at the start to have its figures begin there.
             let before = ThreadStats::current().ok()?;
+            sleep_until(start_ns);
             let mut worker = Worker { env: Arc::clone(&env), metrics: Arc::clone(&metrics), rng, latency: Histogram::default(), index };
             body(&mut worker);
-            let stats = ThreadStats::current().ok()?.since(&before);
+            let at_exit = ThreadStats::current().ok()?;
             metrics.latency.lock().unwrap().merge(&worker.latency);
-            Some(ThreadOutcome { name: plan.name, stats })
+            Some(ThreadOutcome { name: plan.name, tid: crate::os::gettid(), before, at_exit })
         })
         .expect("spawn a workload thread")
 }
