@@ -17,7 +17,7 @@ import pytest
 import tomli_w
 
 from vmsched import api
-from vmsched.real_cmd import GOALS, compare_rows, figures, nearest_kernel_profile, twin_case
+from vmsched.real_cmd import GOALS, compare_rows, figures, groundtruth_cases, nearest_kernel_profile, twin_case
 
 from conftest import assert_user_error
 
@@ -170,6 +170,17 @@ def test_twin_case_keeps_the_case_vm_on_its_cpus():
     figs = figures(sim, {})
     assert {name for name, _ in figs} == {"nice0", "nice5"}
     assert abs(figs[("nice0", "part of case cpu")][0] + figs[("nice5", "part of case cpu")][0] - 1) < 1e-9
+
+
+def test_the_suite_is_embedded_and_each_case_has_a_real_executor():
+    names = [name for name, _ in groundtruth_cases()]
+    assert len(names) >= 8 and len(set(names)) == len(names)
+    for name, source in groundtruth_cases():
+        config = api.normalize(source)
+        assert config["name"] == name
+        # One VM of at most two vCPUs: the suite runs on a 2-vCPU machine.
+        assert len(config["vm"]) == 1 and config["vm"][0]["vcpus"] <= 2
+        assert all(w["kind"] not in ("ping", "disk_read") for w in config["vm"][0]["workload"])
 
 
 def test_nearest_kernel_profile():

@@ -23,7 +23,6 @@ real_app = typer.Typer(help="Run a scenario's workloads on this machine, and com
 
 # The twin's stand-in for the machine's other runnable threads (not compared).
 BACKGROUND = "background"
-SUITE_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 SUITES = ("groundtruth",)
 
 # The tolerances of the comparison (issue "Ground truth", goals): CPU shares within 5%,
@@ -42,9 +41,21 @@ def _native():
     return native
 
 
-def _load(spec: str):
+def groundtruth_cases():
+    """The ground-truth suite's cases, embedded in the extension: [(name, Scenario)]."""
     from . import api
 
+    return [(name, api.Scenario(text, f"groundtruth:{name}")) for name, _, text in _native().groundtruth_scenarios()]
+
+
+def _load(spec: str):
+    """A ground-truth case's name, a built-in name, or a scenario file."""
+    from . import api
+
+    if not Path(spec).exists():
+        for name, source in groundtruth_cases():
+            if name == spec:
+                return source
     try:
         return api.load_scenario(spec)
     except UserError as err:
@@ -277,7 +288,7 @@ def register(app: typer.Typer) -> None:
 
 @real_app.command("run")
 def run_cmd(
-    scenario: Annotated[str, typer.Argument(help="Built-in scenario name or path to a .toml file.")],
+    scenario: Annotated[str, typer.Argument(help="Ground-truth case, built-in scenario name, or path to a .toml file.")],
     out: Annotated[Path, typer.Option(help="Output directory: summary.json and tasks.parquet.")],
     vm: Annotated[Optional[str], typer.Option(help="The VM whose workloads run (default: the only one with workloads).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace the earlier run at --out.")] = False,
@@ -304,7 +315,7 @@ def run_cmd(
 
 @real_app.command("compare")
 def compare_cmd(
-    scenario: Annotated[Optional[str], typer.Argument(help="Built-in scenario name or .toml file.")] = None,
+    scenario: Annotated[Optional[str], typer.Argument(help="Ground-truth case, built-in scenario name, or .toml file.")] = None,
     suite: Annotated[Optional[str], typer.Option(help="Compare every case of a suite: groundtruth.")] = None,
     vm: Annotated[Optional[str], typer.Option(help="The VM whose workloads run.")] = None,
     repeat: Annotated[int, typer.Option(help="Real runs per case (their spread is reported).")] = 3,
@@ -326,7 +337,7 @@ def compare_cmd(
         raise fail(f"--suite {suite}: unknown suite; suites are {', '.join(SUITES)}")
     if repeat < 1:
         raise fail(f"--repeat {repeat}: must be at least 1")
-    cases = [scenario] if scenario is not None else [str(p) for p in sorted((SUITE_DIR / suite).glob("*.toml"))]
+    cases = [scenario] if scenario is not None else [name for name, _ in groundtruth_cases()]
     output = None
     if out is not None:
         try:

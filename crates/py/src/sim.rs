@@ -25,6 +25,18 @@ fn builtin_scenarios() -> PyResult<Vec<(String, String, String)>> {
         .collect()
 }
 
+/// (name, description, toml text) of every ground-truth case (`vmsched real compare --suite groundtruth`).
+#[pyfunction]
+fn groundtruth_scenarios() -> PyResult<Vec<(String, String, String)>> {
+    scenarios::GROUNDTRUTH
+        .iter()
+        .map(|b| {
+            let s = parse(b.toml, b.name, &[])?;
+            Ok((b.name.to_string(), s.description, b.toml.to_string()))
+        })
+        .collect()
+}
+
 /// Every registered host and guest policy, as a JSON list of
 /// {name, level, description, params}.
 #[pyfunction]
@@ -237,6 +249,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload_fields_read, m)?)?;
     m.add_function(wrap_pyfunction!(variant_name_problem, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
+    m.add_function(wrap_pyfunction!(groundtruth_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(kernels, m)?)?;
     m.add_function(wrap_pyfunction!(validate_scenario, m)?)?;
