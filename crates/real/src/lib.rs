@@ -8,6 +8,10 @@
 //! refused when the VM has more vCPUs than that. Host settings of the
 //! scenario (policy, pinning, bandwidth, other VMs) are not applied: the host
 //! is the real one under this machine.
+//!
+//! Linux only (the crate is empty elsewhere): it reads /proc and calls
+//! sched_setattr(2), clock_nanosleep(2) and futex(2).
+#![cfg(target_os = "linux")]
 
 pub mod calibrate;
 pub mod os;

@@ -3,6 +3,7 @@
 //! shares on one pinned CPU, cyclictest's sleep never waking early and
 //! keeping its interval, an open-loop server serving what arrives, and the
 //! refusals. The machine may be shared, so the bounds are loose.
+#![cfg(target_os = "linux")]
 use std::sync::Mutex;
 use std::time::Duration;
 
