@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from . import plan_cmd, probe_cmd, sweep_cmd
+from . import plan_cmd, probe_cmd, real_cmd, sweep_cmd
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, UserError, fail
 from .overrides import parse_duration_ns, parse_window_ns
 
@@ -24,6 +24,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="vmsched: CPU scheduling in virtualized clouds, simulated and probed.")
 plan_cmd.register(app)
 probe_cmd.register(app)
+real_cmd.register(app)
 sweep_cmd.register(app)
 
 console = Console()

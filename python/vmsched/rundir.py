@@ -18,7 +18,7 @@ from pathlib import Path
 from .errors import UserError
 
 # Files that mark a directory as written by `vmsched run` or `vmsched compare`.
-RUN_MARKERS = ("summary.json", "run.json", "compare.parquet")
+RUN_MARKERS = ("summary.json", "run.json", "compare.parquet", "compare.json")
 _TEMP_SUFFIX = ".tmp"
 _OLD_SUFFIX = ".old"
 _RENAME_EXCHANGE = 2  # renameat2 flag, include/uapi/linux/fs.h

@@ -1,9 +1,11 @@
 //! Python bindings: one submodule-registration function per Rust crate, so the
-//! simulator, the planner and the probers stay independent of one another.
+//! simulator, the planner, the probers and the real executor stay independent of one another.
 use pyo3::prelude::*;
 
 mod plan;
 mod probe;
+#[cfg(target_os = "linux")]
+mod real;
 mod sim;
 
 #[pymodule]
@@ -11,5 +13,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sim::register(m)?;
     plan::register(m)?;
     probe::register(m)?;
+    #[cfg(target_os = "linux")]
+    real::register(m)?;
     Ok(())
 }

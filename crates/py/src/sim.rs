@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 
 use vmsched_sim::{scenarios, RunOptions};
 
-fn parse(text: &str, source: &str, overrides: &[String]) -> PyResult<vmsched_sim::Scenario> {
+pub(crate) fn parse(text: &str, source: &str, overrides: &[String]) -> PyResult<vmsched_sim::Scenario> {
     vmsched_sim::parse(text, overrides).map_err(|e| PyValueError::new_err(format!("{source}: {e}")))
 }
 
@@ -17,6 +17,18 @@ fn parse(text: &str, source: &str, overrides: &[String]) -> PyResult<vmsched_sim
 #[pyfunction]
 fn builtin_scenarios() -> PyResult<Vec<(String, String, String)>> {
     scenarios::BUILTINS
+        .iter()
+        .map(|b| {
+            let s = parse(b.toml, b.name, &[])?;
+            Ok((b.name.to_string(), s.description, b.toml.to_string()))
+        })
+        .collect()
+}
+
+/// (name, description, toml text) of every ground-truth case (`vmsched real compare --suite groundtruth`).
+#[pyfunction]
+fn groundtruth_scenarios() -> PyResult<Vec<(String, String, String)>> {
+    scenarios::GROUNDTRUTH
         .iter()
         .map(|b| {
             let s = parse(b.toml, b.name, &[])?;
@@ -237,6 +249,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload_fields_read, m)?)?;
     m.add_function(wrap_pyfunction!(variant_name_problem, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
+    m.add_function(wrap_pyfunction!(groundtruth_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(kernels, m)?)?;
     m.add_function(wrap_pyfunction!(validate_scenario, m)?)?;

@@ -15,6 +15,17 @@ use crate::scenario::CfsTunables;
 pub const NICE_0_LOAD: u64 = 1024;
 /// WEIGHT_IDLEPRIO (kernel/sched/sched.h): the weight of a SCHED_IDLE entity.
 pub const WEIGHT_IDLEPRIO: u64 = 3;
+/// sched_prio_to_weight[] (kernel/sched/core.c): the weight of nice -20..=19,
+/// each step about 1.25x (a task one nice level lower gets about 10% more CPU).
+const PRIO_TO_WEIGHT: [u64; 40] = [
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586,
+    1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+];
+
+/// The load weight of a fair-class task at `nice` (-20..=19).
+pub fn nice_weight(nice: i32) -> u64 {
+    PRIO_TO_WEIGHT[(nice.clamp(-20, 19) + 20) as usize]
+}
 /// sched_nr_latency (fair.c): beyond this many runnable entities the period
 /// stretches to nr * min_granularity.
 pub const SCHED_NR_LATENCY: u64 = 8;

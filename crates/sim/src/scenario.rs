@@ -1141,6 +1141,10 @@ pub struct Workload {
     /// no per-task request.
     #[serde(default)]
     pub slice_us: Option<f64>,
+    /// Nice level (-20..=19) of `normal` threads: their load weight is
+    /// sched_prio_to_weight[nice + 20] (kernel/sched/core.c), 1024 at 0.
+    #[serde(default)]
+    pub nice: i32,
     /// RT priority for fifo/rr (1..99).
     #[serde(default = "rt_prio")]
     pub rt_priority: u32,
@@ -1156,7 +1160,7 @@ pub struct Workload {
     pub work_us: f64,
     #[serde(default)]
     pub work_dist: Distribution,
-    /// Mean sleep between bursts (bursty), think time.
+    /// Mean sleep between bursts (bursty); the wakeup interval (periodic).
     #[serde(default = "work_us")]
     pub sleep_us: f64,
     /// Phases for parallel programs (0 = unbounded).
@@ -1289,6 +1293,8 @@ pub enum WorkloadKind {
     Hog,
     Filler,
     Bursty,
+    /// Periodic wakeups measured as cyclictest measures them.
+    Periodic,
     Parallel,
     Pipeline,
     Server,
@@ -1314,6 +1320,7 @@ impl WorkloadKind {
             WorkloadKind::Hog => "hog",
             WorkloadKind::Filler => "filler",
             WorkloadKind::Bursty => "bursty",
+            WorkloadKind::Periodic => "periodic",
             WorkloadKind::Parallel => "parallel",
             WorkloadKind::Pipeline => "pipeline",
             WorkloadKind::Server => "server",
@@ -2318,6 +2325,15 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
     if matches!(w.policy, Policy::Fifo | Policy::Rr) && !rt_range_ok(w.rt_priority) {
         return Err(err(format!("{p}.rt_priority"), "must be 1..=99"));
     }
+    if !(-20..=19).contains(&w.nice) {
+        return Err(err(format!("{p}.nice"), format!("{} is outside -20..=19", w.nice)));
+    }
+    if w.kind == WorkloadKind::Periodic && !(w.sleep_us >= 1.0 && w.sleep_us.is_finite()) {
+        return Err(err(format!("{p}.sleep_us"), "a periodic thread's interval must be at least 1 us"));
+    }
+    if w.nice != 0 && w.policy != Policy::Normal {
+        return Err(err(format!("{p}.nice"), "a nice level weighs fair-class threads only: give it with policy `normal`"));
+    }
     if let Some(us) = w.slice_us {
         check_custom_slice(&format!("{p}.slice_us"), us, vm.guest.cfs.fair)?;
         if matches!(w.policy, Policy::Fifo | Policy::Rr) {
@@ -2352,11 +2368,11 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
 /// `start_ms`, which every kind reads). Any other field given for that kind is an
 /// error: the run would silently ignore it.
 pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
-    const THREADS: [&str; 6] = ["threads", "policy", "rt_priority", "affinity", "pin_threads", "slice_us"];
+    const THREADS: [&str; 7] = ["threads", "policy", "rt_priority", "affinity", "pin_threads", "slice_us", "nice"];
     macro_rules! threaded {
         ($($f:literal),*) => {{
             // Every kind with threads computes, so its threads pay for where they run.
-            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], THREADS[5], "working_set_kb", "smt_factor", $($f),*];
+            const FIELDS: &[&str] = &[THREADS[0], THREADS[1], THREADS[2], THREADS[3], THREADS[4], THREADS[5], THREADS[6], "working_set_kb", "smt_factor", $($f),*];
             FIELDS
         }};
     }
@@ -2365,6 +2381,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         // Filler threads are SCHED_IDLE whatever `policy` says.
         WorkloadKind::Filler => &["threads", "affinity", "pin_threads", "work_us", "working_set_kb", "smt_factor", "slice_us"],
         WorkloadKind::Bursty => threaded!("work_us", "work_dist", "sleep_us"),
+        WorkloadKind::Periodic => threaded!("work_us", "work_dist", "sleep_us"),
         WorkloadKind::Parallel => threaded!(
             "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",
             "tlb_shootdowns_per_s", "work_stealing", "departure_barrier"

@@ -71,6 +71,22 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "tableau-sla-peak" in "tableau",
 );
 
+/// The ground-truth cases of `vmsched real compare --suite groundtruth`
+/// (docs/groundtruth.md): run for real on the machine at hand, so they are
+/// not among the built-ins the golden test stores.
+pub const GROUNDTRUTH: &[Builtin] = builtin!(
+    "gt-nice-share" in "groundtruth",
+    "gt-periodic-alone" in "groundtruth",
+    "gt-periodic-beside-hog" in "groundtruth",
+    "gt-periodic-custom-slice" in "groundtruth",
+    "gt-server-30" in "groundtruth",
+    "gt-server-80" in "groundtruth",
+    "gt-barrier" in "groundtruth",
+    "gt-barrier-beside-hog" in "groundtruth",
+    "gt-pipe-pingpong" in "groundtruth",
+    "gt-filler-beside-server" in "groundtruth",
+);
+
 pub fn find(name: &str) -> Option<&'static Builtin> {
     BUILTINS.iter().find(|b| b.name == name)
 }
@@ -81,7 +97,7 @@ mod tests {
 
     #[test]
     fn every_builtin_parses_and_is_named_after_its_file() {
-        for b in BUILTINS {
+        for b in BUILTINS.iter().chain(GROUNDTRUTH) {
             let s = crate::parse(b.toml, &[]).unwrap_or_else(|e| panic!("{}: {e}", b.name));
             assert_eq!(s.name, b.name);
             assert!(!s.description.is_empty(), "{} has no description", b.name);

@@ -120,6 +120,7 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
             per_second += match w.kind {
                 WorkloadKind::Hog | WorkloadKind::Filler => units_per_s(w.work_us),
                 WorkloadKind::Bursty => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
+                WorkloadKind::Periodic => running * 1e6 / w.sleep_us * SYNC_EVENTS_PER_UNIT,
                 WorkloadKind::Parallel => {
                     units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT + w.tlb_shootdowns_per_s * nv
                 }

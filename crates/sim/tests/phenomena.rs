@@ -147,3 +147,47 @@ fn lock_holder_preemptions_are_sampled_over_time() {
     let other = out.summary["vms"][1]["name"].as_str().unwrap().to_string();
     assert!(per_interval("vm_lhp", &other).iter().all(|&c| c == 0.0));
 }
+
+/// cyclictest's measure in the model: a periodic thread alone on its vCPU
+/// wakes every interval with no delay past the intended time but its timer
+/// slack (50 us for a fair-class thread, none at SCHED_FIFO) and the wakeup
+/// path's; beside a nice-0 hog on an EEVDF guest it waits, and never longer
+/// than the hog's request (base slice 0.75 ms on one CPU) plus one tick,
+/// the latest the running hog's slice is checked (hz 1000), plus the slack.
+#[test]
+fn periodic_wakeups_are_late_only_beside_a_competitor() {
+    let text = "name='cyclic'\nduration_ms=500\n[host]\nhz=1000\n\
+                [[vm]]\nname='g'\npin=[0]\n[vm.guest]\nkernel='linux-6.14'\nhz=1000\n\
+                [[vm.workload]]\nkind='periodic'\nsleep_us=1000\nwork_us=100\n\
+                [[vm.workload]]\nkind='hog'\n";
+    let alone = vmsched_sim::parse(text, &["vm[0].workload[1].enabled=false".into()]).unwrap();
+    let out = run(alone, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap().summary;
+    let lat = &out["workloads"][0]["latency_ns"];
+    assert!((f(&lat["count"]) - 499.0).abs() <= 1.0, "{lat}");
+    assert!(f(&lat["p50"]) >= 50_000.0 && f(&lat["max"]) < 70_000.0, "{lat}");
+    let fifo = vmsched_sim::parse(text, &["vm[0].workload[1].enabled=false".into(), "vm[0].workload[0].policy='fifo'".into()]).unwrap();
+    let out = run(fifo, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap().summary;
+    assert!(f(&out["workloads"][0]["latency_ns"]["max"]) < 20_000.0, "{}", out["workloads"][0]);
+    let beside = vmsched_sim::parse(text, &[]).unwrap();
+    let out = run(beside, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap().summary;
+    let busy = &out["workloads"][0]["latency_ns"];
+    assert!(f(&busy["p99"]) > f(&lat["p99"]), "{busy} vs alone {lat}");
+    assert!(f(&busy["max"]) <= 1.75e6 + 70_000.0, "{busy}");
+}
+
+/// Two hogs on one vCPU at nice 0 and nice 5 share it as their
+/// sched_prio_to_weight entries, 1024:335.
+#[test]
+fn nice_levels_weigh_cpu_shares() {
+    for kernel in ["linux-6.5", "linux-6.14"] {
+        let text = format!(
+            "name='nice'\nduration_ms=3000\n[[vm]]\nname='g'\n[vm.guest]\nkernel='{kernel}'\n\
+             [[vm.workload]]\nkind='hog'\nname='n0'\n[[vm.workload]]\nkind='hog'\nname='n5'\nnice=5\n"
+        );
+        let out = run(vmsched_sim::parse(&text, &[]).unwrap(), &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap().summary;
+        let ratio = f(&out["workloads"][0]["cpu_time_ns"]) / f(&out["workloads"][1]["cpu_time_ns"]);
+        assert!((ratio / (1024.0 / 335.0) - 1.0).abs() < 0.02, "{kernel}: {ratio}");
+    }
+    let bad = vmsched_sim::parse("name='n'\nduration_ms=1\n[[vm]]\nname='g'\n[[vm.workload]]\nkind='hog'\npolicy='fifo'\nnice=3\n", &[]).unwrap_err();
+    assert_eq!(bad.path, "vm[0].workload[0].nice");
+}

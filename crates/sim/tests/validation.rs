@@ -96,6 +96,10 @@ fn workload_numbers_in_range() {
     // threads x stages is what a pipeline creates; the product is checked too.
     let e = refused(pipeline, &["vm[0].workload[0].stages=2000"]);
     assert!(e.reason.contains("PID_MAX_LIMIT"), "{e}");
+    let periodic = "name='t'\nduration_ms=100\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='periodic'\n";
+    assert_eq!(refused(periodic, &["vm[0].workload[0].sleep_us=0"]).path, "vm[0].workload[0].sleep_us");
+    let hog = "name='t'\nduration_ms=100\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='hog'\n";
+    assert_eq!(refused(hog, &["vm[0].workload[0].nice=20"]).path, "vm[0].workload[0].nice");
 }
 
 #[test]

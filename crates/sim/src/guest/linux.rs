@@ -587,6 +587,11 @@ impl GuestPolicy for LinuxKernel {
         }
     }
 
+    fn set_nice(&mut self, t: u32, nice: i32) {
+        // Not yet runnable: no runqueue holds its old weight.
+        self.ents[t as usize].weight = crate::cfs::nice_weight(nice);
+    }
+
     fn curr(&self, v: u32) -> Option<u32> {
         self.rqs[v as usize].curr
     }
@@ -954,6 +959,9 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
 
     fn set_custom_slice(&mut self, t: u32, slice_ns: u64) {
         self.kernel.set_custom_slice(t, slice_ns)
+    }
+    fn set_nice(&mut self, t: u32, nice: i32) {
+        self.kernel.set_nice(t, nice)
     }
     fn select_rq(&mut self, view: &GuestView, t: u32) -> u32 {
         let chosen = self.kernel.select_rq(view, t);

@@ -105,6 +105,9 @@ pub trait GuestPolicy {
     /// admits it only on EEVDF guests; a kernel without custom slices
     /// ignores it, as 6.6 does.
     fn set_custom_slice(&mut self, _t: u32, _slice_ns: u64) {}
+    /// setpriority() for fair-class task `t` before it first runs: its load
+    /// weight becomes that of `nice`.
+    fn set_nice(&mut self, _t: u32, _nice: i32) {}
     /// select_task_rq(): the vCPU a waking task goes to.
     fn select_rq(&mut self, view: &GuestView, t: u32) -> u32;
     /// Enqueues a runnable task on `v`; returns whether it preempts the

@@ -8,6 +8,7 @@ pub mod disk_read;
 pub mod hog;
 pub mod latency_probe;
 pub mod parallel;
+pub mod periodic;
 pub mod ping;
 pub mod profiles;
 pub mod pipeline;
@@ -229,6 +230,7 @@ pub fn build(w: &Workload, label: &str, vcpus: u32, objs: &mut dyn Objects) -> B
         WorkloadKind::Filler => Box::new(hog::Hog::new(w)),
         WorkloadKind::Bursty => Box::new(bursty::Bursty::new(w)),
         WorkloadKind::Parallel => Box::new(parallel::Parallel::new(w, objs)),
+        WorkloadKind::Periodic => Box::new(periodic::Periodic::new(w)),
         WorkloadKind::Pipeline => Box::new(pipeline::Pipeline::new(w, objs)),
         WorkloadKind::Server => Box::new(server::Server::new(w, objs)),
         WorkloadKind::Ping => Box::new(ping::Ping::new(w)),

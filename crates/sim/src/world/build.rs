@@ -147,6 +147,9 @@ impl World {
                 let mut ids = Vec::new();
                 for (thread, spec) in built.threads.into_iter().enumerate() {
                     let local = vms[vi].guest.add_task(spec.policy, spec.rt_priority, spec.allowed);
+                    if w.nice != 0 && spec.policy == crate::scenario::Policy::Normal {
+                        vms[vi].guest.set_nice(local, w.nice);
+                    }
                     if let Some(us) = w.slice_us {
                         vms[vi].guest.set_custom_slice(local, (us * 1e3).round() as u64);
                     }
@@ -156,7 +159,7 @@ impl World {
                     tasks.push(Task::new(vi as u32, local, widx, thread as u32, spec.name, home, spec.record_gaps_over));
                     ids.push(id);
                 }
-                let has_latency = matches!(w.kind, WorkloadKind::Parallel | WorkloadKind::Pipeline | WorkloadKind::Server | WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::LatencyProbe)
+                let has_latency = matches!(w.kind, WorkloadKind::Periodic | WorkloadKind::Parallel | WorkloadKind::Pipeline | WorkloadKind::Server | WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::LatencyProbe)
                     && !(w.kind == WorkloadKind::Parallel && w.sync.is_lock());
                 wls.push(WorkloadState {
                     name: label.clone(),
