@@ -784,22 +784,42 @@ simulated effect over the paper's (log effect for ratios). Rules: docs/sweep.md.
 """
 
 
-def markdown_tables(rows: list[dict], summary: dict) -> str:
-    """The tally and, per paper, its claims as Markdown (for docs/<paper>.md and the README)."""
-    def table(headers: list[str], lines: list[list[str]]) -> str:
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in lines]
-        return "\n".join(out)
+def markdown_table(headers: list[str], lines: list[list[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in lines]
+    return "\n".join(out) + "\n"
 
-    parts = ["### Tally\n", table(["paper", *SUMMARY_COLUMNS], summary_lines(summary))]
+
+def markdown_tally(summary: dict) -> str:
+    return markdown_table(["paper", *SUMMARY_COLUMNS], summary_lines(summary))
+
+
+def markdown_claims(rows: list[dict]) -> str:
+    """One paper's claims as a Markdown table, extensions last."""
+    ordered = [r for r in rows if not r["extension"]] + [r for r in rows if r["extension"]]
+    headers = ["id", "figure", "claim", "kind", "paper", "simulation", "effect ratio", "verdict"]
+    versus = rows[0].get("versus_kernel") if rows else None
+    if versus:
+        headers += [f"on {versus}", f"{rows[0]['kernel']} vs {versus}"]
+    lines = []
+    for r in ordered:
+        line = [f"`{r['id']}`", r["figure"], r["name"], r["kind"], paper_statement(r),
+                format_mean(r["sim_mean"], r["sim_ci95"]) + ("" if r["unit"] in ("", "ratio") else f" {r['unit']}"),
+                format_number(r["effect_ratio"]), verdict_mark(r) + (" (extension)" if r["extension"] else "")]
+        if versus:
+            line += [format_mean(r["versus_mean"], r["versus_ci95"]) + f" ({r['versus_verdict']})",
+                     r["kernel_verdict"] or "–"]
+        lines.append(line)
+    return markdown_table(headers, lines)
+
+
+def markdown_tables(rows: list[dict], summary: dict) -> str:
+    """The tally and, per paper, its claims as Markdown (tools/reproduce-docs.py puts them
+    in docs/<paper>.md and the README)."""
+    parts = ["### Tally\n", markdown_tally(summary)]
     for (paper,), group in _groups(rows, ("paper",)).items():
-        lines = [[f"`{r['id']}`", r["figure"], r["name"], r["kind"], paper_statement(r),
-                  format_mean(r["sim_mean"], r["sim_ci95"]) + ("" if r["unit"] in ("", "ratio") else f" {r['unit']}"),
-                  format_number(r["effect_ratio"]), verdict_mark(r) + (" (extension)" if r["extension"] else "")]
-                 for r in group]
-        parts += [f"\n### {paper}\n",
-                  table(["id", "figure", "claim", "kind", "paper", "simulation", "effect ratio", "verdict"], lines)]
-    return "\n".join(parts) + "\n"
+        parts += [f"\n### {paper}\n", markdown_claims(group)]
+    return "\n".join(parts)
 
 
 # --- the composition matrix ---------------------------------------------------------
