@@ -221,10 +221,11 @@ def _support(summary: dict, path: str) -> float | None:
 
 
 def _term_values(experiment: Experiment, index: int, claim: dict, term: dict, summaries: dict,
-                 seeds: list[int]) -> dict[int, tuple[float, float | None, float | None]]:
-    """Per seed whose runs all succeeded: (the term's value, its own raw metric over the
-    reference's or None, the fewest completions its runs rest on or None). The value is
-    the ratio for a ratio claim, else the metric times `scale`."""
+                 seeds: list[int]) -> dict[int, tuple[float, float | None, float | None, float | None]]:
+    """Per seed whose runs all succeeded: (the term's value; its own metric over the
+    reference's, or None; the fewest completions its runs rest on, or None; its own
+    metric minus the reference's, or None). The value is the ratio for a ratio claim,
+    else the metric times `scale`."""
     value_of = _metric if claim.get("peak") is None else _peak_metric(claim["peak"])
     versus = term["versus"]
     values = {}
@@ -270,11 +271,17 @@ def _claim_values(experiment: Experiment, index: int, claim: dict, summaries: di
     to {swept value: summary}."""
     seeds = sorted({seed for _, seed in summaries})
     per_term = [_term_values(experiment, index, claim, term, summaries, seeds) for term in claim_terms(claim)]
-    common = [seed for seed in seeds if all(seed in values for values in per_term)]
     kind = claim_kind(claim)
     per_seed = {}
-    for seed in common:
-        terms = [values[seed] for values in per_term]
+    for seed in seeds:
+        if kind == "max":
+            # "Up to" over the terms measured on this seed (a run with no completions has
+            # no ratio), with the claim's own among them.
+            terms = [values[seed] for values in per_term if seed in values] if seed in per_term[0] else []
+        else:
+            terms = [values[seed] for values in per_term] if all(seed in values for values in per_term) else []
+        if not terms:
+            continue
         pick = 0
         if kind == "max":  # "up to": the term farthest in the statement's direction
             sign = -1 if claim_direction(claim) == "lower" else 1
@@ -718,8 +725,9 @@ def forest_figure(paper: str, rows: list[dict]):
     fig.add_vline(x=1, line_dash="dot", line_color="#888")
     fig.update_layout(title=f"{paper}: simulated effect (95% CI), paper value ◇; 1 = no effect",
                       xaxis_type="log", xaxis_title="effect (ratio; a value over the paper's; a bound's value over its limit)",
-                      yaxis=dict(autorange="reversed", categoryorder="array", categoryarray=labels, type="category"),
-                      height=max(260, 120 + 22 * len(labels)), margin=dict(l=330))
+                      yaxis=dict(autorange="reversed", categoryorder="array", categoryarray=labels, type="category",
+                                 automargin=True),
+                      height=max(260, 120 + 22 * len(labels)))
     return fig
 
 
