@@ -505,11 +505,15 @@ def kernel_overrides(experiment: Experiment, kernel: str) -> dict[str, list[str]
 def plan_experiments(experiments: Iterable[Experiment], seeds: list[int], duration: str | None,
                      kernel: str | None = None) -> dict:
     """Planned runs per experiment: its claims' variants x the seeds (on `kernel` if given).
-    A quick run (`duration` given) lasts the experiment's own `quick_ms` if it names one."""
+    A quick run (`duration` given) lasts the experiment's own `quick_ms` and runs seeds
+    1..`quick_seeds` if it names them (docs/sweep.md, quick runs and power)."""
     def run_duration(e: Experiment) -> str | None:
         return f"{e.paper['quick_ms']:g}ms" if duration and e.paper.get("quick_ms") else duration
 
-    return {e.name: plan(SweepSpec([e.scenario.source.removeprefix("builtin:")], seeds, e.variants(),
+    def run_seeds(e: Experiment) -> list[int]:
+        return list(range(1, e.paper["quick_seeds"] + 1)) if duration and e.paper.get("quick_seeds") else seeds
+
+    return {e.name: plan(SweepSpec([e.scenario.source.removeprefix("builtin:")], run_seeds(e), e.variants(),
                                    grid=(kernel_overrides(e, kernel) if kernel else {}) | e.grid(),
                                    duration=run_duration(e), source=e.scenario.source))
             for e in experiments}
@@ -771,7 +775,8 @@ def reproduce_html(result: Reproduction) -> str:
                     + (f" Also shows: {html.escape(', '.join(e.paper['refers']))}." if e.paper.get("refers") else "")
                     + "</li>" for e in result.experiments)
     seeds = QUICK_SEEDS if result.quick else FULL_SEEDS
-    mode = f"quick: {QUICK_DURATION} of simulated time per run" if result.quick else "each scenario's full duration"
+    mode = (f"quick: {QUICK_DURATION} of simulated time per run, or an experiment's quick_ms and quick_seeds"
+            if result.quick else "each scenario's full duration")
     kernels = ""
     if kernel_headers:
         kernels = (f"<p>Every experiment ran on {html.escape(result.rows[0]['kernel'])} at both levels (a Xen host "

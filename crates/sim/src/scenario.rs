@@ -2049,6 +2049,9 @@ pub struct Paper {
     /// experiment whose timeline (phases, re-pinning) needs more than the
     /// quick default; absent: the default.
     pub quick_ms: Option<f64>,
+    /// Seeds of a `--quick` run (1..=N), for an experiment whose verdicts need
+    /// more than the quick default's three; absent: the default.
+    pub quick_seeds: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -2241,6 +2244,9 @@ const SUMMARY_ROOTS: &[&str] = &["duration_ns", "events", "host", "vms", "worklo
 fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
     if paper.claims.is_empty() {
         return Err(err("paper.claim", "a [paper] table needs at least one [[paper.claim]]"));
+    }
+    if paper.quick_seeds.is_some_and(|n| n < 2) {
+        return Err(err("paper.quick_seeds", "at least 2: one seed has no interval"));
     }
     for (ci, claim) in paper.claims.iter().enumerate() {
         let p = format!("paper.claim[{ci}]");
@@ -2973,6 +2979,7 @@ mod tests {
         let e = bad(&["paper.claim[0].kind='max'", "paper.claim[0].terms=[{variant='idle', versus={variant=''}}]"]);
         assert_eq!(e.path, "paper.claim[0].terms[0].variant");
         assert_eq!(bad(&["paper.claim[0].id='Anubis Table 1'"]).path, "paper.claim[0].id");
+        assert_eq!(bad(&["paper.quick_seeds=1"]).path, "paper.quick_seeds");
         assert_eq!(bad(&["paper.claim[0].mean_of=['workloads[a/pong].completed']"]).path, "paper.claim[0].mean_of[0]");
         assert_eq!(bad(&["paper.claim[0].ratio=false", "paper.claim[0].mean_of=['workloads[0].completed']"]).path, "paper.claim[0].mean_of");
         let ok = parse(PAPER, &["paper.claim[0].kind='order'".into(), "paper.claim[0].terms=[{variant='', versus={variant='busy'}}]".into()]).unwrap();
