@@ -65,6 +65,9 @@ def test_builtin_claims_are_one_per_statement_and_each_states_something():
     rtds = claims["tableau/sec7-4/capped-rtds-sla-aware-peak-throughput"][1]
     assert (rtds["paper_value"], rtds["direction"], rtds["versus"]["variant"]) == (1000, "lower", "credit-capped")
     assert claims["irs/fig7/weighted-speedup-irs-over-vanilla"][1]["mean_of"]
+    # The runs of an experiment are those of every term of its claims.
+    fig10 = claims["irs/fig10/gain-diminishes-with-interfered-vcpus"][0]
+    assert {f"{policy}-{n}inter" for policy in ("irs", "vanilla") for n in (1, 2, 4, 8)} <= set(fig10.variants())
 
 
 def test_a_quick_run_lasts_the_experiment_timeline_where_it_names_one():

@@ -43,9 +43,10 @@ class Experiment:
         """The variants its claims read, in the order they are first named."""
         names = []
         for claim in self.paper["claim"]:
-            names.append(claim["variant"])
-            if claim.get("versus"):
-                names.append(claim["versus"]["variant"])
+            for term in claim_terms(claim):
+                names.append(term["variant"])
+                if term["versus"]:
+                    names.append(term["versus"]["variant"])
         return list(dict.fromkeys(names))
 
     def peak_sweep(self) -> dict | None:
