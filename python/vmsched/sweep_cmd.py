@@ -84,8 +84,11 @@ def reproduce(
     paper: Annotated[str, typer.Argument(help="vsched, irs, uvf, anubis, tableau, phenomena or all.")] = "all",
     quick: Annotated[bool, typer.Option(help="Short runs and fewer seeds (for CI); not the figures to quote.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    markdown: Annotated[bool, typer.Option(
+        help="Print the tally and each paper's claims as Markdown tables (the docs' tables).")] = False,
     out: Annotated[Optional[Path], typer.Option(
-        help="Directory for the runs, reproduce.json and reproduce.html (default runs/reproduce[-quick]).")] = None,
+        help="Directory for the runs, reproduce.json, reproduce-summary.json and reproduce.html "
+             "(default runs/reproduce[-quick]).")] = None,
     matrix: Annotated[bool, typer.Option(
         help="Instead: the standard workload mix under every host x guest policy.")] = False,
     backend: BackendOption = "local",
@@ -120,12 +123,15 @@ def reproduce(
         return
     if as_json:
         print(json.dumps(registry.public_rows(result.rows), indent=1))
+    elif markdown:
+        print(registry.markdown_tables(result.rows, result.summary), end="")
     else:
-        for table in registry.rich_tables(result.rows):
+        for table in registry.rich_tables(result.rows, result.summary):
             console.print(table)
     for failure in result.failures:
         status.print(f"failed run (left out of the means): {failure}")
-    status.print(f"wrote {result.out / 'reproduce.html'} and {result.out / 'reproduce.json'}")
+    status.print(f"wrote {result.out / 'reproduce.html'}, {result.out / 'reproduce.json'} and "
+                 f"{result.out / 'reproduce-summary.json'}")
 
 
 def _print_matrix(frame) -> None:

@@ -2056,10 +2056,17 @@ pub struct Paper {
     pub note: String,
     #[serde(rename = "claim")]
     pub claims: Vec<Claim>,
+    /// Ids of statements registered by another scenario that this figure shows
+    /// too: listed with it, scored once where they are registered.
+    #[serde(default)]
+    pub refers: Vec<String>,
     /// Simulated time of a `vmsched reproduce --quick` run, for an
     /// experiment whose timeline (phases, re-pinning) needs more than the
     /// quick default; absent: the default.
     pub quick_ms: Option<f64>,
+    /// Seeds of a `--quick` run (1..=N), for an experiment whose verdicts need
+    /// more than the quick default's three; absent: the default.
+    pub quick_seeds: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -2074,15 +2081,39 @@ pub enum PaperName {
     Phenomena,
 }
 
-/// One reported value. Its simulated counterpart is `metric` of the run under
+/// One paper statement. Its simulated counterpart is `metric` of the run under
 /// `variant`, times `scale`; with `ratio`, it is that metric divided by the `versus`
 /// run's metric (same seed). `direction` says whether the paper finds the value higher
-/// or lower than the `versus` reference.
+/// or lower than the `versus` reference. docs/sweep.md defines how `vmsched reproduce`
+/// scores each kind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Claim {
+    /// Stable id of the statement, `paper/figure/statement` (e.g.
+    /// `anubis/table1/ping-cpu-over`); absent: made from the paper, figure and name.
+    pub id: Option<String>,
     /// Row label, e.g. the paper's row or bar name.
     pub name: String,
+    /// What the statement asserts; absent: `peak` with a peak sweep, `ratio` with
+    /// `ratio`, else `point`.
+    pub kind: Option<ClaimKind>,
+    /// A row the paper did not measure (another platform, an ablation): reported
+    /// apart, never in the paper's tally.
+    #[serde(default)]
+    pub extension: bool,
+    /// A `bound` claim's limits (in `unit`, or of the ratio): the paper's value lies
+    /// at or below `at_most` and at or above `at_least`.
+    pub at_most: Option<f64>,
+    pub at_least: Option<f64>,
+    /// The further runs of a `max` claim (the maximum over them and the claim's own)
+    /// or of an `order` claim (each `direction` of the one before it).
+    #[serde(default)]
+    pub terms: Vec<Term>,
+    /// More metrics of a ratio claim: its value is the mean of the ratios of
+    /// `metric` and of each of these to the same metric of the reference run,
+    /// e.g. the weighted speedup of foreground and background (IRS paper, 5.4).
+    #[serde(default)]
+    pub mean_of: Vec<String>,
     /// Path into summary.json: `vms[web].share`, `workloads[io/ping].latency_ns.p95`,
     /// `locks.vm.lhp_count`; list entries by name or index.
     pub metric: String,
@@ -2109,6 +2140,47 @@ pub struct Claim {
 }
 fn unit_scale() -> f64 {
     1.0
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimKind {
+    /// A value the paper reports (in `unit`, or a ratio of no effect).
+    Point,
+    /// An effect, claim over reference, on the paper's side of no effect.
+    Ratio,
+    /// "at most / at least": the value lies on the stated side of a limit.
+    Bound,
+    /// "up to X": the largest value over the claim's runs and its `terms`.
+    Max,
+    /// The claim's value and its `terms` in the `direction` order.
+    Order,
+    /// The highest swept setting under a limit (see [`Peak`]).
+    Peak,
+}
+
+impl ClaimKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClaimKind::Point => "point",
+            ClaimKind::Ratio => "ratio",
+            ClaimKind::Bound => "bound",
+            ClaimKind::Max => "max",
+            ClaimKind::Order => "order",
+            ClaimKind::Peak => "peak",
+        }
+    }
+}
+
+/// One more run of a `max` or `order` claim: its variant, its metric (default the
+/// claim's) and its reference (required where the claim has one).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Term {
+    #[serde(default)]
+    pub variant: String,
+    pub metric: Option<String>,
+    pub versus: Option<Reference>,
 }
 
 /// A peak under a limit, e.g. the SLA-aware peak throughput of the Tableau paper
@@ -2188,6 +2260,9 @@ fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
     if paper.claims.is_empty() {
         return Err(err("paper.claim", "a [paper] table needs at least one [[paper.claim]]"));
     }
+    if paper.quick_seeds.is_some_and(|n| n < 2) {
+        return Err(err("paper.quick_seeds", "at least 2: one seed has no interval"));
+    }
     for (ci, claim) in paper.claims.iter().enumerate() {
         let p = format!("paper.claim[{ci}]");
         check_claim_variant(&claim.variant, s, &format!("{p}.variant"))?;
@@ -2211,6 +2286,92 @@ fn check_paper(paper: &Paper, s: &Scenario) -> Result<(), ScenarioError> {
         }
         if claim.ratio && claim.scale != 1.0 {
             return Err(err(format!("{p}.scale"), "a ratio has no unit to scale"));
+        }
+        check_claim_kind(claim, s, &p)?;
+    }
+    Ok(())
+}
+
+/// The fields each kind needs, and none it would ignore.
+fn check_claim_kind(claim: &Claim, s: &Scenario, p: &str) -> Result<(), ScenarioError> {
+    let derived = if claim.peak.is_some() {
+        ClaimKind::Peak
+    } else if claim.ratio {
+        ClaimKind::Ratio
+    } else {
+        ClaimKind::Point
+    };
+    let kind = claim.kind.unwrap_or(derived);
+    match kind {
+        ClaimKind::Point | ClaimKind::Ratio | ClaimKind::Peak if kind != derived => {
+            return Err(err(format!("{p}.kind"), format!("`{}` does not fit the claim: it is a {} claim (a ratio claim sets `ratio = true`, a peak claim a `peak` sweep)", kind.name(), derived.name())));
+        }
+        ClaimKind::Bound => {
+            if claim.at_most.is_none() && claim.at_least.is_none() {
+                return Err(err(format!("{p}.kind"), "a bound claim gives `at_most`, `at_least` or both"));
+            }
+            if claim.paper_value.is_some() {
+                return Err(err(format!("{p}.paper_value"), "a bound claim states its limits in `at_most` / `at_least`"));
+            }
+            for (field, limit) in [("at_most", claim.at_most), ("at_least", claim.at_least)] {
+                if limit.is_some_and(|v| !v.is_finite()) {
+                    return Err(err(format!("{p}.{field}"), "must be a finite number"));
+                }
+            }
+            if let (Some(low), Some(high)) = (claim.at_least, claim.at_most) {
+                if low > high {
+                    return Err(err(format!("{p}.at_least"), format!("{low} is above at_most = {high}")));
+                }
+            }
+        }
+        ClaimKind::Max | ClaimKind::Order => {
+            if claim.terms.is_empty() {
+                return Err(err(format!("{p}.terms"), "a max or order claim names the further runs it compares in `terms`"));
+            }
+            if kind == ClaimKind::Order && claim.direction.is_none() {
+                return Err(err(format!("{p}.direction"), "an order claim says which way its terms go: direction = 'higher' (each above the one before) or 'lower'"));
+            }
+        }
+        _ => {}
+    }
+    if kind != ClaimKind::Bound {
+        for (field, limit) in [("at_most", claim.at_most), ("at_least", claim.at_least)] {
+            if limit.is_some() {
+                return Err(err(format!("{p}.{field}"), "only a bound claim (kind = 'bound') has limits"));
+            }
+        }
+    }
+    if !matches!(kind, ClaimKind::Max | ClaimKind::Order) && !claim.terms.is_empty() {
+        return Err(err(format!("{p}.terms"), "only a max or order claim has further terms"));
+    }
+    if !claim.mean_of.is_empty() {
+        if !claim.ratio || claim.versus.as_ref().is_some_and(|r| r.metric.is_some()) {
+            return Err(err(format!("{p}.mean_of"), "averages ratios of each metric to the same metric of the reference run: needs `ratio = true` and a reference without its own metric"));
+        }
+        for (mi, metric) in claim.mean_of.iter().enumerate() {
+            check_metric_path(metric, s).map_err(|reason| err(format!("{p}.mean_of[{mi}]"), reason))?;
+        }
+    }
+    for (ti, term) in claim.terms.iter().enumerate() {
+        let t = format!("{p}.terms[{ti}]");
+        check_claim_variant(&term.variant, s, &format!("{t}.variant"))?;
+        if let Some(metric) = &term.metric {
+            check_metric_path(metric, s).map_err(|reason| err(format!("{t}.metric"), reason))?;
+        }
+        match (&term.versus, &claim.versus) {
+            (Some(reference), _) => {
+                check_claim_variant(&reference.variant, s, &format!("{t}.versus.variant"))?;
+                if let Some(metric) = &reference.metric {
+                    check_metric_path(metric, s).map_err(|reason| err(format!("{t}.versus.metric"), reason))?;
+                }
+            }
+            (None, Some(_)) => return Err(err(format!("{t}.versus"), "the claim compares with a reference run, so each term names its own: versus = { variant = ... }")),
+            (None, None) => {}
+        }
+    }
+    if let Some(id) = &claim.id {
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-/._".contains(c)) {
+            return Err(err(format!("{p}.id"), format!("`{id}`: an id is lowercase letters, digits and - / . _ (e.g. anubis/table1/ping-cpu-over)")));
         }
     }
     Ok(())
@@ -2824,5 +2985,29 @@ mod tests {
         let mut doc: toml::Table = PAPER.parse().unwrap();
         doc["paper"]["claim"][0].as_table_mut().unwrap().remove("versus");
         assert_eq!(from_table(doc).unwrap_err().path, "paper.claim[0].versus");
+    }
+
+    #[test]
+    fn claim_kinds_need_their_fields_and_no_others() {
+        let bad = |ovs: &[&str]| parse(PAPER, &ovs.iter().map(|o| o.to_string()).collect::<Vec<_>>()).unwrap_err();
+        let e = bad(&["paper.claim[0].kind='bound'"]);
+        assert!(e.path == "paper.claim[0].kind" && e.reason.contains("at_most"), "{e}");
+        let e = bad(&["paper.claim[0].kind='point'"]);
+        assert!(e.path == "paper.claim[0].kind" && e.reason.contains("ratio claim"), "{e}");
+        assert_eq!(bad(&["paper.claim[0].at_most=3.0"]).path, "paper.claim[0].at_most");
+        let e = bad(&["paper.claim[0].kind='bound'", "paper.claim[0].at_most=1.0", "paper.claim[0].at_least=2.0"]);
+        assert_eq!(e.path, "paper.claim[0].at_least");
+        assert_eq!(bad(&["paper.claim[0].kind='max'"]).path, "paper.claim[0].terms");
+        assert_eq!(bad(&["paper.claim[0].terms=[{variant='busy'}]"]).path, "paper.claim[0].terms");
+        let e = bad(&["paper.claim[0].kind='max'", "paper.claim[0].terms=[{variant='busy'}]"]);
+        assert_eq!(e.path, "paper.claim[0].terms[0].versus");
+        let e = bad(&["paper.claim[0].kind='max'", "paper.claim[0].terms=[{variant='idle', versus={variant=''}}]"]);
+        assert_eq!(e.path, "paper.claim[0].terms[0].variant");
+        assert_eq!(bad(&["paper.claim[0].id='Anubis Table 1'"]).path, "paper.claim[0].id");
+        assert_eq!(bad(&["paper.quick_seeds=1"]).path, "paper.quick_seeds");
+        assert_eq!(bad(&["paper.claim[0].mean_of=['workloads[a/pong].completed']"]).path, "paper.claim[0].mean_of[0]");
+        assert_eq!(bad(&["paper.claim[0].ratio=false", "paper.claim[0].mean_of=['workloads[0].completed']"]).path, "paper.claim[0].mean_of");
+        let ok = parse(PAPER, &["paper.claim[0].kind='order'".into(), "paper.claim[0].terms=[{variant='', versus={variant='busy'}}]".into()]).unwrap();
+        assert_eq!(ok.paper.unwrap().claims[0].kind, Some(ClaimKind::Order));
     }
 }
