@@ -211,7 +211,7 @@ fn a_costopped_leader_restarts_when_its_laggard_catches_up_not_at_the_next_skew_
             .replace("duration_ms = 40", "duration_ms = 75")
             .replace("boost_laggard = true", &format!("boost_laggard = true, poll_us = 35000{costart_poll}"))
     };
-    let (s, t) = sim(&text(", costart_poll_us = 1000"));
+    let (_, t) = sim(&text(", costart_poll_us = 1000"));
     let app1 = states(&t, "app", 1);
     assert_eq!(app1[1], ("preempted", 35 * MS, 38 * MS));
     // The co-start checks between skew checks stop nothing: vCPU 1 runs on
