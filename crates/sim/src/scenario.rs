@@ -1183,6 +1183,9 @@ pub struct Workload {
     pub tlb_shootdowns_per_s: f64,
     #[serde(default)]
     pub work_stealing: bool,
+    /// Work-stealing programs: tasks dealt to each thread's queue per frame.
+    #[serde(default = "tasks_per_thread")]
+    pub tasks_per_thread: u32,
     /// Barrier programs: a second (departure) barrier after each barrier.
     #[serde(default)]
     pub departure_barrier: bool,
@@ -1283,6 +1286,14 @@ fn device_us() -> f64 {
 fn stages() -> u32 {
     3
 }
+/// The most tasks a work-stealing program may queue for one frame (2^24,
+/// 128 MiB of task sizes).
+const MAX_TASKS_PER_FRAME: u64 = 1 << 24;
+/// A frame cut into 16 tasks per thread: a shape, not a measured value;
+/// scenarios set it for the program they stand in for.
+fn tasks_per_thread() -> u32 {
+    16
+}
 fn gap_us() -> f64 {
     10.0
 }
@@ -1301,6 +1312,7 @@ pub enum WorkloadKind {
     Ping,
     DiskRead,
     LatencyProbe,
+    WorkStealing,
 }
 
 impl Workload {
@@ -1327,6 +1339,7 @@ impl WorkloadKind {
             WorkloadKind::Ping => "ping",
             WorkloadKind::DiskRead => "disk_read",
             WorkloadKind::LatencyProbe => "latency_probe",
+            WorkloadKind::WorkStealing => "work_stealing",
         }
     }
 }
@@ -1627,6 +1640,12 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
     }
     if h.cache.line_bytes == 0 || h.cache.fill_buffers == 0 {
         return Err(err("host.cache", "line_bytes and fill_buffers must be positive"));
+    }
+    let rc = &h.relaxed_co;
+    for (field, us) in [("poll_us", Some(rc.poll_us)), ("costart_poll_us", rc.costart_poll_us)] {
+        if us.is_some_and(|us| !(us.is_finite() && us > 0.0)) {
+            return Err(err(format!("host.relaxed_co.{field}"), "must be a positive number of microseconds"));
+        }
     }
     for (i, c) in h.capacity_changes.iter().enumerate() {
         if c.core >= ncores {
@@ -2519,6 +2538,15 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
     if w.locks == 0 {
         return Err(err(format!("{p}.locks"), "must be at least 1"));
     }
+    if w.kind == WorkloadKind::WorkStealing {
+        if !matches!(w.sync, SyncKind::Barrier | SyncKind::SpinBarrier | SyncKind::SpinBlockBarrier) {
+            return Err(err(format!("{p}.sync"), "a work-stealing program waits for its frame's end at a barrier: give barrier, spin_barrier or spin_block_barrier"));
+        }
+        // Every frame's tasks are queued at once (8 bytes each).
+        if w.tasks_per_thread == 0 || w.threads as u64 * w.tasks_per_thread as u64 > MAX_TASKS_PER_FRAME {
+            return Err(err(format!("{p}.tasks_per_thread"), format!("must be at least 1, and threads x tasks_per_thread at most {MAX_TASKS_PER_FRAME}")));
+        }
+    }
     if w.kind == WorkloadKind::Pipeline && w.stages < 2 {
         return Err(err(format!("{p}.stages"), "a pipeline needs at least 2 stages"));
     }
@@ -2553,6 +2581,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
         WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),
         WorkloadKind::LatencyProbe => threaded!("gap_threshold_us"),
+        WorkloadKind::WorkStealing => threaded!("work_us", "work_dist", "phases", "sync", "spin_us", "tasks_per_thread"),
     }
 }
 

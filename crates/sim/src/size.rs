@@ -124,7 +124,7 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                 WorkloadKind::Parallel => {
                     units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT + w.tlb_shootdowns_per_s * nv
                 }
-                WorkloadKind::Pipeline => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
+                WorkloadKind::Pipeline | WorkloadKind::WorkStealing => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
                 WorkloadKind::DiskRead => units_per_s(w.work_us + w.device_us) * DISK_READ_EVENTS,
                 WorkloadKind::Server => arrivals_per_s * SERVER_EVENTS_PER_REQUEST,
                 WorkloadKind::Ping => w.rate_per_s * PING_EVENTS_PER_REQUEST,

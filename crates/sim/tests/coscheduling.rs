@@ -196,3 +196,47 @@ fn plain_credit_lets_the_skew_grow() {
     let (a0, a1) = (states(&t, "app", 0), states(&t, "app", 1));
     assert!(progress(&a1, 40 * MS) - progress(&a0, 40 * MS) >= 10 * MS);
 }
+
+/// The IRS paper's baseline detects skew every 30 ms accounting period; a
+/// co-stopped leader is co-started once its laggard has caught up (VMware's
+/// rule), checked every `costart_poll_us`. Here skew is checked at 35 ms:
+/// app vCPU 1 leads by 5 ms and is co-stopped, vCPU 0 is boosted onto
+/// pCPU 0 and, 3 ms later, is within the 2 ms co-start threshold: with 1 ms
+/// co-start checks vCPU 1 runs again at 38 ms, with none between the skew
+/// checks it stays stopped to the next one, at 70 ms.
+#[test]
+fn a_costopped_leader_restarts_when_its_laggard_catches_up_not_at_the_next_skew_check() {
+    let text = |costart_poll: &str| {
+        exact_on_credit(true)
+            .replace("duration_ms = 40", "duration_ms = 75")
+            .replace("boost_laggard = true", &format!("boost_laggard = true, poll_us = 35000{costart_poll}"))
+    };
+    let (_, t) = sim(&text(", costart_poll_us = 1000"));
+    let app1 = states(&t, "app", 1);
+    assert_eq!(app1[1], ("preempted", 35 * MS, 38 * MS));
+    // The co-start checks between skew checks stop nothing: vCPU 1 runs on
+    // to the next skew check at least.
+    assert_eq!(app1[2].0, "running");
+    assert!(app1[2].2 >= 70 * MS, "{app1:?}");
+
+    let (s, t) = sim(&text(""));
+    let app1 = states(&t, "app", 1);
+    assert_eq!(app1[1], ("preempted", 35 * MS, 70 * MS));
+    assert_eq!(s["vms"][0]["relaxed_co"]["costarts"], 1);
+}
+
+/// A leader co-stopped while its guest idles makes no progress until it is
+/// co-started: here app vCPU 1 has nothing to run (halted, progress at the
+/// rate of time) and vCPU 0 shares pCPU 0 with a hog. vCPU 1 is co-stopped
+/// whenever it leads by more than 3 ms and co-started once vCPU 0 has
+/// caught up, so its lead never passes the threshold plus one poll; were
+/// its idle time while stopped progress, it would run ahead for ever and
+/// never be co-started.
+#[test]
+fn a_leader_stopped_while_idle_is_costarted_when_its_laggard_catches_up() {
+    let text = exact(true).replace("duration_ms = 40", "duration_ms = 100").replace("threads = 2", "threads = 1");
+    let (s, _) = sim(&text);
+    let rc = &s["vms"][0]["relaxed_co"];
+    assert!(rc["max_skew_us"].as_f64().unwrap() <= 4000.0, "{rc}");
+    assert!(rc["costarts"].as_u64().unwrap() >= 5, "{rc}");
+}

@@ -93,6 +93,12 @@ fn workload_numbers_in_range() {
     let pipeline = "name='t'\nduration_ms=100\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='pipeline'\nthreads=4096\n";
     let e = refused(pipeline, &["vm[0].workload[0].stages=4294967295"]);
     assert_eq!(e.path, "vm[0].workload[0].stages", "{e}");
+    let stealing = "name='t'\nduration_ms=100\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='work_stealing'\nsync='barrier'\n";
+    assert_eq!(refused(stealing, &["vm[0].workload[0].sync=\"none\""]).path, "vm[0].workload[0].sync");
+    assert_eq!(refused(stealing, &["vm[0].workload[0].sync=\"mutex\""]).path, "vm[0].workload[0].sync");
+    assert_eq!(refused(stealing, &["vm[0].workload[0].tasks_per_thread=0"]).path, "vm[0].workload[0].tasks_per_thread");
+    assert_eq!(refused(stealing, &["vm[0].workload[0].tasks_per_thread=4294967295"]).path, "vm[0].workload[0].tasks_per_thread");
+    assert!(parse(stealing, &[]).is_ok());
     // threads x stages is what a pipeline creates; the product is checked too.
     let e = refused(pipeline, &["vm[0].workload[0].stages=2000"]);
     assert!(e.reason.contains("PID_MAX_LIMIT"), "{e}");

@@ -13,6 +13,7 @@ pub mod ping;
 pub mod profiles;
 pub mod pipeline;
 pub mod server;
+pub mod work_stealing;
 
 use rand::Rng as _;
 use rand_distr::{Distribution as _, Exp};
@@ -100,6 +101,12 @@ pub struct WorkloadMetrics {
 impl WorkloadMetrics {
     pub fn finish(&mut self, row: RequestRow) {
         self.completed += 1;
+        self.record(row);
+    }
+
+    /// Records the latency (and row) of a unit that is not itself a
+    /// completion, e.g. a frame of a work-stealing program, whose tasks are.
+    pub fn record(&mut self, row: RequestRow) {
         self.latency.record(row.end_ns - row.arrival_ns);
         if self.record_rows {
             self.rows.push(row);
@@ -236,6 +243,7 @@ pub fn build(w: &Workload, label: &str, vcpus: u32, objs: &mut dyn Objects) -> B
         WorkloadKind::Ping => Box::new(ping::Ping::new(w)),
         WorkloadKind::DiskRead => Box::new(disk_read::DiskRead::new(w)),
         WorkloadKind::LatencyProbe => Box::new(latency_probe::LatencyProbe::new(w)),
+        WorkloadKind::WorkStealing => Box::new(work_stealing::WorkStealing::new(w, objs)),
     };
     let threads = match w.kind {
         WorkloadKind::Filler => threads.into_iter().map(|t| ThreadSpec { policy: Policy::Idle, ..t }).collect(),
