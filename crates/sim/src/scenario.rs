@@ -701,6 +701,15 @@ pub struct Guest {
     /// and counted as irq pressure that lowers the believed capacity.
     #[serde(default = "yes")]
     pub steal_accounting: bool,
+    /// The guest sends IPIs through the memory-mapped xAPIC instead of the
+    /// x2APIC's MSRs: each IPI from a kernel path is three APIC-access exits,
+    /// the ICR busy-wait read, the ICR2 write and the ICR write that sends it
+    /// (__default_send_IPI_dest_field(), arch/x86/kernel/apic/ipi.c), one
+    /// sequence for a TLB-shootdown multicast (flat logical mode, up to 8
+    /// CPUs). The ASPLOS'13 guests did so: the paper's remaining futex-queue
+    /// LHPs happened in these accesses before the ICR write (section 4.1.1).
+    #[serde(default)]
+    pub xapic: bool,
     #[serde(default)]
     pub cfs: CfsTunables,
     /// Parameters of the `vsched` guest policy.

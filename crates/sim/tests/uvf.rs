@@ -161,6 +161,52 @@ fn resched_co_coschedules_barrier_wakeups() {
     assert!(blocked(&co) < blocked(&plain), "{} vs {}", blocked(&co), blocked(&plain));
 }
 
+/// Two threads of a Linux 3.2 guest on two pCPUs of their own meet at a
+/// blocking barrier; the second to arrive wakes the first under the futex
+/// bucket lock.
+const XAPIC_PAIR: &str = r#"
+name = "xapic-pair"
+duration_ms = 20
+[host]
+kernel = "linux-3.2"
+kvm.ple_gap = 0
+cores_per_socket = 2
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "pair"
+vcpus = 2
+pin = [0, 1]
+[[vm.workload]]
+kind = "parallel"
+threads = 2
+sync = "barrier"
+work_us = 300
+work_dist = "constant"
+"#;
+
+/// When the first reschedule IPI a vCPU sent leaves (the workload's start
+/// wakes its threads directly).
+fn first_ipi(sets: &[&str]) -> u64 {
+    let s = vmsched_sim::parse(XAPIC_PAIR, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let opts = RunOptions { validate: true, record: true, trace_window: Some((0, u64::MAX)), ..Default::default() };
+    let out = run(s, &opts, &mut |_, _| {}).unwrap();
+    let irqs = out.tables.unwrap().irqs.unwrap();
+    (0..irqs.kind.len()).filter(|&i| irqs.kind[i] == "reschedule" && irqs.src_vcpu[i] >= 0).map(|i| irqs.sent_ns[i]).min().unwrap()
+}
+
+/// An xAPIC guest's IPI leaves at its ICR write, after the ICR read and the
+/// ICR2 write: two exits (2 x 1.2 us) later than an x2APIC guest's single
+/// MSR write, everything before the first IPI being the same.
+#[test]
+fn an_xapic_ipi_leaves_after_two_preparing_exits() {
+    let x2apic = first_ipi(&["vm[0].guest.xapic=false"]);
+    let xapic = first_ipi(&[]);
+    let scenario = vmsched_sim::parse(XAPIC_PAIR, &[]).unwrap();
+    assert!(scenario.vms[0].guest.xapic, "the Linux 3.2 guest profile is xAPIC");
+    let exit = scenario.overheads.vm_exit_ns;
+    assert_eq!(xapic, x2apic + 2 * exit);
+}
+
 /// A pipeline whose single-threaded end stages (dedup's Fragment and
 /// ReorderAndOutput) take twice as long per item as a parallel stage: one
 /// item leaves per serial grain, and the parallel stages' threads wait on
@@ -213,11 +259,12 @@ fn serial_pipeline_stages_bound_throughput_and_idle_the_parallel_vcpus() {
 fn fig7a_corunner_sleeps_and_wakes_and_preempts_the_main_vm() {
     let b = BUILTINS.iter().find(|b| b.name == "uvf-fig7a").unwrap();
     let s = vmsched_sim::parse(b.toml, &[]).unwrap();
-    let opts = RunOptions { duration_ns: Some(500_000_000), ..Default::default() };
+    let opts = RunOptions { duration_ns: Some(2_000_000_000), ..Default::default() };
     let out = run(s, &opts, &mut |_, _| {}).unwrap().summary;
     let vcpu_sum = |vm: usize, field: &str| out["vms"][vm]["vcpus"].as_array().unwrap().iter().map(|v| n(&v[field])).sum::<f64>();
-    assert!(vcpu_sum(1, "halted_ns") > 0.1 * 8.0 * 500e6, "dedup halted {} ns", vcpu_sum(1, "halted_ns"));
-    assert!(vcpu_sum(0, "preemptions") > 10.0, "main VM preempted {} times", vcpu_sum(0, "preemptions"));
+    assert!(vcpu_sum(1, "halted_ns") > 0.1 * 8.0 * 2e9, "dedup halted {} ns", vcpu_sum(1, "halted_ns"));
+    assert!(n(&out["vms"][1]["wakeups"]) > 10_000.0, "{}", out["vms"][1]["wakeups"]);
+    assert!(vcpu_sum(0, "preemptions") > 0.0, "main VM preempted {} times", vcpu_sum(0, "preemptions"));
 }
 
 /// Every `uvf-` experiment and variant runs under the engine's invariant
