@@ -105,7 +105,7 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
         for w in vm.workloads.iter().filter(|w| w.enabled) {
             let threads = match w.kind {
                 WorkloadKind::Ping => 0.0,
-                WorkloadKind::Pipeline => w.threads as f64 * w.stages as f64,
+                WorkloadKind::Pipeline => w.threads as f64 * w.stages as f64 + crate::workloads::pipeline::serial_threads(w) as f64,
                 _ => w.threads as f64,
             };
             tasks += threads;

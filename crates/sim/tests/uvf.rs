@@ -161,6 +161,112 @@ fn resched_co_coschedules_barrier_wakeups() {
     assert!(blocked(&co) < blocked(&plain), "{} vs {}", blocked(&co), blocked(&plain));
 }
 
+/// Two threads of a Linux 3.2 guest on two pCPUs of their own meet at a
+/// blocking barrier; the second to arrive wakes the first under the futex
+/// bucket lock.
+const XAPIC_PAIR: &str = r#"
+name = "xapic-pair"
+duration_ms = 20
+[host]
+kernel = "linux-3.2"
+kvm.ple_gap = 0
+cores_per_socket = 2
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "pair"
+vcpus = 2
+pin = [0, 1]
+[[vm.workload]]
+kind = "parallel"
+threads = 2
+sync = "barrier"
+work_us = 300
+work_dist = "constant"
+"#;
+
+/// When the first reschedule IPI a vCPU sent leaves (the workload's start
+/// wakes its threads directly).
+fn first_ipi(sets: &[&str]) -> u64 {
+    let s = vmsched_sim::parse(XAPIC_PAIR, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let opts = RunOptions { validate: true, record: true, trace_window: Some((0, u64::MAX)), ..Default::default() };
+    let out = run(s, &opts, &mut |_, _| {}).unwrap();
+    let irqs = out.tables.unwrap().irqs.unwrap();
+    (0..irqs.kind.len()).filter(|&i| irqs.kind[i] == "reschedule" && irqs.src_vcpu[i] >= 0).map(|i| irqs.sent_ns[i]).min().unwrap()
+}
+
+/// An xAPIC guest's IPI leaves at its ICR write, after the ICR read and the
+/// ICR2 write: two exits (2 x 1.2 us) later than an x2APIC guest's single
+/// MSR write, everything before the first IPI being the same.
+#[test]
+fn an_xapic_ipi_leaves_after_two_preparing_exits() {
+    let x2apic = first_ipi(&["vm[0].guest.xapic=false"]);
+    let xapic = first_ipi(&[]);
+    let scenario = vmsched_sim::parse(XAPIC_PAIR, &[]).unwrap();
+    assert!(scenario.vms[0].guest.xapic, "the Linux 3.2 guest profile is xAPIC");
+    let exit = scenario.overheads.vm_exit_ns;
+    assert_eq!(xapic, x2apic + 2 * exit);
+}
+
+/// A pipeline whose single-threaded end stages (dedup's Fragment and
+/// ReorderAndOutput) take twice as long per item as a parallel stage: one
+/// item leaves per serial grain, and the parallel stages' threads wait on
+/// their queues, so their vCPUs halt and are woken item by item. Without
+/// serial stages the 12 threads keep all eight vCPUs busy.
+const SERIAL_PIPELINE: &str = r#"
+name = "serial-pipeline"
+duration_ms = 200
+[host]
+kernel = "linux-3.2"
+kvm.ple_gap = 0
+cores_per_socket = 8
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "dedup"
+vcpus = 8
+[[vm.workload]]
+kind = "pipeline"
+threads = 4
+stages = 3
+work_us = 100
+work_dist = "constant"
+serial_work_us = 200
+"#;
+
+#[test]
+fn serial_pipeline_stages_bound_throughput_and_idle_the_parallel_vcpus() {
+    let serial = summary(SERIAL_PIPELINE, &[]);
+    let parallel_only = summary(SERIAL_PIPELINE, &["vm[0].workload[0].serial_work_us=0.0"]);
+    let done = |s: &Value| n(&s["workloads"][0]["completed"]);
+    let halted = |s: &Value| s["vms"][0]["vcpus"].as_array().unwrap().iter().map(|v| n(&v["halted_ns"])).sum::<f64>();
+    // One item per 200 us through each serial stage: at most 1,000 in 200 ms.
+    assert!(done(&serial) <= 1_000.0 && done(&serial) > 800.0, "{}", done(&serial));
+    // 300 us of work per item on eight vCPUs: about 8 * 200 ms / 300 us =
+    // 5,333 items without the serial stages.
+    assert!(done(&parallel_only) > 4_800.0, "{}", done(&parallel_only));
+    assert!(halted(&parallel_only) < 0.01 * 8.0 * 200e6, "{}", halted(&parallel_only));
+    // Per 200 us: the two serial threads busy, 300 us of parallel work:
+    // 3.5 of the eight vCPUs.
+    assert!(halted(&serial) > 0.4 * 8.0 * 200e6, "{}", halted(&serial));
+    assert!(n(&serial["vms"][0]["wakeups"]) > 1_000.0);
+}
+
+/// Fig. 7a's corunner, dedup, wakes its vCPUs item by item (its serial
+/// stages make the parallel ones wait), and a woken dedup vCPU preempts the
+/// main VM's running one: the main VM's vCPUs are preempted, which is what
+/// futex-queue lock-holder preemptions need. With every dedup vCPU always
+/// busy they never were.
+#[test]
+fn fig7a_corunner_sleeps_and_wakes_and_preempts_the_main_vm() {
+    let b = BUILTINS.iter().find(|b| b.name == "uvf-fig7a").unwrap();
+    let s = vmsched_sim::parse(b.toml, &[]).unwrap();
+    let opts = RunOptions { duration_ns: Some(2_000_000_000), ..Default::default() };
+    let out = run(s, &opts, &mut |_, _| {}).unwrap().summary;
+    let vcpu_sum = |vm: usize, field: &str| out["vms"][vm]["vcpus"].as_array().unwrap().iter().map(|v| n(&v[field])).sum::<f64>();
+    assert!(vcpu_sum(1, "halted_ns") > 0.1 * 8.0 * 2e9, "dedup halted {} ns", vcpu_sum(1, "halted_ns"));
+    assert!(n(&out["vms"][1]["wakeups"]) > 10_000.0, "{}", out["vms"][1]["wakeups"]);
+    assert!(vcpu_sum(0, "preemptions") > 0.0, "main VM preempted {} times", vcpu_sum(0, "preemptions"));
+}
+
 /// Every `uvf-` experiment and variant runs under the engine's invariant
 /// checks.
 #[test]

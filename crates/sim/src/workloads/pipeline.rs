@@ -5,6 +5,13 @@
 //! credit. Latency of an item = admission to leaving the last stage. TLB
 //! shootdowns follow a stage's compute with the probability given by
 //! `tlb_shootdowns_per_s` per thread-second of work, as in `parallel`.
+//!
+//! With `serial_work_us`, a single-threaded stage computing that much per
+//! item stands before the parallel stages and another after them, as PARSEC
+//! dedup's Fragment and ReorderAndOutput threads do (PARSEC 2.1
+//! `pkgs/kernels/dedup/src/encoder.c`: one thread each, whatever `-t`): when
+//! they are the bottleneck, the parallel stages' threads wait on their
+//! queues, and their vCPUs halt and are woken item by item.
 
 use std::collections::VecDeque;
 
@@ -14,10 +21,11 @@ use super::{draw, thread_specs, us, Cx, Objects, Op, Program, RequestRow, Thread
 use crate::scenario::{Distribution, Workload};
 
 pub struct Pipeline {
-    stages: u32,
-    per_stage: u32,
+    /// Threads of each stage, in order.
+    stage_threads: Vec<u32>,
+    /// Mean work per item of each stage.
+    stage_work: Vec<f64>,
     dist: Distribution,
-    work: f64,
     tlb_per_ns: f64,
     /// Semaphore of the queue in front of stage s (stage 0's holds credits).
     sems: Vec<u32>,
@@ -26,31 +34,67 @@ pub struct Pipeline {
     step: Vec<Step>,
 }
 
+/// Threads of the serial stages a pipeline has besides its parallel ones.
+pub fn serial_threads(w: &Workload) -> u32 {
+    if w.serial_work_us > 0.0 {
+        2
+    } else {
+        0
+    }
+}
+
+/// (threads, mean work in ns) of each stage, in order.
+fn stage_plan(w: &Workload) -> Vec<(u32, f64)> {
+    let parallel = (0..w.stages).map(|_| (w.threads, us(w.work_us) as f64));
+    if serial_threads(w) == 0 {
+        return parallel.collect();
+    }
+    let serial = (1, us(w.serial_work_us) as f64);
+    std::iter::once(serial).chain(parallel).chain(std::iter::once(serial)).collect()
+}
+
 impl Pipeline {
     pub fn new(w: &Workload, objs: &mut dyn Objects) -> Self {
+        let plan = stage_plan(w);
         let credits = w.threads * w.stages;
-        let sems = (0..w.stages).map(|s| objs.semaphore(if s == 0 { credits } else { 0 })).collect();
-        let n = (w.threads * w.stages) as usize;
+        let sems = (0..plan.len()).map(|s| objs.semaphore(if s == 0 { credits } else { 0 })).collect();
+        let n: u32 = plan.iter().map(|&(t, _)| t).sum();
         Pipeline {
-            stages: w.stages,
-            per_stage: w.threads,
+            stage_threads: plan.iter().map(|&(t, _)| t).collect(),
+            stage_work: plan.iter().map(|&(_, work)| work).collect(),
             dist: w.work_dist,
-            work: us(w.work_us) as f64,
             tlb_per_ns: w.tlb_shootdowns_per_s / 1e9,
             sems,
-            queues: vec![VecDeque::new(); w.stages as usize],
-            step: vec![Step::Idle; n],
+            queues: vec![VecDeque::new(); plan.len()],
+            step: vec![Step::Idle; n as usize],
         }
     }
 
-    /// `threads` per stage, named by stage.
+    /// Each stage's threads, named by stage.
     pub fn threads(w: &Workload, label: &str, vcpus: u32) -> Vec<ThreadSpec> {
-        let per = Workload { threads: w.threads * w.stages, ..w.clone() };
+        let plan = stage_plan(w);
+        let n: u32 = plan.iter().map(|&(t, _)| t).sum();
+        let per = Workload { threads: n, ..w.clone() };
         let mut specs = thread_specs(&per, label, vcpus);
-        for (i, s) in specs.iter_mut().enumerate() {
-            s.name = format!("{label}/s{}/{}", i as u32 / w.threads, i as u32 % w.threads);
+        let mut i = 0;
+        for (stage, &(threads, _)) in plan.iter().enumerate() {
+            for k in 0..threads {
+                specs[i].name = format!("{label}/s{stage}/{k}");
+                i += 1;
+            }
         }
         specs
+    }
+
+    fn stage_of(&self, thread: u32) -> usize {
+        let mut first = 0;
+        for (stage, &n) in self.stage_threads.iter().enumerate() {
+            if thread < first + n {
+                return stage;
+            }
+            first += n;
+        }
+        unreachable!("thread {thread} beyond the pipeline's stages")
     }
 }
 
@@ -66,7 +110,7 @@ enum Step {
 impl Program for Pipeline {
     fn next_op(&mut self, thread: u32, cx: &mut Cx) -> Op {
         let t = thread as usize;
-        let stage = (thread / self.per_stage) as usize;
+        let stage = self.stage_of(thread);
         match self.step[t] {
             Step::Idle => {
                 self.step[t] = Step::Waiting;
@@ -74,7 +118,7 @@ impl Program for Pipeline {
             }
             Step::Waiting => {
                 let admitted = if stage == 0 { cx.now } else { self.queues[stage].pop_front().expect("semaphore counts items") };
-                let work = draw(self.dist, self.work, cx.rng);
+                let work = draw(self.dist, self.stage_work[stage], cx.rng);
                 let flush = self.tlb_per_ns > 0.0 && cx.rng.random::<f64>() < self.tlb_per_ns * work as f64;
                 self.step[t] = if flush { Step::Shootdown(admitted) } else { Step::Working(admitted) };
                 Op::Compute(work)
@@ -86,7 +130,7 @@ impl Program for Pipeline {
             Step::Working(admitted) => {
                 self.step[t] = Step::Idle;
                 let next = stage + 1;
-                if next == self.stages as usize {
+                if next == self.sems.len() {
                     cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: admitted, start_ns: None, end_ns: cx.now });
                     // The item leaves: its credit returns to stage 0.
                     Op::SemUp(self.sems[0])

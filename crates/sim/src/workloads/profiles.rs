@@ -43,8 +43,8 @@ pub const PROFILES: &[WorkloadProfile] = &[
     },
     WorkloadProfile {
         name: "dedup",
-        description: "PARSEC dedup: a pipeline whose three parallel stages have 8 threads each (PARSEC 2.1 dedup with -t 8), handing items through futex-protected queues: fine-grained communication with many thread wake-ups (ASPLOS'13 section 4.1.1), 1761 TLB-shootdown IPIs/s/vCPU (section 3.1.1; Table 1: 42.55% TLB, 35.82% lock). Stage work 100 us: an approximation of its fine grain",
-        settings: &[("kind", "'pipeline'"), ("threads", "8"), ("stages", "3"), ("work_us", "100.0"), ("tlb_shootdowns_per_s", "251.6")],
+        description: "PARSEC dedup: a pipeline whose three parallel stages have 8 threads each (PARSEC 2.1 dedup with -t 8), between its single-threaded Fragment and ReorderAndOutput stages, handing items through futex-protected queues: fine-grained communication with many thread wake-ups and varying CPU consumption (ASPLOS'13 sections 4.1.1 and 4.1.3), 1761 TLB-shootdown IPIs/s/vCPU (section 3.1.1; Table 1: 42.55% TLB, 35.82% lock). Stage work 100 us, serial stages as long: approximations of its fine grain (docs/uvf.md sweeps the serial work)",
+        settings: &[("kind", "'pipeline'"), ("threads", "8"), ("stages", "3"), ("work_us", "100.0"), ("serial_work_us", "100.0"), ("tlb_shootdowns_per_s", "251.6")],
     },
     WorkloadProfile {
         name: "ferret",

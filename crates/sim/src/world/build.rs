@@ -86,6 +86,7 @@ impl World {
                 host_state: vec![HostState::Halted; vm.vcpus as usize],
                 preempted: vec![false; vm.vcpus as usize],
                 pv: VmPv::new(vm, &scenario.host.kvm, &scenario.overheads),
+                xapic: vm.guest.xapic,
                 steal_published: vec![0; vm.vcpus as usize],
                 tasks: Vec::new(),
                 entitlement: 0.0,

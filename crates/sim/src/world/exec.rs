@@ -5,13 +5,17 @@
 //! stalls everyone behind that lock.
 
 use super::guest_glue::with_guest;
-use super::{irq, Exec, KStep, SpinOn, World};
+use super::{irq, Exec, Icr, KStep, SpinOn, World};
 use crate::event::Event;
 use crate::guest::{GuestView, Hardware, HostState};
 use crate::paravirt::{self, io_backend, LockKind};
 use crate::host::{Exit, Hcall};
 use crate::ids::{PcpuId, TaskId, VcpuId};
 use crate::workloads::{BarrierMode, Op};
+
+/// APIC-access exits of an xAPIC IPI before its ICR write: the ICR read of
+/// __xapic_wait_icr_idle() and the ICR2 write (arch/x86/kernel/apic/ipi.c).
+const XAPIC_PREPARING_EXITS: u64 = 2;
 
 /// Bound on zero-time steps in one go; a program that never spends time is a
 /// bug in the program.
@@ -117,17 +121,34 @@ impl World {
             KStep::WakeMutex(m) => {
                 if let Some(w) = self.sync.mutexes[m as usize].waiters.pop_front() {
                     self.tasks[w as usize].kseq.push_front(KStep::Op(Op::MutexLock(m)));
-                    self.wake_task(w, Some(v), false);
+                    self.wake_from_task(w, t, v);
                 }
                 true
             }
             KStep::WakeBarrier(b) => {
                 let waiters = std::mem::take(&mut self.sync.barriers[b as usize].waiters);
-                for w in waiters {
-                    self.wake_task(w, Some(v), false);
+                if self.vms[self.tasks[t as usize].vm as usize].xapic {
+                    // Each wakeup's IPI is sent, exits and all, before the next.
+                    let q = &mut self.tasks[t as usize].kseq;
+                    for &w in waiters.iter().rev() {
+                        q.push_front(KStep::WakeWaiter(w));
+                    }
+                } else {
+                    for w in waiters {
+                        self.wake_task(w, Some(v), false);
+                    }
                 }
                 true
             }
+            KStep::WakeWaiter(w) => {
+                self.wake_from_task(w, t, v);
+                true
+            }
+            KStep::IcrWrite(Icr::Reschedule(to)) => {
+                self.send_ipi(v, to, irq::Kind::Reschedule, irq::What::Resched);
+                true
+            }
+            KStep::IcrWrite(Icr::TlbShootdown) => self.send_tlb_shootdown(t, v),
             KStep::IoWait { device_ns, irq_vcpu } => {
                 let vm = self.tasks[t as usize].vm;
                 self.tasks[t as usize].io_irq_vcpu = self.vms[vm as usize].first_vcpu + irq_vcpu;
@@ -142,7 +163,7 @@ impl World {
             KStep::WakeSem(s) => {
                 match self.sync.sems[s as usize].waiters.pop_front() {
                     // The woken waiter owns the unit it waited for.
-                    Some(w) => self.wake_task(w, Some(v), false),
+                    Some(w) => self.wake_from_task(w, t, v),
                     None => self.sync.sems[s as usize].count += 1,
                 }
                 true
@@ -561,21 +582,48 @@ impl World {
     /// flush, targets whose `preempted` flag is set are flushed at their next
     /// entry instead (`paravirt::pv_tlb`).
     fn tlb_shootdown(&mut self, t: TaskId, v: VcpuId) -> bool {
+        if self.shootdown_targets(t, v).is_empty() {
+            return true;
+        }
+        if self.vms[self.tasks[t as usize].vm as usize].xapic {
+            // The ICR read and ICR2 write first, with preemption off
+            // (flush_tlb_mm() disables it before the flush).
+            self.tasks[t as usize].preempt_count += 1;
+            self.xapic_prepare(t, v, Icr::TlbShootdown);
+            return true;
+        }
+        self.send_tlb_shootdown(t, v)
+    }
+
+    /// The vCPUs of task `t`'s address space a shootdown from `v` goes to.
+    fn shootdown_targets(&self, t: TaskId, v: VcpuId) -> Vec<VcpuId> {
         let (vm, w) = (self.tasks[t as usize].vm, self.tasks[t as usize].workload);
         let first = self.vms[vm as usize].first_vcpu;
-        let mut targets: Vec<VcpuId> = (first..first + self.vms[vm as usize].nv)
+        (first..first + self.vms[vm as usize].nv)
             .filter(|&u| u != v)
             .filter(|&u| self.vcpus[u as usize].curr_task.map(|c| self.tasks[c as usize].workload == w).unwrap_or(false))
-            .collect();
+            .collect()
+    }
+
+    /// The shootdown's IPIs leave (the ICR write, for an xAPIC guest after
+    /// its preparing accesses) and the sender spins for the acks.
+    fn send_tlb_shootdown(&mut self, t: TaskId, v: VcpuId) -> bool {
+        let vm = self.tasks[t as usize].vm;
+        let prepared = self.vms[vm as usize].xapic;
+        let mut targets = self.shootdown_targets(t, v);
         if self.vms[vm as usize].pv.tlb_flush {
             let before = targets.len();
             targets.retain(|&u| !self.vcpus[u as usize].pv.preempted);
             self.vms[vm as usize].pv.counters.tlb_flush_deferred += (before - targets.len()) as u64;
         }
         if targets.is_empty() {
+            if prepared {
+                self.tasks[t as usize].preempt_count -= 1;
+            }
             return true;
         }
-        // One exit for the multicast (KVM's PV send-IPI hypercall).
+        // One exit for the multicast (KVM's PV send-IPI hypercall, or the
+        // xAPIC's ICR write).
         self.account(v);
         self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
         self.vms[vm as usize].ipis[irq::Kind::TlbShootdown as usize] += targets.len() as u64;
@@ -596,8 +644,32 @@ impl World {
         }
         let task = &mut self.tasks[t as usize];
         task.tlb_outstanding = targets.len() as u32;
-        task.preempt_count += 1;
+        if !prepared {
+            task.preempt_count += 1;
+        }
         self.spin(t, v, SpinOn::TlbAcks, None)
+    }
+
+    /// Task `t` on `v` wakes `w` in a kernel path (futex_wake(), a
+    /// semaphore's up()): an xAPIC guest's reschedule IPI, if one is due,
+    /// leaves after its preparing accesses, as a step of the same path.
+    fn wake_from_task(&mut self, w: TaskId, t: TaskId, v: VcpuId) {
+        if !self.vms[self.tasks[t as usize].vm as usize].xapic {
+            return self.wake_task(w, Some(v), false);
+        }
+        if let Some(to) = self.wake_task_deferring_ipi(w, v) {
+            self.xapic_prepare(t, v, Icr::Reschedule(to));
+        }
+    }
+
+    /// The xAPIC's accesses before an ICR write (the ICR busy-wait read and
+    /// the ICR2 write, __default_send_IPI_dest_field()), each an exit of `v`;
+    /// the write itself is the next step of task `t`.
+    fn xapic_prepare(&mut self, t: TaskId, v: VcpuId, icr: Icr) {
+        self.account(v);
+        self.vcpus[v as usize].overhead += XAPIC_PREPARING_EXITS * self.ov.vm_exit_ns;
+        self.tasks[t as usize].kseq.push_front(KStep::IcrWrite(icr));
+        self.plan(v);
     }
 
     /// vCPU `by` acknowledges a shootdown of task `sender`.

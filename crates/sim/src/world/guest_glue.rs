@@ -30,6 +30,21 @@ impl World {
     /// target vCPU. `ctx` is the running vCPU doing the wakeup (None for the
     /// engine starting a workload).
     pub(super) fn wake_task(&mut self, t: TaskId, ctx: Option<VcpuId>, new_task: bool) {
+        if let Some(tv) = self.enqueue_woken(t, ctx, new_task) {
+            let c = ctx.expect("a reschedule IPI has a sender");
+            self.send_ipi(c, tv, irq::Kind::Reschedule, irq::What::Resched);
+        }
+    }
+
+    /// wake_task() from running vCPU `ctx`, leaving the reschedule IPI it
+    /// needs, if any, to the caller: returns the IPI's target.
+    pub(super) fn wake_task_deferring_ipi(&mut self, t: TaskId, ctx: VcpuId) -> Option<VcpuId> {
+        self.enqueue_woken(t, Some(ctx), false)
+    }
+
+    /// try_to_wake_up() up to the IPI: returns the vCPU a reschedule IPI
+    /// from `ctx` must go to, if any.
+    fn enqueue_woken(&mut self, t: TaskId, ctx: Option<VcpuId>, new_task: bool) -> Option<VcpuId> {
         let (vm, local) = (self.tasks[t as usize].vm, self.tasks[t as usize].local);
         self.tasks[t as usize].exec = Exec::Ready;
         self.tasks[t as usize].runnable_since = Some(self.now);
@@ -43,17 +58,18 @@ impl World {
         });
         let tv = self.global_vcpu(vm, target);
         if !preempt {
-            return;
+            return None;
         }
         match ctx {
             Some(c) if c == tv => self.request_guest_resched(tv),
             // resched_curr() on another CPU: smp_send_reschedule().
-            Some(c) => self.send_ipi(c, tv, irq::Kind::Reschedule, irq::What::Resched),
+            Some(_) => return Some(tv),
             // The engine starting a workload: no vCPU sends this wakeup, and a
             // halted target is woken directly.
             None if self.host_state(tv) == HostState::Halted => self.raise(None, tv, irq::Kind::Reschedule, irq::What::Resched, 0),
             None => self.request_guest_resched(tv),
         }
+        None
     }
 
     /// set_tsk_need_resched(): acted upon now, or when the vCPU runs again,

@@ -151,6 +151,13 @@ pub enum SpinOn {
     TlbAcks,
 }
 
+/// What an xAPIC ICR write sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Icr {
+    Reschedule(VcpuId),
+    TlbShootdown,
+}
+
 /// Steps of kernel paths a task runs before its program continues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum KStep {
@@ -161,6 +168,11 @@ enum KStep {
     WakeMutex(u32),
     WakeBarrier(u32),
     WakeSem(u32),
+    /// One waiter of a barrier woken (xAPIC guests wake them one by one, each
+    /// IPI's accesses in turn).
+    WakeWaiter(TaskId),
+    /// An xAPIC guest's ICR write, after its preparing accesses: the IPI leaves.
+    IcrWrite(Icr),
     /// The IO request leaves once the submission exit is over.
     IoWait { device_ns: u64, irq_vcpu: u32 },
 }
@@ -219,6 +231,8 @@ pub struct VmState {
     /// KVM's `preempted` flag of each vCPU as the guest reads it.
     pub preempted: Vec<bool>,
     pub pv: VmPv,
+    /// The guest sends IPIs through the xAPIC (`vm.guest.xapic`).
+    pub xapic: bool,
     pub steal_published: Vec<u64>,
     pub tasks: Vec<TaskId>,
     pub entitlement: f64,
