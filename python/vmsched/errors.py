@@ -12,6 +12,7 @@ EXIT_USER = 2
 EXIT_PLAN_UNVERIFIED = 3
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
+EXIT_TERMINATED = 143  # 128 + SIGTERM (timeout, systemd, batch schedulers send it)
 
 
 class UserError(Exception):
