@@ -16,7 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from . import plan_cmd, probe_cmd, sweep_cmd
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, UserError, fail
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, UserError, fail, shorten
 from .overrides import parse_duration_ns, parse_window_ns
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -402,7 +402,7 @@ def main() -> None:
         import os
         import traceback
         where = traceback.extract_tb(err.__traceback__)[-1]
-        print(f"internal error: {type(err).__name__}: {err} (at {Path(where.filename).name}:{where.lineno}; "
+        print(f"internal error: {type(err).__name__}: {shorten(str(err))} (at {Path(where.filename).name}:{where.lineno}; "
               "set VMSCHED_TRACEBACK=1 for the traceback)", file=sys.stderr)
         if os.environ.get("VMSCHED_TRACEBACK"):
             traceback.print_exc()
