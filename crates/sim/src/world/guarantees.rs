@@ -100,3 +100,71 @@ impl World {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{HostOut, HostView};
+    use crate::ids::{PcpuId, VcpuId};
+
+    /// A policy that promises vCPU 0 four ns in every ten, at [10k, 10k + 4),
+    /// and is never asked to schedule.
+    struct FourInTen;
+
+    impl HostPolicy for FourInTen {
+        fn name(&self) -> &'static str {
+            "four-in-ten"
+        }
+        fn start(&mut self, _: &HostView, _: &mut HostOut) {}
+        fn wake(&mut self, _: &HostView, _: &mut HostOut, _: VcpuId) {}
+        fn block(&mut self, _: &HostView, _: &mut HostOut, _: VcpuId, _: PcpuId) {}
+        fn pick_next(&mut self, _: &HostView, _: &mut HostOut, _: PcpuId, _: Option<VcpuId>) -> Option<VcpuId> {
+            None
+        }
+        fn tick(&mut self, _: &HostView, _: &mut HostOut, _: PcpuId) {}
+        fn timer(&mut self, _: &HostView, _: &mut HostOut, _: u64) {}
+        fn nr_running(&self, _: PcpuId) -> u32 {
+            0
+        }
+        fn guarantee(&self, v: VcpuId, at: u64) -> Option<Guarantee> {
+            let start_ns = if at % 10 < 4 { at / 10 * 10 } else { at / 10 * 10 + 10 };
+            (v == 0).then_some(Guarantee { start_ns, end_ns: start_ns + 4, service_ns: 4 })
+        }
+    }
+
+    /// Feeds the audit vCPU 0's states as (from this time, state) steps.
+    fn audit(steps: &[(u64, HostState)]) -> Result<(), String> {
+        let mut a = GuaranteeAudit::new(1);
+        for &(t, state) in steps {
+            a.advance(&FourInTen, t, |_| state)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_vcpu_served_in_every_window_passes() {
+        use HostState::*;
+        assert_eq!(audit(&[(0, Running), (100, Running)]), Ok(()));
+        // Preempted only outside its windows.
+        assert_eq!(audit(&[(0, Running), (4, Preempted), (10, Running), (14, Preempted), (20, Running), (30, Running)]), Ok(()));
+    }
+
+    #[test]
+    fn a_runnable_vcpu_short_of_its_window_is_reported() {
+        use HostState::*;
+        let e = audit(&[(0, Running), (22, Preempted), (30, Running)]).unwrap_err();
+        assert!(e.contains("[20, 24)") && e.contains("ran 2 ns of its 4 ns"), "{e}");
+        // Preempted through a whole window between two events.
+        let e = audit(&[(0, Preempted), (55, Running)]).unwrap_err();
+        assert!(e.contains("[0, 4)") && e.contains("ran 0 ns"), "{e}");
+    }
+
+    #[test]
+    fn windows_with_a_halt_or_not_watched_from_their_start_are_not_judged() {
+        use HostState::*;
+        // Halted for a moment inside [20, 24).
+        assert_eq!(audit(&[(0, Running), (21, Halted), (22, Preempted), (24, Running), (40, Running)]), Ok(()));
+        // The audit began (the vCPU woke) inside [0, 4).
+        assert_eq!(audit(&[(0, Halted), (2, Preempted), (4, Running), (20, Running)]), Ok(()));
+    }
+}
