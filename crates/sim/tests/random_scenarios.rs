@@ -173,10 +173,12 @@ const HOST_POLICIES: &[&str] = &["cfs", "anubis", "uvf", "irs", "relaxed_co", "c
 const GUEST_POLICIES: &[&str] = &["linux", "vsched", "irs"];
 const LINUX_KERNELS: &[&str] = &["linux-3.2", "linux-3.18", "linux-4.4", "linux-4.14", "linux-5.10", "linux-6.1", "linux-6.5", "linux-6.6", "linux-6.12", "linux-6.14"];
 
-/// Per VM: a reservation for the policy that reads one (Tableau's U in
-/// percent and L in ms, RTDS's budget in percent of a period in ms).
+/// Per VM: its vCPUs and a reservation for the policy that reads one
+/// (Tableau's U in percent and L in ms, RTDS's budget in percent of a
+/// period in ms).
 #[derive(Debug, Clone)]
 struct Reservation {
+    vcpus: u32,
     percent: u32,
     period_ms: u32,
 }
@@ -185,7 +187,7 @@ struct Reservation {
 /// cgroups: a plain scenario every host policy accepts) under host policy
 /// `host` on a kernel of its family, every guest under `guest` and a Linux
 /// kernel, with each VM's reservation, and a Tableau host capped or not.
-fn under_policy(host: &str, host_kernel: usize, guest: &str, guest_kernel: usize, res: &[Reservation], pcpus: u32, vcpus: &[u32], capped: bool) -> Vec<String> {
+fn under_policy(host: &str, host_kernel: usize, guest: &str, guest_kernel: usize, res: &[Reservation], pcpus: u32, capped: bool) -> Vec<String> {
     let xen = matches!(host, "credit" | "credit2" | "rtds" | "tableau");
     let kernel = if xen { ["xen-4.9", "xen-4.10"][host_kernel % 2] } else { LINUX_KERNELS[host_kernel % LINUX_KERNELS.len()] };
     let mut sets = vec![format!("host.policy='{host}'"), format!("host.kernel='{kernel}'")];
@@ -193,7 +195,7 @@ fn under_policy(host: &str, host_kernel: usize, guest: &str, guest_kernel: usize
         sets.push(format!("host.tableau.capped={capped}"));
     }
     // Tableau reservations are scaled to fit the host: at most 90% of it.
-    let demand: f64 = res.iter().zip(vcpus).map(|(r, &n)| r.percent as f64 / 100.0 * n as f64).sum();
+    let demand: f64 = res.iter().map(|r| r.percent as f64 / 100.0 * r.vcpus as f64).sum();
     let fit = (0.9 * pcpus as f64 / demand).min(1.0);
     for (i, r) in res.iter().enumerate() {
         sets.push(format!("vm[{i}].guest.policy='{guest}'"));
@@ -239,9 +241,8 @@ proptest! {
     ) {
         let plain: Vec<(u32, bool, Option<u32>, Vec<Wl>)> = vms.iter().map(|(n, wls, _, _)| (*n, false, None, wls.clone())).collect();
         let text = scenario_with(cores, smt, &plain, flags);
-        let res: Vec<Reservation> = vms.iter().map(|&(_, _, percent, period_ms)| Reservation { percent, period_ms }).collect();
-        let vcpus: Vec<u32> = vms.iter().map(|v| v.0).collect();
-        let sets = under_policy(HOST_POLICIES[host], kernels.0, GUEST_POLICIES[guest], kernels.1, &res, cores * smt, &vcpus, capped);
+        let res: Vec<Reservation> = vms.iter().map(|&(vcpus, _, percent, period_ms)| Reservation { vcpus, percent, period_ms }).collect();
+        let sets = under_policy(HOST_POLICIES[host], kernels.0, GUEST_POLICIES[guest], kernels.1, &res, cores * smt, capped);
         let s = vmsched_sim::parse(&text, &sets);
         prop_assert!(s.is_ok(), "{}\n{:?}\n{}", s.err().unwrap(), sets, text);
         let opts = RunOptions { seed: Some(seed), validate: true, ..Default::default() };
