@@ -61,6 +61,28 @@ def test_bad_duration_and_window(cli, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("name", ["default", "vsched-fig16", "tableau-fig5-bg-io", "irs-fig7"])
+def test_validate_json_prints_a_scenario_that_validates_again(cli, tmp_path, name):
+    first = cli("validate", name, "--json")
+    assert first.exit_code == 0, first.output
+    printed = tmp_path / "normalized.json"
+    printed.write_text(first.stdout)
+    again = cli("validate", printed, "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout) == json.loads(first.stdout)
+
+
+def test_an_error_shows_a_rejected_long_word_by_its_start_and_length(cli, tmp_path):
+    long = "x" * 5000
+    scenario = tmp_path / "long.toml"
+    scenario.write_text("name='a'\nduration_ms=10\n[[vm]]\nname='a'\n")
+    result = cli("validate", scenario, "--set", f"{long}=1")
+    # The word is the name with the punctuation around it (a colon, quotes).
+    assert_user_error(result, "x" * 60 + "... (500", " characters)")
+    assert len(result.stderr) < 1000
+    assert_user_error(cli("validate", long), "... (500", "no such scenario")
+
+
 def test_validate_accepts_builtin_text(cli, tmp_path):
     scenario = tmp_path / "ok.toml"
     scenario.write_text(default_toml())

@@ -235,6 +235,44 @@ def test_ctrl_c_stops_a_run_quickly_and_writes_nothing(tmp_path):
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
+    """timeout, systemd and batch schedulers stop a job with SIGTERM: it is answered as
+    Ctrl-C is, with its own status (128 + SIGTERM) and no staging directory left."""
+    out = tmp_path / "out"
+    process = subprocess.Popen([*VMSCHED, "run", "bench-mixed-64", "--duration", "1000s", "--allow-large",
+                                "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # well into the simulation
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    lines = process.stderr.readlines()
+    assert process.wait(timeout=30) == 143
+    shown = [line.strip() for line in lines if line.strip() and "\r" not in line]
+    assert shown[-1] == "error: terminated; nothing was written", lines
+    assert not any("Traceback" in line for line in lines)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_clears_stale_staging_directories_of_any_target_beside_it(tmp_path):
+    """A writer killed outright (SIGKILL, power loss) leaves its staging directory; the
+    next run into the same folder removes it whatever its target was, once its process
+    is gone, and leaves a live writer's and any other directory alone."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = [tmp_path / f".other.{gone.pid}.abcd_123.tmp", tmp_path / f".other.{gone.pid}.old"]
+    live = tmp_path / f".other.{os.getpid()}.abcd_123.tmp"
+    unrelated = tmp_path / ".cache.123.tmp"
+    for path in [*stale, live, unrelated]:
+        path.mkdir()
+        (path / "summary.json").write_text("{}")
+    assert vmsched_run(tmp_path / "out") == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unrelated.name, "out"])
+
+
+def vmsched_run(out: Path) -> int:
+    return subprocess.run([*VMSCHED, "run", "default", "--duration", SHORT, "--no-record", "--out", str(out)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+
+
 # --- conventions ------------------------------------------------------------------------
 
 def test_version_and_short_help(cli):

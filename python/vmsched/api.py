@@ -49,13 +49,17 @@ def load_scenario(spec: str | Path) -> Scenario:
     """A built-in name, or a path to a TOML file."""
     path = Path(spec)
     builtins = {info.name: info for info in scenarios()}
-    if str(spec) in builtins and not path.exists():
+    try:
+        exists, is_dir, is_file = path.exists(), path.is_dir(), path.is_file()
+    except OSError as err:  # a name longer than the file system allows, say
+        raise UserError(f"{spec}: no such scenario file or built-in ({err.strerror or err})") from err
+    if str(spec) in builtins and not exists:
         return Scenario(builtins[str(spec)].toml, f"builtin:{spec}")
-    if path.is_dir():
+    if is_dir:
         raise UserError(f"{spec}: is a directory, not a scenario file")
-    if path.exists() and not path.is_file():
+    if exists and not is_file:
         raise UserError(f"{spec}: is not a regular file")
-    if path.is_file():
+    if is_file:
         try:
             if path.stat().st_size > MAX_SCENARIO_BYTES:
                 raise UserError(f"{spec}: {path.stat().st_size} bytes is too large for a scenario file")

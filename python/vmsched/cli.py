@@ -16,7 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from . import plan_cmd, probe_cmd, real_cmd, sweep_cmd
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, UserError, fail
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, UserError, fail, shorten
 from .overrides import parse_duration_ns, parse_window_ns
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -375,28 +375,35 @@ def bench(
 
 
 class Interrupted(Exception):
-    """Ctrl-C, raised as an ordinary exception so that the command line (not click's
-    "Aborted!") reports it; output directories are discarded on the way out."""
+    """Ctrl-C or SIGTERM, raised as an ordinary exception so that the command line (not
+    click's "Aborted!", nor the default action that kills the process where it stands)
+    reports it; output directories are discarded on the way out."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _interrupt(signum, frame):
-    raise Interrupted()
+    raise Interrupted(signum)
 
 
 def main() -> None:
     """Exit codes: 0 ok, 2 input problem, 3 plan verification failed, 4 internal error,
-    130 interrupted (see docs/cli.md)."""
+    130 interrupted (Ctrl-C), 143 terminated (SIGTERM) (see docs/cli.md)."""
     signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         app()
-    except Interrupted:
-        print("error: interrupted; nothing was written", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+    except Interrupted as stop:
+        terminated = stop.signum == signal.SIGTERM
+        print(f"error: {'terminated' if terminated else 'interrupted'}; nothing was written", file=sys.stderr)
+        sys.exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
     except Exception as err:  # a bug: one line, and the traceback only on request
         import os
         import traceback
         where = traceback.extract_tb(err.__traceback__)[-1]
-        print(f"internal error: {type(err).__name__}: {err} (at {Path(where.filename).name}:{where.lineno}; "
+        print(f"internal error: {type(err).__name__}: {shorten(str(err))} (at {Path(where.filename).name}:{where.lineno}; "
               "set VMSCHED_TRACEBACK=1 for the traceback)", file=sys.stderr)
         if os.environ.get("VMSCHED_TRACEBACK"):
             traceback.print_exc()

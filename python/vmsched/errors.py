@@ -2,6 +2,7 @@
 non-zero exit."""
 from __future__ import annotations
 
+import re
 import sys
 
 import typer
@@ -12,12 +13,25 @@ EXIT_USER = 2
 EXIT_PLAN_UNVERIFIED = 3
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
+EXIT_TERMINATED = 143  # 128 + SIGTERM (timeout, systemd, batch schedulers send it)
 
 
 class UserError(Exception):
     """An input problem the user can fix; its message says where and what."""
 
 
+# Longer than any name the schema accepts (200 characters): a word this long in a
+# message is the rejected input itself, shown by its start and its length.
+_LONGEST_WORD = 200
+_LONG_WORD = re.compile(r"\S{%d,}" % (_LONGEST_WORD + 1))
+
+
+def shorten(message: str) -> str:
+    """`message` with every word over 200 characters cut to its first 60 and its length,
+    so that one error stays one readable line whatever was rejected."""
+    return _LONG_WORD.sub(lambda m: f"{m.group()[:60]}... ({len(m.group())} characters)", message)
+
+
 def fail(message: str, code: int = EXIT_USER) -> "typer.Exit":
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {shorten(message)}", file=sys.stderr)
     return typer.Exit(code)

@@ -11,6 +11,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -21,6 +22,8 @@ from .errors import UserError
 RUN_MARKERS = ("summary.json", "run.json", "compare.parquet", "compare.json")
 _TEMP_SUFFIX = ".tmp"
 _OLD_SUFFIX = ".old"
+# tempfile.mkdtemp's eight random characters are drawn from [a-z0-9_].
+_STAGING = re.compile(r"^\..+\.(?P<pid>[0-9]+)\.(?:[a-z0-9_]{8}" + re.escape(_TEMP_SUFFIX) + "|" + re.escape(_OLD_SUFFIX[1:]) + ")$")
 _RENAME_EXCHANGE = 2  # renameat2 flag, include/uapi/linux/fs.h
 _AT_FDCWD = -100
 
@@ -102,12 +105,13 @@ class OutputDir:
             raise UserError(f"{self.target}: cannot write there ({err.strerror or err})") from err
 
     def _remove_stale(self, parent: Path) -> None:
-        """Temporary directories of runs that were killed (their process is gone)."""
-        for suffix in (_TEMP_SUFFIX, _OLD_SUFFIX):
-            for path in parent.glob(f".{self.target.name}.*{suffix}"):
-                pid_text = path.name[len(self.target.name) + 2:].split(".", 1)[0]
-                if pid_text.isdigit() and not _pid_alive(int(pid_text)):
-                    shutil.rmtree(path, ignore_errors=True)
+        """Staging directories in `parent` of writers that were killed (their process is
+        gone), whatever target they were for: `.NAME.PID.XXXXXXXX.tmp` as _make_temp
+        names them and `.NAME.PID.old` as commit does."""
+        for path in parent.iterdir():
+            match = _STAGING.match(path.name)
+            if match and path.is_dir() and not path.is_symlink() and not _pid_alive(int(match["pid"])):
+                shutil.rmtree(path, ignore_errors=True)
 
     def commit(self) -> Path:
         assert self.temp is not None

@@ -69,7 +69,7 @@ fn kernels() -> PyResult<String> {
 #[pyo3(signature = (text, source, overrides=Vec::new()))]
 fn validate_scenario(text: &str, source: &str, overrides: Vec<String>) -> PyResult<String> {
     let s = parse(text, source, &overrides)?;
-    serde_json::to_string(&s).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    serde_json::to_string(&vmsched_sim::normalized::document(&s)).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
 /// How often the waiting thread looks for a signal (Ctrl-C): a run stops

@@ -14,6 +14,7 @@ pub mod host;
 pub mod ids;
 pub mod kernels;
 pub mod machine;
+pub mod normalized;
 pub mod paravirt;
 pub mod pelt;
 pub mod registry;

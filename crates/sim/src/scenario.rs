@@ -2689,6 +2689,8 @@ pub const MAX_BACKLOG: u64 = 1 << 20;
 const CFS_GRANULARITY_NS: (u64, u64) = (100_000, 1_000_000_000);
 /// An overhead of a millisecond or more is a tick's worth of time, not an overhead.
 const MAX_OVERHEAD_NS: u64 = 1_000_000;
+/// RTDS_MIN_PERIOD and RTDS_MIN_BUDGET, 10 us (xen/common/sched_rt.c).
+const RTDS_MIN_NS: u64 = 10_000;
 
 /// A time in `unit_ns` units converted to whole nanoseconds, or why it cannot be:
 /// not finite, negative, beyond [`MAX_TIME_NS`], or (when `positive`) below the
@@ -2813,6 +2815,7 @@ fn check_limits(s: &Scenario) -> Result<(), ScenarioError> {
         for (wi, w) in vm.workloads.iter().enumerate() {
             let wp = format!("{p}.workload[{wi}]");
             tasks += check_workload_limits(w, &wp, duration_ns)?;
+            check_refill(h, w, &wp)?;
             if tasks > MAX_TASKS {
                 return Err(err(format!("{wp}.threads"), format!("the VM's workloads add up to {tasks} threads; a kernel has at most {MAX_TASKS} (PID_MAX_LIMIT)")));
             }
@@ -2845,6 +2848,17 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
     checked_ns("host.credit.migration_delay_us", h.credit.migration_delay_us, 1e3, false)?;
     checked_ns("host.credit2.cap_period_ms", h.credit2.cap_period_ms, 1e6, true)?;
     checked_ns("host.irs.bound_us", h.irs.bound_us, 1e3, true)?;
+    // ESXi's co-scheduling options are times the skew check waits or compares
+    // against: each a whole, positive number of ns (a zero poll would check
+    // without time passing, an infinite one never), and the co-start
+    // threshold below the co-stop one, as ESXi's own option text requires.
+    let rc = &h.relaxed_co;
+    for (field, us) in [("poll_us", rc.poll_us), ("costop_us", rc.costop_us), ("costart_us", rc.costart_us)] {
+        checked_ns(&format!("host.relaxed_co.{field}"), us, 1e3, true)?;
+    }
+    if rc.costart_us >= rc.costop_us {
+        return Err(err("host.relaxed_co.costart_us", format!("{} us must be less than costop_us ({} us): \"costart threshold should be less than costopThreshold\" (/Cpu/CoschedCostartThreshold)", rc.costart_us, rc.costop_us)));
+    }
     checked_ns("host.uvf.urgent_tslice_us", h.uvf.urgent_tslice_us, 1e3, true)?;
     checked_ns("host.uvf.resched_dp_us", h.uvf.resched_dp_us, 1e3, false)?;
     checked_ns("host.uvf.urgent_allowance_ms", h.uvf.urgent_allowance_ms, 1e6, false)?;
@@ -2864,8 +2878,14 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
     in_range("host.kvm.tsc_mhz", k.tsc_mhz, 1, 10_000, "a TSC frequency in MHz")?;
     for (vi, vm) in s.vms.iter().enumerate() {
         let p = format!("vm[{vi}]");
-        checked_ns(&format!("{p}.rtds_period_ms"), vm.rtds_period_ms, 1e6, true)?;
-        checked_ns(&format!("{p}.rtds_budget_ms"), vm.rtds_budget_ms, 1e6, true)?;
+        // Xen refuses RTDS periods and budgets under 10 us, "considering the
+        // scheduling overhead" (RTDS_MIN_PERIOD, RTDS_MIN_BUDGET, checked in
+        // rt_dom_cntl(), xen/common/sched_rt.c).
+        for (field, ms) in [("rtds_period_ms", vm.rtds_period_ms), ("rtds_budget_ms", vm.rtds_budget_ms)] {
+            if checked_ns(&format!("{p}.{field}"), ms, 1e6, true)? < RTDS_MIN_NS {
+                return Err(err(format!("{p}.{field}"), format!("{ms} ms is under Xen's 10 us minimum (RTDS_MIN_PERIOD, RTDS_MIN_BUDGET in xen/common/sched_rt.c)")));
+            }
+        }
         let pv = &vm.guest.pv;
         for (field, v) in [("halt_poll_ns", pv.halt_poll_ns), ("halt_poll_grow", pv.halt_poll_grow), ("halt_poll_grow_start", pv.halt_poll_grow_start),
                            ("halt_poll_shrink", pv.halt_poll_shrink), ("spin_threshold", pv.spin_threshold)] {
@@ -2878,11 +2898,42 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
             checked_ns(&format!("{vp}.{field}"), ms, 1e6, true)?;
         }
         checked_ns(&format!("{vp}.preemption_threshold_us"), v.preemption_threshold_us, 1e3, true)?;
+        checked_ns(&format!("{vp}.vcap_sleep_ms"), v.vcap_sleep_ms, 1e6, false)?;
+        // A full vtop probe gives each vCPU pair up to vtop_timeout_ms: a
+        // next probe due before that could begin before the last one ends.
+        if v.vtop_period_ms < v.vtop_timeout_ms {
+            return Err(err(format!("{vp}.vtop_period_ms"), format!("{} ms is shorter than vtop_timeout_ms ({} ms), the time one probe may wait on a pair", v.vtop_period_ms, v.vtop_timeout_ms)));
+        }
         // Capacities lie in 1..=SCHED_CAPACITY_SCALE, so no vCPU is more than
         // 1024 times below the average.
         if !(v.straggler_factor > 0.0 && v.straggler_factor <= MAX_CAPACITY as f64) {
             return Err(err(format!("{vp}.straggler_factor"), format!("{} is outside (0, {MAX_CAPACITY}] (capacities lie in 1..={MAX_CAPACITY})", v.straggler_factor)));
         }
+    }
+    Ok(())
+}
+
+/// The largest working set a thread can have: x86-64's 57-bit virtual
+/// address space with 5-level paging (Intel SDM vol. 3A, section 4.5), in KiB.
+const MAX_WORKING_SET_KB: f64 = (1u64 << 47) as f64;
+
+/// A working set fits an address space, and refilling it after a migration
+/// (every line fetched at the farthest distance the host has, `fill_buffers`
+/// at a time) takes a time the clock represents: one refill is at most the
+/// longest time a scenario may give.
+fn check_refill(h: &Host, w: &Workload, p: &str) -> Result<(), ScenarioError> {
+    let path = format!("{p}.working_set_kb");
+    if w.working_set_kb > MAX_WORKING_SET_KB {
+        return Err(err(path, format!("{} KiB is more than a 57-bit address space holds (2^47 KiB, x86-64 with 5-level paging)", w.working_set_kb)));
+    }
+    if !h.cache.migration_refill {
+        return Ok(());
+    }
+    let lines = (w.working_set_kb * 1024.0 / h.cache.line_bytes as f64).ceil();
+    let farthest = h.distances.smt_ns.max(h.distances.socket_ns).max(h.distances.cross_socket_ns) as f64;
+    let refill_ns = lines * farthest / h.cache.fill_buffers as f64;
+    if refill_ns > MAX_TIME_NS as f64 {
+        return Err(err(path, format!("refilling {lines:.3e} cache lines after a migration would take {:.3e} s, beyond the longest time a scenario may give (1e6 s)", refill_ns / 1e9)));
     }
     Ok(())
 }
@@ -2896,6 +2947,10 @@ fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> Result<u64,
     }
     for (field, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("serial_work_us", w.serial_work_us), ("gap_threshold_us", w.gap_threshold_us)] {
         checked_ns(&f(field), v, 1e3, false)?;
+    }
+    checked_ns(&f("network_us"), w.network_us, 1e3, false)?;
+    if let Some(stop) = w.stop_ms {
+        checked_ns(&f("stop_ms"), stop, 1e6, true)?;
     }
     let start = checked_ns(&f("start_ms"), w.start_ms, 1e6, false)?;
     if start >= duration_ns {

@@ -168,3 +168,85 @@ proptest! {
         prop_assert!(out.is_ok(), "{} on {}\n{}", out.err().unwrap_or_default(), kernel, text);
     }
 }
+
+const HOST_POLICIES: &[&str] = &["cfs", "anubis", "uvf", "irs", "relaxed_co", "credit", "credit2", "rtds", "tableau"];
+const GUEST_POLICIES: &[&str] = &["linux", "vsched", "irs"];
+const LINUX_KERNELS: &[&str] = &["linux-3.2", "linux-3.18", "linux-4.4", "linux-4.14", "linux-5.10", "linux-6.1", "linux-6.5", "linux-6.6", "linux-6.12", "linux-6.14"];
+
+/// Per VM: its vCPUs and a reservation for the policy that reads one
+/// (Tableau's U in percent and L in ms, RTDS's budget in percent of a
+/// period in ms).
+#[derive(Debug, Clone)]
+struct Reservation {
+    vcpus: u32,
+    percent: u32,
+    period_ms: u32,
+}
+
+/// Overrides that put `text` (VMs without pinning, bandwidth or host
+/// cgroups: a plain scenario every host policy accepts) under host policy
+/// `host` on a kernel of its family, every guest under `guest` and a Linux
+/// kernel, with each VM's reservation, and a Tableau host capped or not.
+fn under_policy(host: &str, host_kernel: usize, guest: &str, guest_kernel: usize, res: &[Reservation], pcpus: u32, capped: bool) -> Vec<String> {
+    let xen = matches!(host, "credit" | "credit2" | "rtds" | "tableau");
+    let kernel = if xen { ["xen-4.9", "xen-4.10"][host_kernel % 2] } else { LINUX_KERNELS[host_kernel % LINUX_KERNELS.len()] };
+    let mut sets = vec![format!("host.policy='{host}'"), format!("host.kernel='{kernel}'")];
+    if host == "tableau" {
+        sets.push(format!("host.tableau.capped={capped}"));
+    }
+    // Tableau reservations are scaled to fit the host: at most 90% of it.
+    let demand: f64 = res.iter().map(|r| r.percent as f64 / 100.0 * r.vcpus as f64).sum();
+    let fit = (0.9 * pcpus as f64 / demand).min(1.0);
+    for (i, r) in res.iter().enumerate() {
+        sets.push(format!("vm[{i}].guest.policy='{guest}'"));
+        sets.push(format!("vm[{i}].guest.kernel='{}'", LINUX_KERNELS[(guest_kernel + i) % LINUX_KERNELS.len()]));
+        match host {
+            "tableau" => {
+                sets.push(format!("vm[{i}].utilization={:.3}", (r.percent as f64 / 100.0 * fit).max(0.01)));
+                sets.push(format!("vm[{i}].latency_ms={}", r.period_ms));
+            }
+            "rtds" => {
+                sets.push(format!("vm[{i}].rtds_period_ms={}", r.period_ms));
+                sets.push(format!("vm[{i}].rtds_budget_ms={}", r.period_ms as f64 * r.percent as f64 / 100.0));
+            }
+            _ => {}
+        }
+    }
+    sets
+}
+
+/// Cases of the every-policy property: VMSCHED_RANDOM_SCENARIOS overrides
+/// the small default, for a long local run.
+fn every_policy_cases() -> u32 {
+    std::env::var("VMSCHED_RANDOM_SCENARIOS").ok().and_then(|n| n.parse().ok()).unwrap_or(96)
+}
+
+proptest! {
+    // Every host policy (on a kernel of its family) under every guest
+    // policy, with random reservations: the engine's invariants hold after
+    // every event, and so do the service guarantees of Tableau's table and
+    // of RTDS's budgets (see world/guarantees.rs).
+    #![proptest_config(ProptestConfig { cases: every_policy_cases(), rng_seed: proptest::test_runner::RngSeed::Fixed(20261126), failure_persistence: None, .. ProptestConfig::default() })]
+    #[test]
+    fn invariants_and_guarantees_hold_under_every_policy(
+        cores in 1u32..4,
+        smt in 1u32..3,
+        vms in prop::collection::vec((1u32..4, prop::collection::vec(wl(), 1..3), 5u32..90, 2u32..40), 1..4),
+        host in 0..HOST_POLICIES.len(),
+        guest in 0..GUEST_POLICIES.len(),
+        kernels in (0usize..10, 0usize..10),
+        capped in any::<bool>(),
+        seed in 0u64..1000,
+        flags in 0u8..8,
+    ) {
+        let plain: Vec<(u32, bool, Option<u32>, Vec<Wl>)> = vms.iter().map(|(n, wls, _, _)| (*n, false, None, wls.clone())).collect();
+        let text = scenario_with(cores, smt, &plain, flags);
+        let res: Vec<Reservation> = vms.iter().map(|&(vcpus, _, percent, period_ms)| Reservation { vcpus, percent, period_ms }).collect();
+        let sets = under_policy(HOST_POLICIES[host], kernels.0, GUEST_POLICIES[guest], kernels.1, &res, cores * smt, capped);
+        let s = vmsched_sim::parse(&text, &sets);
+        prop_assert!(s.is_ok(), "{}\n{:?}\n{}", s.err().unwrap(), sets, text);
+        let opts = RunOptions { seed: Some(seed), validate: true, ..Default::default() };
+        let out = run(s.unwrap(), &opts, &mut |_, _| {});
+        prop_assert!(out.is_ok(), "{}\n{:?}\n{}", out.err().unwrap_or_default(), sets, text);
+    }
+}

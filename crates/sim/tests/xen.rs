@@ -240,6 +240,32 @@ fn tableau_idle_slots_go_to_the_second_level_only_uncapped() {
     let uncapped = share_of(&format!("{}{body}", host_with("tableau", 1, "capped=false\n")), 1027);
     assert!(uncapped.iter().all(|s| (s - 0.5).abs() < 0.01), "{uncapped:?}");
 }
+/// Capped, a core whose vCPUs all woke outside their allocations still
+/// dispatches its table. VM x (two hogs) beside an idle VM y: for some
+/// sizes of y the planner places x's allocations after the table's start,
+/// where once no decision ever came and x got nothing. Now x gets every
+/// allocation (the validation audit checks each one) and so its table's
+/// share of the run.
+#[test]
+fn capped_tableau_serves_vcpus_that_woke_outside_their_allocations() {
+    for y_vcpus in [3, 4, 5, 7, 8, 12] {
+        let text = format!(
+            "{}[[vm]]\nname='x'\nvcpus=2\n[[vm.workload]]\nkind='hog'\nthreads=2\n[[vm]]\nname='y'\nvcpus={y_vcpus}\n",
+            host_with("tableau", 4, "capped=true\n")
+        );
+        let s = vmsched_sim::parse(&text, &[]).unwrap();
+        let table = vmsched_sim::tableau::plan_scenario(&s).unwrap().table;
+        let x_ns: u64 = table.cores.iter().flat_map(|c| &c.allocations).filter(|a| table.vcpus[a.vcpu as usize].vm == "x").map(|a| a.end_ns - a.start_ns).sum();
+        let planned = x_ns as f64 / table.table_length_ns as f64;
+        let opts = RunOptions { validate: true, duration_ns: Some(200 * MS), ..Default::default() };
+        let out = run(s, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("y with {y_vcpus} vCPUs: {e}"));
+        let share = out.summary["vms"][0]["share"].as_f64().unwrap();
+        // Within one table round of the run (a round cut by its end).
+        let slack = planned * table.table_length_ns as f64 / (200 * MS) as f64;
+        assert!(share >= planned - slack, "y with {y_vcpus} vCPUs: x got {share} of its planned {planned}");
+    }
+}
+
 
 /// Service intervals of each VM (merged across pCPUs), from the timeline.
 fn service(t: &PcpuSlices, vm: &str) -> Vec<(u64, u64)> {

@@ -413,6 +413,22 @@ pub trait HostPolicy {
     fn check_invariants(&self) -> Result<(), String> {
         Ok(())
     }
+    /// Validation mode: the first window of guaranteed service of `v` that
+    /// ends after `at`, as the policy's reservation defines it (a Tableau
+    /// allocation, an RTDS period), or None where the policy promises
+    /// nothing. The engine checks that a vCPU runnable throughout a window
+    /// runs for at least its `service_ns` in it.
+    fn guarantee(&self, _v: VcpuId, _at: u64) -> Option<Guarantee> {
+        None
+    }
+}
+
+/// A window of guaranteed service (see [`HostPolicy::guarantee`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Guarantee {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub service_ns: u64,
 }
 
 /// Per-operation costs of a scheduler, in ns of pCPU time: a scheduling

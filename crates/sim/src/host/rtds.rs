@@ -6,7 +6,7 @@
 //! replenishment timer), and wakeups tickle an idle pCPU or the one running
 //! the latest deadline (runq_tickle()).
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
+use super::{DecisionCosts, Guarantee, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -38,13 +38,39 @@ pub struct Rtds {
     pcpu: PcpuBook,
     extratime: bool,
     costs: DecisionCosts,
+    /// Per vCPU: its budget in every period is provably met (see
+    /// `provably_served`).
+    guaranteed: Vec<bool>,
+}
+
+/// Which vCPUs global EDF provably serves their whole budget in every
+/// period they stay runnable through. vCPU v misses budget B in its period
+/// [d - P, d) only if for more than P - B of it every pCPU runs another
+/// vCPU with a deadline no later than d (EDF is work-conserving and v
+/// waits with budget). Another vCPU j has at most ceil(P / P_j) deadlines
+/// in (d - P, d] (its deadlines stay on one grid of period P_j,
+/// rt_update_deadline()) and runs at most B_j before each, so v is served
+/// if the sum over j of ceil(P / P_j) B_j is at most m (P - B) on m pCPUs.
+/// The argument needs every vCPU free to run on every pCPU: with any hard
+/// affinity nothing is promised.
+fn provably_served(periods_budgets: &[(u64, u64)], pcpus: u64, affinity: bool) -> Vec<bool> {
+    let interference = |v: usize| -> u128 {
+        let p = periods_budgets[v].0;
+        periods_budgets.iter().enumerate().filter(|&(j, _)| j != v).map(|(_, &(pj, bj))| p.div_ceil(pj) as u128 * bj as u128).sum()
+    };
+    (0..periods_budgets.len())
+        .map(|v| {
+            let (p, b) = periods_budgets[v];
+            !affinity && p > 0 && interference(v) <= pcpus as u128 * p.saturating_sub(b) as u128
+        })
+        .collect()
 }
 
 impl Rtds {
     pub fn new(b: &HostBuild) -> Self {
         let prm = &b.host.rtds;
         let ms = |x: f64| (x * 1e6).round() as u64;
-        let vcs = b
+        let vcs: Vec<Vc> = b
             .vm_of
             .iter()
             .zip(b.initial_cpu)
@@ -55,7 +81,11 @@ impl Rtds {
             })
             .collect();
         let n = b.pcpus as usize;
+        let affinity = b.scenario.vms.iter().any(|vm| !vm.pin.is_empty() || !vm.cpus.is_empty());
+        let periods_budgets: Vec<(u64, u64)> = vcs.iter().map(|vc| (vc.period, vc.budget)).collect();
+        let guaranteed = provably_served(&periods_budgets, b.pcpus as u64, affinity);
         Rtds {
+            guaranteed,
             vcs,
             runq: Vec::new(),
             pcpu: PcpuBook::new(n),
@@ -239,6 +269,18 @@ impl HostPolicy for Rtds {
             }
             _ => unreachable!("unknown rtds timer token {token:#x}"),
         }
+    }
+
+    /// A runnable vCPU's current period and its budget, where
+    /// `provably_served` promises it; periods continue on the vCPU's
+    /// deadline grid (rt_update_deadline()).
+    fn guarantee(&self, v: VcpuId, at: u64) -> Option<Guarantee> {
+        let vc = &self.vcs[v as usize];
+        if !vc.awake || !self.guaranteed[v as usize] {
+            return None;
+        }
+        let end_ns = if at >= vc.cur_deadline { vc.cur_deadline + ((at - vc.cur_deadline) / vc.period + 1) * vc.period } else { vc.cur_deadline };
+        Some(Guarantee { start_ns: end_ns - vc.period, end_ns, service_ns: vc.budget })
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {

@@ -25,7 +25,7 @@
 
 use vmsched_plan::Table;
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
+use super::{DecisionCosts, Guarantee, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -218,7 +218,15 @@ impl HostPolicy for Tableau {
         "tableau"
     }
 
+    /// The table's first round begins: every core with allocations makes
+    /// its first decision now, so that each one's boundary timers run from
+    /// the table's start whether or not a vCPU of its wakes there (Xen's
+    /// prototype raises SCHEDULE_SOFTIRQ on every pCPU once its table is set,
+    /// ttxen_vcpu_insert() in xen/common/sched_tableau.c). Without it a
+    /// capped core whose vCPUs all woke outside their slots never looked at
+    /// its table again.
     fn start(&mut self, _view: &HostView, out: &mut HostOut) {
+        out.resched.extend(self.table.cores.iter().map(|c| c.core as PcpuId));
         for (i, &(at, _)) in self.changes.iter().enumerate() {
             out.timers.push((at, T_PUSH | i as u64));
         }
@@ -325,6 +333,30 @@ impl HostPolicy for Tableau {
             T_SWITCH => self.switch_if_due(out, view.now),
             _ => unreachable!("unknown tableau timer token {token:#x}"),
         }
+    }
+
+    /// Each table allocation of `v` is its guarantee: runnable at the
+    /// allocation's start, it runs to its end (sections 3 and 6). Windows
+    /// of a table no longer in force, or reaching past a pending switch,
+    /// are not named.
+    fn guarantee(&self, v: VcpuId, at: u64) -> Option<Guarantee> {
+        let entry = *self.entry_of_vcpu.get(v as usize).filter(|&&e| e != u32::MAX)?;
+        if at < self.epoch_ns {
+            return None;
+        }
+        let len = self.table.table_length_ns;
+        let round = self.epoch_ns + self.local(at) / len * len;
+        let (start_ns, end_ns) = self.table.vcpus[entry as usize]
+            .cores
+            .iter()
+            .flat_map(|&c| &self.table.cores[self.core_of_pcpu[c as usize].expect("planned core")].allocations)
+            .filter(|a| a.vcpu == entry)
+            .map(|a| if round + a.end_ns > at { (round + a.start_ns, round + a.end_ns) } else { (round + len + a.start_ns, round + len + a.end_ns) })
+            .min_by_key(|&(_, end)| end)?;
+        if self.next_table.as_ref().is_some_and(|&(switch_at, _)| end_ns > switch_at) {
+            return None;
+        }
+        Some(Guarantee { start_ns, end_ns, service_ns: end_ns - start_ns })
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {

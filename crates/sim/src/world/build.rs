@@ -217,6 +217,7 @@ impl World {
             vm.entitlement = e;
         }
         let sample_ns = ms(scenario.metrics.sample_interval_ms).max(1);
+        let guarantee_audit = opts.validate.then(|| super::guarantees::GuaranteeAudit::new(vcpus.len()));
         World {
             now: 0,
             end,
@@ -238,6 +239,7 @@ impl World {
             free_irqs: Vec::new(),
             ov: scenario.overheads.clone(),
             validate: opts.validate,
+            guarantee_audit,
             recorder: Recorder::new(opts.record, opts.trace_window),
             resched_pcpus: VecDeque::new(),
             resched_vcpus: VecDeque::new(),

@@ -8,11 +8,13 @@
 //! - `irq.rs`: virtual interrupts and IPIs;
 //! - `exec.rs`: task programs and synchronization;
 //! - `io_backend.rs`: the VMs' IO backend threads as host entities;
-//! - `record.rs`: samples, trace and tables; `validate.rs`: invariants.
+//! - `record.rs`: samples, trace and tables; `validate.rs`: invariants;
+//!   `guarantees.rs`: the service the host policy guarantees.
 
 mod build;
 pub mod cache;
 mod exec;
+mod guarantees;
 mod guest_glue;
 mod host_glue;
 mod io_backend;
@@ -305,6 +307,8 @@ pub struct World {
     free_irqs: Vec<u32>,
     ov: Overheads,
     validate: bool,
+    /// Validation mode: the host policy's service guarantees under audit.
+    guarantee_audit: Option<guarantees::GuaranteeAudit>,
     pub recorder: Recorder,
     /// Reschedules to carry out, in the order they were asked for.
     resched_pcpus: VecDeque<PcpuId>,
@@ -641,6 +645,7 @@ impl World {
             self.drain_rescheds();
             if self.validate {
                 self.check_invariants().map_err(|e| format!("invariant violated at t={} ns after {ev:?}: {e}", self.now))?;
+                self.audit_guarantees().map_err(|e| format!("guarantee broken by t={} ns: {e}", self.now))?;
             }
             if self.now >= next_report {
                 progress(self.now, self.end);
@@ -658,6 +663,7 @@ impl World {
         }
         if self.validate {
             self.check_invariants().map_err(|e| format!("invariant violated at the end: {e}"))?;
+            self.audit_guarantees().map_err(|e| format!("guarantee broken by the end: {e}"))?;
         }
         let mut recorder = std::mem::replace(&mut self.recorder, Recorder::new(false, None));
         recorder.close(self);

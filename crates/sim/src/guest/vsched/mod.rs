@@ -55,6 +55,12 @@ pub fn prober_events_per_second(p: &VschedParams, nv: u32) -> f64 {
     }
     if p.vtop {
         chunks += 2.0 * 1e9 / vtop::CHUNK_NS as f64;
+        // Each probe round wakes the prober of every vCPU, however short
+        // its period.
+        chunks += nv as f64 * 1e3 / p.vtop_period_ms;
+    }
+    if p.vcap {
+        chunks += nv as f64 * 1e3 / p.vcap_period_ms;
     }
     per_chunk * chunks
 }
