@@ -114,14 +114,67 @@ def test_resume_after_sigkill_loses_and_repeats_nothing(tmp_path):
     assert stored_files(out) == stored_files(reference)
 
 
-def test_ray_backend_stores_what_the_local_backend_stores(tmp_path):
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def stale_ray_cluster(monkeypatch):
+    """A Ray temporary folder whose ray_current_cluster names a head that is gone, as a
+    `ray start --head` ended without `ray stop` leaves it. The folder's path is short:
+    Ray puts its sockets under it, and a Unix socket path has at most 107 bytes."""
+    import shutil
+    import tempfile
+    folder = Path(tempfile.mkdtemp(prefix="vr", dir="/tmp"))
+    (folder / "ray").mkdir()
+    dead = f"127.0.0.1:{_closed_port()}"
+    (folder / "ray" / "ray_current_cluster").write_text(dead + "\n")
+    monkeypatch.setenv("RAY_TMPDIR", str(folder))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    yield folder, dead
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_ray_backend_stores_what_the_local_backend_stores_whatever_ray_left(tmp_path, stale_ray_cluster, capfd):
+    """Without --address the sweep starts its own local Ray instance, says so, and is not
+    sent to the dead cluster that the stale ray_current_cluster file names."""
     pytest.importorskip("ray")
     spec = write_spec(tmp_path, SMALL_SPEC)
     local = engine.sweep(spec, tmp_path / "local", backend="local", workers=2)
     on_ray = engine.sweep(spec, tmp_path / "ray", backend="ray", workers=2)
+    assert "ray: started a private local Ray instance with 2 CPUs" in capfd.readouterr().err
     assert local.height == 8 and (local["status"] == "ok").all()
     assert stored_files(tmp_path / "ray") == stored_files(tmp_path / "local")
     assert on_ray.equals(local)
+
+
+def test_address_auto_names_the_dead_cluster_and_where_it_came_from(cli, tmp_path, stale_ray_cluster, monkeypatch):
+    pytest.importorskip("ray")
+    folder, dead = stale_ray_cluster
+    spec = write_spec(tmp_path, SMALL_SPEC)
+    result = cli("sweep", spec, "--out", tmp_path / "out", "--backend", "ray", "--address", "auto")
+    assert result.exit_code == 2, result.output
+    assert dead in result.stderr and str(folder / "ray" / "ray_current_cluster") in result.stderr
+    assert "ray stop" in result.stderr and "--address local" in result.stderr
+    assert not (tmp_path / "out" / "runs").exists()  # nothing left behind
+    monkeypatch.setenv("RAY_ADDRESS", dead)
+    result = cli("sweep", spec, "--out", tmp_path / "out", "--backend", "ray", "--address", "auto")
+    assert result.exit_code == 2 and f"{dead} (from RAY_ADDRESS" in result.stderr
+    assert "unset ray_address" in result.stderr.lower()
+
+
+def test_a_ray_client_address_without_the_client_is_a_user_error(cli, tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setitem(sys.modules, "grpc", None)  # `import grpc` now raises ImportError
+    spec = write_spec(tmp_path, SMALL_SPEC)
+    result = cli("sweep", spec, "--out", tmp_path / "out", "--backend", "ray", "--address", "ray://127.0.0.1:10001")
+    assert result.exit_code == 2, result.output
+    assert "ray[client]" in result.stderr and "ray://127.0.0.1:10001" in result.stderr
+    assert not (tmp_path / "out" / "runs").exists()
 
 
 def test_changed_spec_reuses_the_runs_it_shares(tmp_path):
