@@ -276,3 +276,59 @@ def test_tables_are_stored_per_run_only_when_asked_for(tmp_path):
         assert sorted(p.name for p in (tmp_path / "tables" / row["key"]).iterdir()) == ["requests.parquet"]
         stored = pl.read_parquet(tmp_path / "tables" / row["key"] / "requests.parquet")
         assert stored.equals(vmsched.run("anubis-table1", seed=row["seed"], duration="100ms").requests)
+
+
+def _wait_for_records(out: Path, count: int, process: subprocess.Popen, limit_s: float = 120) -> None:
+    started = time.monotonic()
+    while record_count(out) < count:
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() - started < limit_s
+        time.sleep(0.05)
+
+
+def _worker_pids(driver: int) -> list[int]:
+    """The sweep workers of a driver: `python -m vmsched.sweep_worker` processes whose
+    parent it is (or was: a worker whose driver died is adopted)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = status.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"vmsched.sweep_worker" in command:
+            found.append(int(status.parent.name))
+    return found
+
+
+def test_ctrl_c_on_a_sweep_says_what_is_kept_and_how_to_resume(tmp_path):
+    """Ctrl-C at a terminal reaches the driver and its workers (one process group): the
+    driver names the finished runs it keeps and how to resume; no process prints a
+    traceback (KeyboardInterrupt, BrokenPipeError)."""
+    out = tmp_path / "out"
+    process = start_sweep(write_spec(tmp_path, KILL_SPEC), out)
+    _wait_for_records(out, 1, process)
+    os.killpg(process.pid, signal.SIGINT)
+    stderr = process.communicate(timeout=60)[1].decode()
+    assert process.returncode == 130, stderr
+    kept = record_count(out)
+    assert 1 <= kept < 12
+    last = [line for line in stderr.splitlines() if line.strip()][-1]
+    assert last == (f"error: interrupted; {kept} finished run{'s' * (kept != 1)} kept in {out / 'runs'}; the same command resumes "
+                    "the sweep, running only the missing ones"), stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_workers_end_quietly_with_their_driver(tmp_path):
+    """A driver killed outright (no chance to end its workers) takes them with it, and
+    they print nothing."""
+    out = tmp_path / "out"
+    process = start_sweep(write_spec(tmp_path, KILL_SPEC), out)
+    _wait_for_records(out, 1, process)
+    workers = [pid for pid in _worker_pids(process.pid)
+               if Path(f"/proc/{pid}/stat").read_text().split()[3] == str(process.pid)]
+    assert len(workers) == 2
+    process.kill()
+    stderr = process.communicate(timeout=60)[1].decode()  # the workers share the pipe: EOF once they are gone
+    assert not any(Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+                   for pid in workers)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr

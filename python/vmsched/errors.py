@@ -14,6 +14,11 @@ EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 
 
+class Interrupted(Exception):
+    """Ctrl-C, raised as an ordinary exception so that the command line (not click's
+    "Aborted!") reports it; its message, if any, says what was kept."""
+
+
 class UserError(Exception):
     """An input problem the user can fix; its message says where and what."""
 

@@ -374,6 +374,9 @@ def direction_mark(row: dict) -> str:
 def rich_tables(rows: list[dict]) -> list:
     """One terminal table per paper and figure."""
     from rich.table import Table
+    from rich.text import Text
+
+    from . import terminal
     tables = []
     for (paper, figure), group in _groups(rows, ("paper", "figure")).items():
         table = Table(title=f"{paper} {figure}: paper vs simulation (mean ± 95% CI over seeds)",
@@ -387,10 +390,10 @@ def rich_tables(rows: list[dict]) -> list:
             table.add_column(column, justify=justify)
         for row in group:
             mark = direction_mark(row)
-            styled = {"agrees": "[green]agrees[/]", "DISAGREES": "[red]DISAGREES[/]"}.get(mark, mark)
+            styled = terminal.styled(mark, {"agrees": "green", "DISAGREES": "red"}.get(mark))
             cells = [row["name"], row["unit"], format_number(row["paper_value"]),
                      format_mean(row["sim_mean"], row["sim_ci95"]), format_number(row["sim_over_paper"]),
-                     f"{row['direction']} {styled}" if row["direction"] else styled]
+                     Text.assemble(f"{row['direction']} ", styled) if row["direction"] else styled]
             if versus:
                 cells += [format_mean(row["versus_mean"], row["versus_ci95"]), row["verdict"] or "–"]
             table.add_row(*cells)
