@@ -3,7 +3,6 @@ overrides): a long data frame of metrics with ratios to the first variant, an al
 table for the terminal and an HTML report that overlays the variants."""
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,15 +14,10 @@ from rich.table import Table
 from . import api
 from .errors import UserError
 from .metrics import change, format_value, headline_metrics, ratio
-from .overrides import parse_variant, toml_literal
+from .overrides import parse_variant
 from .tables import write_tables
 from .terminal import styled
-
-
-@dataclass
-class Variant:
-    name: str
-    overrides: list[str]
+from .variants import Variant, scenario_variants
 
 
 @dataclass
@@ -43,20 +37,6 @@ class Comparison:
                              "ratio": ratio(metric.value, base.get(metric.name))})
         return pl.DataFrame(rows, schema={"metric": pl.String, "unit": pl.String, "better": pl.String,
                                           "variant": pl.String, "value": pl.Float64, "ratio": pl.Float64})
-
-
-def scenario_variants(scenario: api.Scenario, config: dict) -> list[Variant]:
-    """The `[variants.NAME]` tables of the normalized scenario, in the order the file
-    lists them (the normalized form sorts them by name; the first is the reference)."""
-    normalized = config.get("variants") or {}
-    try:
-        file_order = list(tomllib.loads(scenario.text).get("variants", {}))
-    except tomllib.TOMLDecodeError:
-        file_order = []
-    names = [name for name in file_order if name in normalized]
-    names += [name for name in normalized if name not in names]
-    return [Variant(name, [f"{key}={toml_literal(value)}" for key, value in normalized[name].items()])
-            for name in names]
 
 
 def builtin_cases() -> list[tuple[str, api.Scenario, list[str]]]:

@@ -37,6 +37,7 @@ from .atomic import write_atomic
 from .errors import UserError
 from .overrides import parse_duration_ns, parse_variant, toml_literal
 from .tables import write_tables
+from .variants import scenario_variants
 from .sweep_worker import RunOutcome, RunTask, execute
 
 BACKENDS = ("local", "ray")
@@ -162,7 +163,6 @@ def variant_overrides(scenario: api.Scenario, config: dict, variant: str, source
         return "", []
     if "=" in variant:
         return parse_variant(variant, source)
-    from .comparison import scenario_variants
     known = {v.name: v.overrides for v in scenario_variants(scenario, config)}
     if variant not in known:
         raise UserError(f"{source}: variants: {scenario.source} has no variant {variant!r} "
