@@ -223,6 +223,21 @@ def test_summary_cli_aggregates_the_seeds_of_each_point(cli, tmp_path):
         shares = results.filter((pl.col("scenario") == "default") & (pl.col("variant") == row["variant"]))["vms[web].share"]
         assert row["mean"] == pytest.approx(shares.mean())
         assert row["ci95"] == pytest.approx(engine.t975(1) * shares.std() / math.sqrt(2))
+    # Without --metric: one line per point (2 scenarios x 2 variants) after the heading,
+    # its headline figures the means over the seeds.
+    result = cli("sweep", "--summary", out)
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    points = [line for line in lines if "(n=2)" in line]
+    assert len(points) == 4 and all("host busy" in line for line in points), result.stdout
+    headline = json.loads(cli("sweep", "--summary", out, "--json").stdout)
+    busy = next(f for line in headline if line["scenario"] == "default" and line["variant"] == ""
+                for f in line["figures"] if f["metric"] == "host busy")
+    default = results.filter((pl.col("scenario") == "default") & (pl.col("variant") == ""))
+    assert busy["mean"] == pytest.approx((100 * default["host.busy_ns"] / (default["host.pcpus"] * default["duration_ns"])).mean())
+    # Metric paths keep their brackets, and the table keeps to 80 columns.
+    result = cli("sweep", "--summary", out, "--metric", "latency_ns.p95")
+    assert "workloads[web/nginx-like].latency_ns.p95" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
 
 
 @pytest.mark.parametrize("text, message", [
