@@ -475,6 +475,28 @@ mod tests {
         assert!(rq.wakeup_preempts(&e, 1, &t));
     }
 
+    /// The Anubis testbed's tunables: sched_latency 8 ms, so a sleeper's
+    /// credit is 4 ms, and the wakeup granularity 4 ms (1 ms x 4 at 52
+    /// CPUs). try_to_wake_up() reads the runqueue clock once
+    /// (update_rq_clock() in ttwu_queue(), then ENQUEUE_WAKEUP |
+    /// ENQUEUE_NOCLOCK in ttwu_do_activate(), kernel/sched/core.c of Linux
+    /// 5.10 and 6.5), so the update_curr() of check_preempt_wakeup() finds
+    /// the clock where enqueue_entity()'s update_curr() left it: the current
+    /// entity has not run meanwhile, vdiff == gran exactly, and the sleeper
+    /// does not preempt. One nanosecond more on the current entity's clock
+    /// would decide the other way.
+    #[test]
+    fn a_sleeper_credit_equal_to_the_wakeup_granularity_does_not_preempt() {
+        let (_, mut e, mut rq) = first_ran_alone_until(100_000_000);
+        let t = Tunables { latency_ns: 8_000_000, min_granularity_ns: 3_000_000, wakeup_granularity_ns: 4_000_000, ..Tunables::linux_default(52) };
+        rq.enqueue(&mut e, 1, Placement::Wakeup, &t, 100_000_000);
+        assert_eq!(e[0].vruntime - e[1].vruntime, t.wakeup_granularity_ns);
+        rq.update_curr(&mut e, 100_000_000);
+        assert!(!rq.wakeup_preempts(&e, 1, &t));
+        rq.update_curr(&mut e, 100_000_001);
+        assert!(rq.wakeup_preempts(&e, 1, &t));
+    }
+
     #[test]
     fn tick_preempts_after_the_ideal_slice() {
         let t = Tunables::linux_default(1);
