@@ -16,10 +16,12 @@ fn share(s: &Value, vm: usize) -> f64 {
     n(&s["vms"][vm]["share"])
 }
 
-/// Mean and 95% half-interval (Student's t, 9 degrees of freedom) of the
-/// difference between the two VMs' shares over seeds 1..=10.
-fn share_gap_over_ten_seeds(extra: &[&str]) -> (f64, f64) {
-    let gaps: Vec<f64> = (1..=10)
+/// Mean and 95% half-interval (Student's t, 39 degrees of freedom) of the
+/// difference between the two VMs' shares over seeds 1..=40: the
+/// balancer's trades are a random walk, and ten seeds leave an interval
+/// wider than the index favour to be ruled out.
+fn share_gap_over_forty_seeds(extra: &[&str]) -> (f64, f64) {
+    let gaps: Vec<f64> = (1..=40)
         .map(|seed| {
             let seed = format!("seed={seed}");
             let mut sets = vec![seed.as_str()];
@@ -30,18 +32,18 @@ fn share_gap_over_ten_seeds(extra: &[&str]) -> (f64, f64) {
         .collect();
     let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
     let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (gaps.len() - 1) as f64;
-    (mean, 2.262 * (var / gaps.len() as f64).sqrt())
+    (mean, 2.023 * (var / gaps.len() as f64).sqrt())
 }
 
 /// Each CPU's tick is its own interrupt: with the handlers in a seeded order
-/// per tick, neither VM is favoured by its index. In pCPU index order the
-/// same balancer always runs first, and the first VM keeps the uncontended
-/// pCPUs on every seed.
+/// per tick and the workloads' starts in a seeded order, neither VM is
+/// favoured by its index. In index order the first VM gets 0.116 of a pCPU
+/// more than the second on every seed.
 #[test]
-fn identical_vms_are_not_favoured_by_index_over_ten_seeds() {
-    let (gap, half) = share_gap_over_ten_seeds(&[]);
+fn identical_vms_are_not_favoured_by_index_over_forty_seeds() {
+    let (gap, half) = share_gap_over_forty_seeds(&[]);
     assert!(gap.abs() <= half + 0.01, "VM a - VM b share {gap:.3} +- {half:.3} with the seeded tick order");
-    let (gap, half) = share_gap_over_ten_seeds(&["timing.seeded_order=false"]);
+    let (gap, half) = share_gap_over_forty_seeds(&["timing.seeded_order=false"]);
     assert!(gap.abs() > half + 0.01, "in index order VM a is favoured: {gap:.3} +- {half:.3}");
 }
 
