@@ -85,6 +85,46 @@ fn ivh_targets_idle_vcpus_between_sampling_windows() {
     assert!(b > 1.5 * a, "IVH {b} vs none {a}");
 }
 
+/// vcap's window ends at the first 10 ms poll where every vCPU has shown
+/// two preemptions or under 1 ms of steal and one more than five (the
+/// public prober's `preemptive_leave`). With vCPUs 0 and 1 inactive 2 ms
+/// in every 4 ms (a competitor under CFS bandwidth control, as the paper
+/// sets vCPU latency, 5.1) the sixth preemption comes within about 24 ms,
+/// so windows last 30-40 ms instead of 100; a dedicated VM (no steal, no
+/// preemption) keeps each window its full 100 ms.
+#[test]
+fn vcap_window_ends_once_every_vcpu_showed_its_preemptions() {
+    let frequent = r#"
+name = "frequent-preemptions"
+duration_ms = 1000
+[host]
+cores_per_socket = 4
+[[vm]]
+name = "vm"
+vcpus = 4
+pin = [0, 1, 2, 3]
+[vm.guest]
+policy = "vsched"
+hz = 1000
+vsched = { vcap_sleep_ms = 0, ivh = false, bvs = false }
+[[vm]]
+name = "other"
+vcpus = 2
+pin = [0, 1]
+bandwidth = { quota_ms = 2, period_ms = 4, per = "vcpu" }
+[[vm.workload]]
+kind = "hog"
+threads = 2
+"#;
+    let contended = run_toml(frequent, &[]);
+    let windows = counter(&contended, "vcap_windows");
+    assert!(windows >= 1000 / 40, "{windows} windows");
+    assert!(counter(&contended, "vcap_sampled_ms") <= 40 * windows);
+    let dedicated = run_toml(frequent, &["vm[1].workload[0].enabled=false"]);
+    assert_eq!(counter(&dedicated, "vcap_windows"), 10);
+    assert_eq!(counter(&dedicated, "vcap_sampled_ms"), 1000);
+}
+
 /// Activity-unaware IVH migrates from the tick without a pull request.
 #[test]
 fn activity_unaware_ivh_migrates_without_pull_requests() {
