@@ -63,6 +63,68 @@ fn ivh_harvests_the_stalled_running_task() {
     assert!(b > 1.5 * a, "IVH {b} vs none {a}");
 }
 
+/// Between vcap's sampling windows (the public prober's 1 s sleep) no vCPU
+/// runs SCHED_IDLE work: IVH takes an idle vCPU as its target, as the
+/// public hook does when it meets one first and as the paper's Figure 9
+/// describes ("if the target is idle, it wakes up, sends a task pull
+/// request"). Every vCPU shares its pCPU with a busy VM (equal capacities,
+/// so no misfit migration moves the task instead), and the run ends before
+/// the second window (1.1 s): every migration after the first window's
+/// capacities (0.1 s) is to an idle vCPU, which host CFS runs at once on
+/// its wakeup, so the task keeps running as in the paper's Fig. 3
+/// migration mode.
+#[test]
+fn ivh_targets_idle_vcpus_between_sampling_windows() {
+    let shared_between_windows =
+        ["duration_ms=1000", "vm[0].guest.vsched.vcap_sleep_ms=1000", "vm[1].vcpus=4", "vm[1].pin=[0, 1, 2, 3]", "vm[1].workload[0].threads=4"];
+    let off = run_toml(STALLED, &[&shared_between_windows[..], &["vm[0].guest.vsched.ivh=false"]].concat());
+    let on = run_toml(STALLED, &shared_between_windows);
+    assert_eq!(counter(&on, "vcap_windows"), 1);
+    assert!(counter(&on, "ivh_migrations") >= 10);
+    let (a, b) = (n(&workload(&off, "task")["cpu_time_ns"]), n(&workload(&on, "task")["cpu_time_ns"]));
+    assert!(b > 1.5 * a, "IVH {b} vs none {a}");
+}
+
+/// vcap's window ends at the first 10 ms poll where every vCPU has shown
+/// two preemptions or under 1 ms of steal and one more than five (the
+/// public prober's `preemptive_leave`). With vCPUs 0 and 1 inactive 2 ms
+/// in every 4 ms (a competitor under CFS bandwidth control, as the paper
+/// sets vCPU latency, 5.1) the sixth preemption comes within about 24 ms,
+/// so windows last 30-40 ms instead of 100; a dedicated VM (no steal, no
+/// preemption) keeps each window its full 100 ms.
+#[test]
+fn vcap_window_ends_once_every_vcpu_showed_its_preemptions() {
+    let frequent = r#"
+name = "frequent-preemptions"
+duration_ms = 1000
+[host]
+cores_per_socket = 4
+[[vm]]
+name = "vm"
+vcpus = 4
+pin = [0, 1, 2, 3]
+[vm.guest]
+policy = "vsched"
+hz = 1000
+vsched = { vcap_sleep_ms = 0, ivh = false, bvs = false }
+[[vm]]
+name = "other"
+vcpus = 2
+pin = [0, 1]
+bandwidth = { quota_ms = 2, period_ms = 4, per = "vcpu" }
+[[vm.workload]]
+kind = "hog"
+threads = 2
+"#;
+    let contended = run_toml(frequent, &[]);
+    let windows = counter(&contended, "vcap_windows");
+    assert!(windows >= 1000 / 40, "{windows} windows");
+    assert!(counter(&contended, "vcap_sampled_ms") <= 40 * windows);
+    let dedicated = run_toml(frequent, &["vm[1].workload[0].enabled=false"]);
+    assert_eq!(counter(&dedicated, "vcap_windows"), 10);
+    assert_eq!(counter(&dedicated, "vcap_sampled_ms"), 1000);
+}
+
 /// Activity-unaware IVH migrates from the tick without a pull request.
 #[test]
 fn activity_unaware_ivh_migrates_without_pull_requests() {

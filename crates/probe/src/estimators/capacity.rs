@@ -42,10 +42,47 @@ pub fn normalize(raw: &[f64]) -> Option<Vec<f64>> {
     (strongest > 0.0).then(|| raw.iter().map(|v| CAPACITY_SCALE * v / strongest).collect())
 }
 
+/// Steal below which a vCPU counts as holding its whole core in the early
+/// end of a window (vcapacity's `preemptive_leave`: `steal < 1000000` ns).
+pub const EARLY_END_MAX_STEAL_NS: u64 = 1_000_000;
+/// Preemptions every other vCPU must have shown (`preempts < 2` fails).
+pub const EARLY_END_MIN_PREEMPTIONS: u64 = 2;
+/// Preemptions the most preempted vCPU must exceed (`max_preempts > 5`).
+pub const EARLY_END_MAX_PREEMPTIONS_ABOVE: u64 = 5;
+
+/// The public vSched prober polls its window every 10 ms and ends it early
+/// (vcapacity's `do_small_profile` / `preemptive_leave`) once every vCPU not
+/// on vtop's ban list has shown at least two preemptions or under 1 ms of
+/// steal, and some vCPU more than five preemptions: enough steal jumps to
+/// estimate each share and latency. Per vCPU: (preemptions, steal ns, banned)
+/// since the window opened.
+pub fn window_ends_early(vcpus: impl IntoIterator<Item = (u64, u64, bool)>) -> bool {
+    let mut most = 0;
+    for (preemptions, steal_ns, banned) in vcpus {
+        if preemptions < EARLY_END_MIN_PREEMPTIONS && steal_ns >= EARLY_END_MAX_STEAL_NS && !banned {
+            return false;
+        }
+        most = most.max(preemptions);
+    }
+    most > EARLY_END_MAX_PREEMPTIONS_ABOVE
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn window_ends_early_once_every_vcpu_showed_its_preemptions() {
+        // A dedicated vCPU (no steal) never holds the window open.
+        assert!(window_ends_early([(6, 30_000_000, false), (0, 0, false)]));
+        // A contended vCPU with one preemption holds it open, unless banned.
+        assert!(!window_ends_early([(6, 30_000_000, false), (1, 5_000_000, false)]));
+        assert!(window_ends_early([(6, 30_000_000, false), (1, 5_000_000, true)]));
+        // Some vCPU must have shown more than five preemptions.
+        assert!(!window_ends_early([(5, 30_000_000, false), (2, 5_000_000, false)]));
+        assert!(!window_ends_early([(0, 0, false); 4]));
+    }
 
     #[test]
     fn paper_example_core_capacity() {

@@ -3,8 +3,14 @@
 //! running. Trigger and target rules as in the public vSched code: the vCPU
 //! has exactly one non-idle CFS task, capacity at most 900 and at least one
 //! preemption seen, idle vCPUs exist, the task ran at least 1 ms
-//! uninterrupted and its utilization is at least 60%; the target runs only
-//! SCHED_IDLE work, has capacity above 500 and a fresh heartbeat.
+//! uninterrupted and its utilization is at least 60%. Targets, scanned from
+//! the source's next vCPU on (the public `cfs_select_run_cpu_spin` hook,
+//! `process_cpu()` in vsched_kernel's tools/bpf/vsched_bpf_hooks/atc.bpf.c):
+//! a vCPU running only SCHED_IDLE work with capacity above 500 and a fresh
+//! heartbeat; or, while no such vCPU has been met, the first idle vCPU
+//! (nothing runnable) whose capacity is above the VM's average or above 500:
+//! the paper's "if the target is idle, it wakes up, sends a task pull
+//! request" (§3.3, Figure 9). A vCPU with non-idle CFS work is never one.
 //! Activity-aware: the source sends the target an IPI (pre-waking it); the
 //! target pulls through the stopper only if the source is still running the
 //! task, else the migration is abandoned. Activity-unaware: the stopper
@@ -56,11 +62,7 @@ impl Ivh {
         if !trigger {
             return Vec::new();
         }
-        let target = (0..k.nr_vcpus())
-            .filter(|&w| w != v && task.allowed[w as usize] && k.sched_idle_cpu(w))
-            .filter(|&w| caps[w as usize] > TARGET_MIN_CAPACITY && probes.active(view.now, w))
-            .min_by(|&a, &b| probes.vcpus[a as usize].latency_us.total_cmp(&probes.vcpus[b as usize].latency_us).then(a.cmp(&b)));
-        let Some(w) = target else { return Vec::new() };
+        let Some(w) = Self::target(k, view, probes, &caps, v, &task.allowed) else { return Vec::new() };
         if activity_aware {
             self.pulls_sent += 1;
             vec![GuestAct::Ipi { from: v, to: w, kind: IrqKind::FunctionCall, payload: (v as u64) << 32 | t as u64 }]
@@ -69,6 +71,27 @@ impl Ivh {
             self.running[v as usize] = (None, view.now);
             vec![GuestAct::Migrate { from: v, to: w }]
         }
+    }
+
+    /// The migration target of `v`'s task: the SCHED_IDLE-only vCPU of
+    /// lowest vCPU latency among those met before the first acceptable idle
+    /// vCPU, else that idle vCPU (first fit in the public hook's scan order).
+    fn target(k: &LinuxKernel, view: &GuestView, probes: &Probers, caps: &[f64], v: u32, allowed: &[bool]) -> Option<u32> {
+        let n = k.nr_vcpus();
+        let average = caps.iter().sum::<f64>() / caps.len() as f64;
+        let latency = |w: u32| probes.vcpus[w as usize].latency_us;
+        let mut best_sched_idle: Option<u32> = None;
+        for w in (1..n).map(|i| (v + i) % n).filter(|&w| allowed[w as usize]) {
+            let cap = caps[w as usize];
+            if k.sched_idle_cpu(w) {
+                if cap > TARGET_MIN_CAPACITY && probes.active(view.now, w) && best_sched_idle.is_none_or(|b| latency(w) < latency(b)) {
+                    best_sched_idle = Some(w);
+                }
+            } else if k.nr_running(w) == 0 && best_sched_idle.is_none() && (cap > average || cap > TARGET_MIN_CAPACITY) {
+                return Some(w);
+            }
+        }
+        best_sched_idle
     }
 
     /// The pull request reached target `w`, which runs now.

@@ -39,6 +39,9 @@ use crate::workloads::Op;
 const VCAP_WINDOW: u64 = 1;
 const VCAP_WINDOW_START: u64 = 3;
 const VTOP_PROBE: u64 = 2;
+/// vcap looks at an open window every 10 ms to end it early (vcapacity's
+/// `do_small_profile`: `sleep_for(milliseconds(10))` between checks).
+const VCAP_POLL_NS: u64 = 10_000_000;
 /// Priority of the heavy vcap phase and of vtop: SCHED_FIFO 1, above every
 /// CFS task (the real prober's choice, docs/probe.md).
 const PROBER_RT_PRIORITY: u32 = 1;
@@ -125,13 +128,18 @@ impl Vsched {
     /// hides) and this window's heavy probers are woken, and its end armed.
     fn window_start(&mut self, view: &GuestView) -> Vec<GuestAct> {
         let heavy = self.probers.window_start(view, &self.rwc.stacked_hidden);
-        let mut acts = vec![GuestAct::Timer { at: view.now + self.probers.period_ns(), token: VCAP_WINDOW }];
+        let mut acts = vec![self.window_poll(view.now)];
         if self.p.vcap {
             let light = (0..self.nv).filter(|&v| !self.rwc.stacked_hidden[v as usize]).map(|v| self.light_threads[v as usize]);
             acts.extend(light.map(GuestAct::Wake));
             acts.extend(heavy.into_iter().map(|v| GuestAct::Wake(self.heavy_threads[v as usize])));
         }
         acts
+    }
+
+    /// The next look at the open window: in 10 ms, or at its deadline.
+    fn window_poll(&self, now: u64) -> GuestAct {
+        GuestAct::Timer { at: (now + VCAP_POLL_NS).min(self.probers.window_deadline()), token: VCAP_WINDOW }
     }
 
     /// RWC from the probed capacities and stacked groups.
@@ -198,7 +206,7 @@ impl LinuxHooks for Vsched {
     fn start(&mut self, _k: &mut LinuxKernel, view: &GuestView) -> Vec<GuestAct> {
         let mut acts = Vec::new();
         if self.p.vcap || self.p.vact {
-            acts.push(GuestAct::Timer { at: view.now + self.probers.period_ns(), token: VCAP_WINDOW });
+            acts.push(self.window_poll(view.now));
         }
         if self.p.vtop {
             acts.extend(self.vtop.start(view.now));
@@ -210,6 +218,7 @@ impl LinuxHooks for Vsched {
     fn timer(&mut self, k: &mut LinuxKernel, view: &GuestView, token: u64) -> Vec<GuestAct> {
         let mut acts = Vec::new();
         match token {
+            VCAP_WINDOW if !self.probers.window_may_end(view) => acts.push(self.window_poll(view.now)),
             VCAP_WINDOW => {
                 self.probers.window_end(view, std::mem::take(&mut self.topology_changed));
                 if let (true, Some(caps)) = (self.p.vcap, self.probers.capacities()) {
@@ -309,6 +318,7 @@ impl LinuxHooks for Vsched {
             "hidden": hidden,
             "counters": {
                 "vcap_windows": self.probers.windows,
+                "vcap_sampled_ms": self.probers.sampled_ns / 1_000_000,
                 "vcap_heavy_interval": self.probers.heavy.interval(),
                 "vtop_probes": self.vtop.probes,
                 "vtop_pairs_probed": self.vtop.pairs_probed,

@@ -6,7 +6,10 @@
 //!   1 s). During a window a light prober thread per vCPU spins at
 //!   SCHED_IDLE, so the vCPU is busy whenever the guest has nothing else and
 //!   the host's preemptions show as steal; its share of the core is
-//!   `1 - steal/window`. A vCPU whose light prober RWC stopped (hidden as
+//!   `1 - steal/window`. The window is polled every 10 ms and ends early
+//!   once every vCPU showed enough preemptions (`window_ends_early`, the
+//!   public prober's `preemptive_leave`); shares and latencies are then
+//!   over the window's actual length. A vCPU whose light prober RWC stopped (hidden as
 //!   stacked) halts instead and shows no steal: its share is the public
 //!   prober's constant for banned vCPUs, 0.5.
 //!   In heavy windows (every `vcap_heavy_every` windows, backing off by
@@ -23,7 +26,7 @@
 //!   threshold; at each window end, vCPU latency = steal / preemptions over
 //!   the window.
 
-use vmsched_probe::estimators::capacity::{core_rate, core_share, vcpu_capacity, BANNED_STACKED_SHARE, CAPACITY_SCALE};
+use vmsched_probe::estimators::capacity::{core_rate, core_share, vcpu_capacity, window_ends_early, BANNED_STACKED_SHARE, CAPACITY_SCALE};
 use vmsched_probe::estimators::ema::Ema;
 use vmsched_probe::estimators::heavy::HeavySchedule;
 use vmsched_probe::estimators::latency::latency;
@@ -78,6 +81,10 @@ pub struct Probers {
     pub windows: u64,
     /// A sampling window is open (the light probers spin).
     pub sampling: bool,
+    /// When the open (or last) window opened.
+    window_opened_at: u64,
+    /// Total length of the windows so far (ns): the light probers' spinning time.
+    pub sampled_ns: u64,
     /// Capacity samples per window, for the report (time ms, capacities).
     pub history: Vec<(f64, Vec<f64>)>,
 }
@@ -114,12 +121,10 @@ impl Probers {
             stale_ns: ns(p.heartbeat_stale_ms),
             windows: 0,
             sampling: true,
+            window_opened_at: 0,
+            sampled_ns: 0,
             history: Vec::new(),
         }
-    }
-
-    pub fn period_ns(&self) -> u64 {
-        self.period_ns
     }
 
     /// The next operation of the heavy prober of `v`.
@@ -179,6 +184,7 @@ impl Probers {
     /// Returns the vCPUs whose heavy prober runs in it.
     pub fn window_start(&mut self, view: &GuestView, banned: &[bool]) -> Vec<u32> {
         self.sampling = true;
+        self.window_opened_at = view.now;
         for (v, st) in self.vcpus.iter_mut().enumerate() {
             st.steal_at_window = view.steal_published[v];
             st.preemptions = 0;
@@ -187,12 +193,30 @@ impl Probers {
         (0..self.vcpus.len() as u32).filter(|&v| self.heavy_window(self.windows, v)).collect()
     }
 
+    /// The open window has lasted its full period, or every vCPU has shown
+    /// the preemptions the public prober waits for (`window_ends_early`).
+    pub fn window_may_end(&self, view: &GuestView) -> bool {
+        if view.now >= self.window_opened_at + self.period_ns {
+            return true;
+        }
+        window_ends_early(
+            self.vcpus.iter().enumerate().map(|(v, st)| (st.preemptions, view.steal_published[v] - st.steal_at_window, st.banned)),
+        )
+    }
+
+    /// When the open window ends at the latest.
+    pub fn window_deadline(&self) -> u64 {
+        self.window_opened_at + self.period_ns
+    }
+
     /// The end of a vcap window: shares, rates from a heavy window, EMA
     /// capacities and vCPU latencies, the next heavy interval after a heavy
     /// window (`topology_changed`: vtop found a new topology since the last
     /// heavy window).
     pub fn window_end(&mut self, view: &GuestView, topology_changed: bool) {
         self.sampling = false;
+        let window_ns = view.now - self.window_opened_at;
+        self.sampled_ns += window_ns;
         if self.heavy.is_heavy(self.windows) {
             let rates: Vec<Option<f64>> = self.vcpus.iter().map(|s| core_rate(s.heavy_work, s.heavy_running)).collect();
             self.heavy.after_heavy(&rates, topology_changed);
@@ -207,11 +231,11 @@ impl Probers {
             // Without its light prober a vCPU halts when the guest has nothing
             // for it and accrues no steal; the public prober records the
             // banned vCPU's share as a constant instead (BANNED_STACKED_SHARE).
-            st.share = if st.banned { BANNED_STACKED_SHARE } else { core_share(self.period_ns, steal) };
+            st.share = if st.banned { BANNED_STACKED_SHARE } else { core_share(window_ns, steal) };
             if let Some(rate) = st.core_rate {
                 st.capacity = Some(st.ema.update(CAPACITY_SCALE * vcpu_capacity(rate, st.share)));
             }
-            st.latency_us = latency(steal, st.preemptions, self.period_ns).inactive_avg_us;
+            st.latency_us = latency(steal, st.preemptions, window_ns).inactive_avg_us;
         }
         self.windows += 1;
         if self.vcpus.iter().all(|s| s.capacity.is_some()) {
