@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-from vmsched.bench import MIXED, SIMPY_MODEL, default_simpy_script
+from vmsched.bench import MIXED, SIMPY_MODEL
 
 
 def test_quick_bench(cli):
-    assert default_simpy_script().is_file()
     result = cli("bench", "--quick", "--json", "--repeat", "2")
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)
@@ -54,3 +53,31 @@ def test_the_training_of_the_profile_guided_build_runs_every_builtin_and_variant
     cases = len(builtin_cases())
     assert cases > 300
     assert training_runs(duration_ns=1_000_000) == cases
+
+
+def test_the_simpy_model_is_deterministic_and_slices_at_the_rate_round_robin_gives():
+    """The project's own SimPy model of bench-simpy-rr: the same seed gives the same
+    counts; every wakeup ends a sleep that followed a finished burst, so wakeups never
+    outnumber slices. Eight tasks per CPU, each asking for half a CPU, keep every CPU
+    busy, so a CPU finishes 1 / (1 ms mean burst) bursts a second, and a burst of
+    Exp(1 ms) runs past k whole 3 ms slices with probability e^(-3k): slices per
+    CPU-second are 1000 x (1 + e^-3 / (1 - e^-3)) = 1052.4."""
+    import math
+    from vmsched import simpy_model
+    first, again = simpy_model.run(2.0, 7), simpy_model.run(2.0, 7)
+    assert (first["slices"], first["wakeups"], first["events"]) == (again["slices"], again["wakeups"], again["events"])
+    assert 0 < first["wakeups"] <= first["slices"]
+    expiry = math.exp(-simpy_model.SLICE_S / simpy_model.MEAN_BURST_S)
+    expected = (1 + expiry / (1 - expiry)) / simpy_model.MEAN_BURST_S
+    per_cpu_s = first["slices"] / (simpy_model.CPUS * 2.0)
+    # About 16,800 slices: a Poisson count's relative spread is under 1%.
+    assert abs(per_cpu_s / expected - 1) < 0.03, (per_cpu_s, expected)
+    assert simpy_model.run(2.0, 8)["slices"] != first["slices"]
+
+
+def test_bench_without_simpy_names_the_extra(cli, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "simpy", None)  # `import simpy` now raises ImportError
+    result = cli("bench", "--quick")
+    assert result.exit_code == 2
+    assert "vmsched[bench]" in result.output

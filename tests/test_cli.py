@@ -173,3 +173,22 @@ def test_run_takes_a_variant_of_the_scenario(cli, tmp_path):
     result = cli("run", "uvf-fig8", "--variant", "nope", "--out", tmp_path / "bad")
     assert_user_error(result, "nope", "lc-balance")
     assert not (tmp_path / "bad").exists()
+
+
+def test_help_and_names_keep_their_square_brackets(cli):
+    """Help texts are printed as written, and names from the scenario print whole: square
+    brackets are not read as terminal markup."""
+    assert "its [variants] against the schema" in " ".join(cli("validate", "-h").stdout.split())
+    assert "[variants.NAME]" in " ".join(cli("run", "-h").stdout.split())
+    from vmsched.summary_table import print_summary
+    from vmsched.terminal import make_console
+    console = make_console()
+    with console.capture() as captured:
+        print_summary({"scenario": "s[1]", "seed": 1, "duration_ns": 10**9, "events": 1,
+                       "host": {"pcpus": 1, "busy_ns": 0, "policy": "cfs"},
+                       "vms": [{"name": "vm[a]", "vcpus": [], "share": 0, "entitlement": 0, "steal_ns": 0,
+                                "context_switches": 0, "migrations": 0}],
+                       "workloads": [{"name": "w[x]/y", "vm": "vm[a]", "completed": 0, "throughput_per_s": 0}],
+                       "locks": {}}, console)
+    text = captured.get()
+    assert "s[1]" in text and "vm[a]" in text and "w[x]/y" in text

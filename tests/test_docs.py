@@ -17,3 +17,14 @@ def test_scenario_reference_example_validates():
     assert vm["guest"]["llc_groups"] == [[0, 1], [2, 3]]
     assert vm["io_backend"] == {"kind": "vhost", "submit_cpu_ns": 1000, "complete_cpu_ns": 1000, "affinity": []}
     assert scenario["variants"]["fast-tick"] == {"host.hz": 1000}
+
+
+def test_the_matrix_docs_name_the_policies_it_runs():
+    """docs/sweep.md lists the host and guest policies of `reproduce --matrix`."""
+    from vmsched.reproduce import guest_policies, host_policies
+    text = (DOC.parent / "sweep.md").read_text()
+    section = text[text.index("### The composition matrix"):]
+    hosts, guests = host_policies(), guest_policies()
+    assert f"{len(hosts)} host policies ({', '.join(f'`{name}`' for name in hosts)})" in " ".join(section.split())
+    assert f"{len(guests)} guest policies ({', '.join(f'`{name}`' for name in guests)})" in " ".join(section.split())
+    assert f"{len(hosts) * len(guests)} combinations" in section

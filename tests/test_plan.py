@@ -141,15 +141,21 @@ def test_unreadable_and_unknown_inputs_fail(tmp_path: Path) -> None:
     assert result.returncode != 0 and b"use a .toml or .json file" in result.stderr
 
 
-def test_paper_figure_3_setting_plans_quickly(tmp_path: Path) -> None:
-    lines = ["[host]", "cores = 44"]
-    for i in range(176):
-        lines += ["[[vm]]", f'name = "vm{i}"', "utilization = 0.25", "latency_ms = 1"]
-    table_json, table_bin, report_json = _native.plan_table("\n".join(lines), "toml")
-    report = json.loads(report_json)
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plan" / "tableau-176-vms.toml"
+
+
+def test_the_shipped_example_is_the_papers_figure_3_case_and_plans(tmp_path: Path) -> None:
+    """examples/plan/tableau-176-vms.toml (docs/plan.md): Tableau Sec. 7.1, 176 VMs at
+    U = 0.25 on 44 guest cores of 48, four kept for dom0; full load, no split, no cluster."""
+    assert EXAMPLE.name in (EXAMPLE.parents[2] / "docs" / "plan.md").read_text()
+    result = run("plan", str(EXAMPLE), "--out", "t.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    table = json.loads((tmp_path / "t.json").read_text())
+    check_schema(table)
+    report = json.loads(_native.plan_table(EXAMPLE.read_text(), "toml")[2])
     assert report["verified"] and report["splits"] == [] and report["clusters"] == []
-    assert all(abs(c["utilization"] - 1.0) < 1e-12 for c in report["cores"])
-    check_schema(json.loads(table_json))
+    assert len(report["cores"]) == 44 and all(abs(c["utilization"] - 1.0) < 1e-12 for c in report["cores"])
+    assert {core["core"] for core in report["cores"]} == set(range(4, 48))
 
 
 

@@ -267,3 +267,11 @@ def test_rwc_refusal_message_for_a_non_root_user(monkeypatch, tmp_path: Path):
     assert "refuses to change a cgroup without root" in result.stderr
     check_schema(json.loads(result.stdout))
     assert not list(tmp_path.iterdir())
+
+
+def test_rwc_names_a_missing_cgroup_before_probing():
+    """The cgroup is looked up first: a wrong name fails at once, with no probe report."""
+    result = run("--json", "--period-ms", "1000", "--periods", "5", "--apply-rwc", "/no-such-cgroup-for-vmsched")
+    assert result.exit_code == 2, result.output
+    # With --json a probe that ran would have printed its report first.
+    assert "--apply-rwc /no-such-cgroup-for-vmsched" in result.stderr and result.stdout == ""

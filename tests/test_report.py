@@ -69,7 +69,8 @@ def sixteen_vm_run(tmp_path_factory):
     from vmsched.cli import app
     out = tmp_path_factory.mktemp("sixteen") / "run"
     # bench-mixed-64: 16 eight-vCPU VMs on 64 pCPUs.
-    result = CliRunner().invoke(app, ["run", "bench-mixed-64", "--duration", "100ms", "--report", "--out", str(out)])
+    result = CliRunner().invoke(app, ["run", "bench-mixed-64", "--duration", "100ms", "--trace", "--report",
+                                      "--out", str(out)])
     assert result.exit_code == 0, result.output
     return out
 
@@ -94,6 +95,100 @@ def test_report_at_16_vms_uses_small_multiples_and_one_colour_per_vm(sixteen_vm_
     image = Image.open(io.BytesIO(page.screenshot_png))
     for area in panels:
         assert colored_fraction(image, area) > MIN_COLORED_FRACTION, area
+    assert_reads_at_many_vms(sixteen_vm_run, page, image, summary, vm_count=16)
+
+
+def palette_colors_drawn(image: Image.Image, area: dict) -> set[str]:
+    """The VM palette's colours found as exact pixels (the inside of a bar) in an area."""
+    from vmsched.report import VM_PALETTE
+    box = (int(area["x"]), int(area["y"]), int(area["x"] + area["width"]), int(area["y"] + area["height"]))
+    found = {"#{:02x}{:02x}{:02x}".format(*pixel) for pixel in set(image.crop(box).convert("RGB").get_flattened_data())}
+    return found & set(VM_PALETTE)
+
+
+def assert_reads_at_many_vms(run_dir, page, image: Image.Image, summary: dict, vm_count: int) -> None:
+    """Charts come first (the long table last, collapsed); the latency CDFs of every
+    workload are one chart; the timelines cover the whole traced window; the pCPU lanes
+    show every palette colour that the VMs running there were given."""
+    html = (run_dir / "report.html").read_text()
+    assert html.index("Plotly.newPlot(") < html.index("<h2>Summary</h2>") < html.index("<h2>Configuration</h2>")
+    assert "<details><summary>every headline metric" in html and "<details open" not in html
+    first_chart = min(area["y"] for area in page.chart_areas)
+    assert first_chart < 700, first_chart  # below the title and the one-row run table only
+    cdfs = [area for area in page.chart_areas if area["title"].startswith("Latency CDF")]
+    with_latency = [w for w in summary["workloads"] if w.get("latency_ns")]
+    assert len(cdfs) == (1 if with_latency else 0)
+    duration_ms = summary["duration_ns"] / 1e6
+    for title in ("vCPU host states", "pCPU lanes"):
+        area = chart_area(page, title)
+        assert f"0.000–{duration_ms:.3f} ms" in area["title"], area["title"]
+    lanes = palette_colors_drawn(image, chart_area(page, "pCPU lanes"))
+    assert len(lanes) == min(vm_count, 16), lanes
+
+
+def test_the_vm_palette_keeps_16_colours_apart_and_64_vms_distinct():
+    """Every two of the 16 VM colours differ by a CIE76 distance of 30 or more (20 reads
+    as another colour), none is a grey, and 64 VMs get 64 distinct colour and pattern
+    pairs."""
+    from vmsched.report import BAR_PATTERNS, VM_PALETTE, RunData, color_distance, vm_colors, vm_patterns
+    assert len(VM_PALETTE) == 16
+    closest = min(color_distance(a, b) for i, a in enumerate(VM_PALETTE) for b in VM_PALETTE[i + 1:])
+    assert closest >= 30, closest
+    assert color_distance("#000000", "#ffffff") == pytest.approx(100, abs=0.01)
+    for color in VM_PALETTE:
+        channels = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+        assert max(channels) - min(channels) > 60, color
+        # A thin line must show on white: no pale colour (CIELAB L* of white is 100).
+        assert color_distance(color, "#000000") <= 65 + 1e-9 or color_distance(color, "#ffffff") > 35, color
+    run = RunData("r", {"vms": [{"name": f"vm{i}"} for i in range(64)]}, {})
+    colors, patterns = vm_colors([run]), vm_patterns([run])
+    assert len({(colors[vm], patterns[vm]) for vm in colors}) == 64
+    assert set(patterns.values()) == set(range(len(BAR_PATTERNS)))
+
+
+def test_report_at_2_vms_reads_the_same_way(reported_run, browser_load):
+    import json
+    page = browser_load(reported_run / "report.html")
+    summary = json.loads((reported_run / "summary.json").read_text())
+    assert len(summary["vms"]) == 2
+    html = (reported_run / "report.html").read_text()
+    assert html.index("Plotly.newPlot(") < html.index("<h2>Summary</h2>")
+    cdfs = [area for area in page.chart_areas if area["title"].startswith("Latency CDF")]
+    assert len(cdfs) == 1
+    image = Image.open(io.BytesIO(page.screenshot_png))
+    assert len(palette_colors_drawn(image, chart_area(page, "pCPU lanes"))) == 2
+
+
+def sixty_four_vm_scenario() -> str:
+    """64 one-vCPU VMs on 16 pCPUs, servers and hogs by turns."""
+    parts = ['name = "many-vms"', "duration_ms = 40", "[host]", "cores_per_socket = 16"]
+    for index in range(64):
+        parts += ["[[vm]]", f'name = "vm{index:02d}"', "vcpus = 1", "[[vm.workload]]"]
+        parts += (['kind = "server"', "threads = 1", "rate_per_s = 1500", "work_us = 300"] if index % 2 == 0
+                  else ['kind = "hog"'])
+    return "\n".join(parts) + "\n"
+
+
+def test_report_at_64_vms(tmp_path, cli, browser_load):
+    import json
+    vm_count = 64
+    scenario = tmp_path / "many.toml"
+    scenario.write_text(sixty_four_vm_scenario())
+    out = tmp_path / "run"
+    result = cli("run", scenario, "--trace", "--report", "--out", out)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["vms"]) == vm_count
+    page = browser_load(out / "report.html", settle_s=6.0)
+    assert page.errors == []
+    image = Image.open(io.BytesIO(page.screenshot_png))
+    panels = [area for area in page.chart_areas if area["width"] < 400]
+    assert len(panels) >= 3 * vm_count
+    assert_reads_at_many_vms(out, page, image, summary, vm_count=vm_count)
+    # Past 16 VMs the colours repeat with a pattern: the lanes carry hatched bars.
+    html = (out / "report.html").read_text()
+    lanes = next(chart for chart in html.split("Plotly.newPlot(") if "pCPU lanes" in chart)
+    assert '"shape":"x"' in lanes.replace(", ", ",").replace('": "', '":"')
 
 
 def test_report_config_shows_only_fields_each_kind_reads(reported_run):

@@ -114,14 +114,67 @@ def test_resume_after_sigkill_loses_and_repeats_nothing(tmp_path):
     assert stored_files(out) == stored_files(reference)
 
 
-def test_ray_backend_stores_what_the_local_backend_stores(tmp_path):
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def stale_ray_cluster(monkeypatch):
+    """A Ray temporary folder whose ray_current_cluster names a head that is gone, as a
+    `ray start --head` ended without `ray stop` leaves it. The folder's path is short:
+    Ray puts its sockets under it, and a Unix socket path has at most 107 bytes."""
+    import shutil
+    import tempfile
+    folder = Path(tempfile.mkdtemp(prefix="vr", dir="/tmp"))
+    (folder / "ray").mkdir()
+    dead = f"127.0.0.1:{_closed_port()}"
+    (folder / "ray" / "ray_current_cluster").write_text(dead + "\n")
+    monkeypatch.setenv("RAY_TMPDIR", str(folder))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    yield folder, dead
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_ray_backend_stores_what_the_local_backend_stores_whatever_ray_left(tmp_path, stale_ray_cluster, capfd):
+    """Without --address the sweep starts its own local Ray instance, says so, and is not
+    sent to the dead cluster that the stale ray_current_cluster file names."""
     pytest.importorskip("ray")
     spec = write_spec(tmp_path, SMALL_SPEC)
     local = engine.sweep(spec, tmp_path / "local", backend="local", workers=2)
     on_ray = engine.sweep(spec, tmp_path / "ray", backend="ray", workers=2)
+    assert "ray: started a private local Ray instance with 2 CPUs" in capfd.readouterr().err
     assert local.height == 8 and (local["status"] == "ok").all()
     assert stored_files(tmp_path / "ray") == stored_files(tmp_path / "local")
     assert on_ray.equals(local)
+
+
+def test_address_auto_names_the_dead_cluster_and_where_it_came_from(cli, tmp_path, stale_ray_cluster, monkeypatch):
+    pytest.importorskip("ray")
+    folder, dead = stale_ray_cluster
+    spec = write_spec(tmp_path, SMALL_SPEC)
+    result = cli("sweep", spec, "--out", tmp_path / "out", "--backend", "ray", "--address", "auto")
+    assert result.exit_code == 2, result.output
+    assert dead in result.stderr and str(folder / "ray" / "ray_current_cluster") in result.stderr
+    assert "ray stop" in result.stderr and "--address local" in result.stderr
+    assert not (tmp_path / "out" / "runs").exists()  # nothing left behind
+    monkeypatch.setenv("RAY_ADDRESS", dead)
+    result = cli("sweep", spec, "--out", tmp_path / "out", "--backend", "ray", "--address", "auto")
+    assert result.exit_code == 2 and f"{dead} (from RAY_ADDRESS" in result.stderr
+    assert "unset ray_address" in result.stderr.lower()
+
+
+def test_a_ray_client_address_without_the_client_is_a_user_error(cli, tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setitem(sys.modules, "grpc", None)  # `import grpc` now raises ImportError
+    spec = write_spec(tmp_path, SMALL_SPEC)
+    result = cli("sweep", spec, "--out", tmp_path / "out", "--backend", "ray", "--address", "ray://127.0.0.1:10001")
+    assert result.exit_code == 2, result.output
+    assert "ray[client]" in result.stderr and "ray://127.0.0.1:10001" in result.stderr
+    assert not (tmp_path / "out" / "runs").exists()
 
 
 def test_changed_spec_reuses_the_runs_it_shares(tmp_path):
@@ -170,6 +223,21 @@ def test_summary_cli_aggregates_the_seeds_of_each_point(cli, tmp_path):
         shares = results.filter((pl.col("scenario") == "default") & (pl.col("variant") == row["variant"]))["vms[web].share"]
         assert row["mean"] == pytest.approx(shares.mean())
         assert row["ci95"] == pytest.approx(engine.t975(1) * shares.std() / math.sqrt(2))
+    # Without --metric: one line per point (2 scenarios x 2 variants) after the heading,
+    # its headline figures the means over the seeds.
+    result = cli("sweep", "--summary", out)
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    points = [line for line in lines if "(n=2)" in line]
+    assert len(points) == 4 and all("host busy" in line for line in points), result.stdout
+    headline = json.loads(cli("sweep", "--summary", out, "--json").stdout)
+    busy = next(f for line in headline if line["scenario"] == "default" and line["variant"] == ""
+                for f in line["figures"] if f["metric"] == "host busy")
+    default = results.filter((pl.col("scenario") == "default") & (pl.col("variant") == ""))
+    assert busy["mean"] == pytest.approx((100 * default["host.busy_ns"] / (default["host.pcpus"] * default["duration_ns"])).mean())
+    # Metric paths keep their brackets, and the table keeps to 80 columns.
+    result = cli("sweep", "--summary", out, "--metric", "latency_ns.p95")
+    assert "workloads[web/nginx-like].latency_ns.p95" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
 
 
 @pytest.mark.parametrize("text, message", [
@@ -223,3 +291,59 @@ def test_tables_are_stored_per_run_only_when_asked_for(tmp_path):
         assert sorted(p.name for p in (tmp_path / "tables" / row["key"]).iterdir()) == ["requests.parquet"]
         stored = pl.read_parquet(tmp_path / "tables" / row["key"] / "requests.parquet")
         assert stored.equals(vmsched.run("anubis-table1", seed=row["seed"], duration="100ms").requests)
+
+
+def _wait_for_records(out: Path, count: int, process: subprocess.Popen, limit_s: float = 120) -> None:
+    started = time.monotonic()
+    while record_count(out) < count:
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() - started < limit_s
+        time.sleep(0.05)
+
+
+def _worker_pids(driver: int) -> list[int]:
+    """The sweep workers of a driver: `python -m vmsched.sweep_worker` processes whose
+    parent it is (or was: a worker whose driver died is adopted)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = status.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"vmsched.sweep_worker" in command:
+            found.append(int(status.parent.name))
+    return found
+
+
+def test_ctrl_c_on_a_sweep_says_what_is_kept_and_how_to_resume(tmp_path):
+    """Ctrl-C at a terminal reaches the driver and its workers (one process group): the
+    driver names the finished runs it keeps and how to resume; no process prints a
+    traceback (KeyboardInterrupt, BrokenPipeError)."""
+    out = tmp_path / "out"
+    process = start_sweep(write_spec(tmp_path, KILL_SPEC), out)
+    _wait_for_records(out, 1, process)
+    os.killpg(process.pid, signal.SIGINT)
+    stderr = process.communicate(timeout=60)[1].decode()
+    assert process.returncode == 130, stderr
+    kept = record_count(out)
+    assert 1 <= kept < 12
+    last = [line for line in stderr.splitlines() if line.strip()][-1]
+    assert last == (f"error: interrupted; {kept} finished run{'s' * (kept != 1)} kept in {out / 'runs'}; the same command resumes "
+                    "the sweep, running only the missing ones"), stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_workers_end_quietly_with_their_driver(tmp_path):
+    """A driver killed outright (no chance to end its workers) takes them with it, and
+    they print nothing."""
+    out = tmp_path / "out"
+    process = start_sweep(write_spec(tmp_path, KILL_SPEC), out)
+    _wait_for_records(out, 1, process)
+    workers = [pid for pid in _worker_pids(process.pid)
+               if Path(f"/proc/{pid}/stat").read_text().split()[3] == str(process.pid)]
+    assert len(workers) == 2
+    process.kill()
+    stderr = process.communicate(timeout=60)[1].decode()  # the workers share the pipe: EOF once they are gone
+    assert not any(Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+                   for pid in workers)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr

@@ -120,3 +120,18 @@ def test_pids_positive_and_tids_unique_across_the_trace(traced_run):
             assert (event["pid"], event["tid"]) in threads, event
         elif event["ph"] == "C":
             assert event["tid"] == event["pid"]
+
+
+@pytest.mark.parametrize("scenario", ["default", "vcpu-stacking"])
+def test_the_size_estimate_is_close_to_the_trace_written(scenario):
+    """The estimate printed before a trace is written (and checked against the limit)
+    is within a tenth of its size: an event's size depends on its kind and the run."""
+    import vmsched
+    from vmsched.cli import WHOLE_RUN
+    from vmsched.trace import TraceBuilder
+    result = vmsched.run(scenario, duration="100ms", trace_window=WHOLE_RUN)
+    summary = result.summary
+    builder = TraceBuilder(summary, result.recorded_tables(), (0, summary["duration_ns"]))
+    written = len(builder.to_json())
+    assert builder.event_count() > 1000
+    assert abs(builder.estimated_bytes() - written) < 0.1 * written, (builder.estimated_bytes(), written)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the engine's Python extension into the virtualenv (`make setup`).
 #
-# With PGO=1 (the default) the build is profile-guided: the extension is built once
+# With PGO=1 (`make fast`; plain builds are the default) the build is profile-guided: the extension is built once
 # instrumented, trained on every built-in scenario and variant for one simulated second
 # (`python -m vmsched.bench train`), and built again with the merged profile. The engine
-# then runs about 4% faster with bit-identical results (the profile steers inlining and
+# then runs about 2-4% faster with bit-identical results (the profile steers inlining and
 # code layout, never arithmetic; tests/test_native_sim.py checks the installed extension
 # against the golden summaries). The profile is rebuilt when a Rust source, a built-in
 # scenario or a Cargo file is newer than it, or rustc is another version than the one
@@ -22,7 +22,7 @@ flags="${RUSTFLAGS:-} ${CPU_FLAGS:-}"
 # maturin develop with extra rustc flags, into its own cargo target directory (the
 # instrumented build keeps its own, so that neither build overwrites the other's objects).
 develop() {
-    RUSTFLAGS="$flags $1" CARGO_TARGET_DIR="$2" "$venv/bin/maturin" develop -q --release -E test,bench
+    RUSTFLAGS="$flags $1" CARGO_TARGET_DIR="$2" "$venv/bin/maturin" develop -q --release
 }
 
 if [ "${PGO:-}" != 1 ]; then

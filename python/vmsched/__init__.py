@@ -7,12 +7,6 @@ they are needed."""
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("vmsched")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "unknown"
 
 # Modules are not named after the functions they export (the function `compare` lives in
 # `comparison`): importing a submodule binds its name on the package, which would hide a
@@ -25,7 +19,18 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
+def _installed_version() -> str:
+    # importlib.metadata is read on demand: it costs the start-up of every command tens of ms.
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("vmsched")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
 def __getattr__(name: str):
+    if name == "__version__":
+        return _installed_version()
     if name not in _EXPORTS:
         raise AttributeError(f"module 'vmsched' has no attribute {name!r}")
     module = import_module(f".{_EXPORTS[name]}", __name__)

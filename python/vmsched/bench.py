@@ -53,11 +53,6 @@ OVERLOAD_SET = ["vm[0].workload[0].rate_per_s=10000", "vm[0].vcpus=1", "vm[0].wo
                 "vm[0].workload[0].irq_vcpu=0"]
 
 
-def default_simpy_script() -> Path:
-    repo_root = Path(__file__).resolve().parents[2]
-    return repo_root.parent / "shared" / "bench" / "simpy_baseline.py"
-
-
 def _status_mb(*fields: str) -> dict[str, float | None]:
     """Memory figures of /proc/self/status (kB there), in MB, read at one instant; None
     for a field that is not there."""
@@ -176,14 +171,18 @@ def training_runs(duration_ns: int = TRAINING_NS) -> int:
     return runs
 
 
-def _simpy_child(script: str, sim_s: float) -> dict:
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("simpy_baseline", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    figures = module.main(sim_s, SIMPY_SEED)
-    return {"wall_s": figures["wall"], "events": figures["kernel_events"], "sim_s": sim_s,
-            "slices": figures["slices"], "wakeups": figures["wakeups"], **_memory_figures()}
+def _simpy_child(sim_s: float) -> dict:
+    from . import simpy_model
+    return {**simpy_model.run(sim_s, SIMPY_SEED), **_memory_figures()}
+
+
+def require_simpy() -> None:
+    """SimPy is an optional dependency: say which extra brings it."""
+    try:
+        import simpy  # noqa: F401
+    except ImportError:
+        raise UserError("the SimPy baseline needs simpy: pip install 'vmsched[bench]' "
+                        "(in a checkout: .venv/bin/pip install -e '.[bench]', or make bench)") from None
 
 
 def _in_child(*args: str) -> dict:
@@ -224,11 +223,8 @@ def _speed(measured: dict) -> dict:
     return figures
 
 
-def run_bench(quick: bool = False, simpy_script: Path | None = None,
-              on_step: Callable[[str], None] | None = None, repeat: int = 3) -> dict:
-    script = simpy_script or default_simpy_script()
-    if not script.is_file():
-        raise UserError(f"{script}: SimPy baseline not found; pass --simpy PATH")
+def run_bench(quick: bool = False, on_step: Callable[[str], None] | None = None, repeat: int = 3) -> dict:
+    require_simpy()
     if repeat < 1:
         raise UserError(f"--repeat {repeat}: must be at least 1")
     step = on_step or (lambda _: None)
@@ -238,8 +234,8 @@ def run_bench(quick: bool = False, simpy_script: Path | None = None,
         duration = QUICK_NS[name] if quick else None
         figures["engine"][name] = _speed(_repeated(repeat, "engine", name, "" if duration is None else str(duration)))
     simpy_s = QUICK_NS[SIMPY_MODEL] / 1e9 if quick else FULL_SIMPY_S
-    step(f"running SimPy baseline ({simpy_s:g} simulated s)")
-    figures["simpy"] = _speed(_repeated(repeat, "simpy", str(script), str(simpy_s)))
+    step(f"running the SimPy model of {SIMPY_MODEL} ({simpy_s:g} simulated s)")
+    figures["simpy"] = _speed(_repeated(repeat, "simpy", str(simpy_s)))
     model = figures["engine"][SIMPY_MODEL]
     figures["speed_ratio"] = model["sim_s_per_wall_s"] / figures["simpy"]["sim_s_per_wall_s"]
     figures["agreement"] = {key: agreement(model, figures["simpy"], key) for key in ("slices", "wakeups")}
@@ -279,6 +275,7 @@ def _millions(per_s: float | None) -> str:
 
 def print_bench(figures: dict, console) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="speed and memory: median wall time of the runs, their range, simulated s per wall s,"
                         " peak resident memory" + (" (--quick: not representative)" if figures["quick"] else ""),
@@ -292,15 +289,16 @@ def print_bench(figures: dict, console) -> None:
                       _millions(measured["events_per_s"]), _millions(measured.get("live_events_per_s")),
                       f"{measured['sim_s_per_wall_s']:,.1f}", f"{measured['peak_rss_mb']:.1f}")
     console.print(table)
-    console.print(f"vmsched / SimPy, simulated seconds per wall second on the same model "
-                  f"(medians of {figures['repeat']} runs each): [bold]{figures['speed_ratio']:.1f}x[/]")
+    console.print(Text.assemble("vmsched / SimPy, simulated seconds per wall second on the same model "
+                                f"(medians of {figures['repeat']} runs each): ",
+                                (f"{figures['speed_ratio']:.1f}x", "bold")))
     checks = Table(title="agreement with the SimPy model (z-test on per-second rates)", title_justify="left")
     for header in ("count", "vmsched /s", "SimPy /s", "difference", "z", "result"):
         checks.add_column(header, justify="left" if header == "count" else "right")
     for key, check in figures["agreement"].items():
         checks.add_row(key, f"{check['vmsched_per_s']:,.1f}", f"{check['simpy_per_s']:,.1f}",
                        f"{check['relative_difference']:+.2%}", f"{check['z']:+.2f}",
-                       "[green]pass[/]" if check["pass"] else f"[red]fail (|z| > {check['z_limit']})[/]")
+                       Text("pass", style="green") if check["pass"] else Text(f"fail (|z| > {check['z_limit']})", style="red"))
     console.print(checks)
     scale = Table(title="scale: bench-mixed-64 repeated, no recording (set-up: parse and build; "
                         "1 ns run: set-up, every workload starting, summary)", title_justify="left")
@@ -340,5 +338,5 @@ if __name__ == "__main__":
         name, duration, overrides = rest
         print(json.dumps(_memory_child(name, int(duration), json.loads(overrides))))
     else:
-        script, sim_s = rest
-        print(json.dumps(_simpy_child(script, float(sim_s))))
+        (sim_s,) = rest
+        print(json.dumps(_simpy_child(float(sim_s))))

@@ -11,15 +11,14 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from . import plan_cmd, probe_cmd, real_cmd, sweep_cmd
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, UserError, fail, shorten
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupted, UserError, fail, shorten
 from .overrides import parse_duration_ns, parse_window_ns
+from .terminal import make_console
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+# Help texts are printed as written: rich markup would read "[variants]" as a style tag.
+app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="vmsched: CPU scheduling in virtualized clouds, simulated and probed.")
 plan_cmd.register(app)
@@ -27,8 +26,8 @@ probe_cmd.register(app)
 real_cmd.register(app)
 sweep_cmd.register(app)
 
-console = Console()
-status = Console(stderr=True)
+console = make_console()
+status = make_console(stderr=True)
 # The engine clips trace rows to the window; this end means "until the run ends".
 WHOLE_RUN = (0, 2**62)
 # A run estimated at this many events or more (tens of seconds at the engine's few
@@ -76,10 +75,11 @@ class LateProgress:
         if self.bar is None:
             if time.monotonic() - self.started < self.delay_s:
                 return
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
             # Redrawn from these callbacks only, so the bar moves with simulated time.
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
                                 TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
-                                console=status, auto_refresh=False, transient=True)
+                                console=status.real, auto_refresh=False, transient=True)
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=duration_ns)
         self.bar.update(self.task, completed=now_ns)
@@ -106,7 +106,7 @@ def run(
     force: ForceOption = False,
     set_: SetOption = None,
     variant: Annotated[Optional[str], typer.Option(
-        help="Run one of the scenario's \\[variants.NAME] (or NAME=key=value,...); --set applies after it.")] = None,
+        help="Run one of the scenario's [variants.NAME] (or NAME=key=value,...); --set applies after it.")] = None,
     duration: DurationOption = None,
     check_invariants: CheckInvariantsOption = False,
     record: Annotated[bool, typer.Option(help="Record per-request, per-interval and per-task tables (Parquet).")] = True,
@@ -223,7 +223,7 @@ def validate_cmd(scenario: Scenario, set_: SetOption = None, as_json: Annotated[
     if as_json:
         print(json.dumps(config, indent=2))
     else:
-        console.print(f"ok: {source.source}: scenario {config.get('name', scenario)!r} is valid", markup=False)
+        console.print(f"ok: {source.source}: scenario {config.get('name', scenario)!r} is valid")
 
 
 @app.command()
@@ -232,6 +232,8 @@ def scenarios(
     show: Annotated[Optional[str], typer.Option(help="Print the TOML of the named built-in.")] = None,
 ) -> None:
     """List the built-in scenarios."""
+    from rich.table import Table
+
     from . import api
     builtins = api.scenarios()
     if show is not None:
@@ -253,6 +255,8 @@ def policies(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of {name, level, description, params}.")] = False,
 ) -> None:
     """List the host and guest scheduling policies a scenario can name."""
+    from rich.table import Table
+
     from . import _native
     listed = json.loads(_native.policies())
     if as_json:
@@ -269,6 +273,8 @@ def kernels(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of {name, description, sets}.")] = False,
 ) -> None:
     """List the kernel profiles (`host.kernel`, `vm.guest.kernel`) and what each sets."""
+    from rich.table import Table
+
     from . import _native
     listed = json.loads(_native.kernels())
     if as_json:
@@ -299,7 +305,7 @@ def report_cmd(
 def compare_cmd(
     scenario: Scenario = "default",
     variant: Annotated[Optional[list[str]], typer.Option(
-        help="NAME=key=value,key=value (repeatable; default: the scenario's \\[variants.NAME] tables).")] = None,
+        help="NAME=key=value,key=value (repeatable; default: the scenario's [variants.NAME] tables).")] = None,
     seed: SeedOption = None,
     set_: SetOption = None,
     duration: DurationOption = None,
@@ -317,8 +323,8 @@ def compare_cmd(
 ) -> None:
     """Run one scenario and seed under each variant; print metrics with ratios to the first."""
     from . import api
-    from .comparison import (parse_seeds, resolve_variants, rich_table, run_comparison, run_seed_comparison,
-                          seed_rich_table, write_comparison)
+    from .comparison import (parse_seeds, resolve_variants, rich_tables, run_comparison, run_seed_comparison,
+                          seed_rich_tables, write_comparison)
     from .rundir import OutputDir
     chosen_window = _window(window)
     source = _user_input(lambda: api.load_scenario(scenario))
@@ -345,9 +351,11 @@ def compare_cmd(
                 source, seeds=seed_list, set=set_ or [], duration=duration, store_dir=staging / "seeds",
                 first=comparison, workers=workers))
         if not as_json:
-            console.print(rich_table(comparison))
+            for table in rich_tables(comparison):
+                console.print(table)
             if across_seeds:
-                console.print(seed_rich_table(across_seeds))
+                for table in seed_rich_tables(across_seeds):
+                    console.print(table)
         write_comparison(comparison, staging, across_seeds)
     status.print(f"wrote {Path(out_dir) / 'report.html'}")
     if as_json:
@@ -361,12 +369,12 @@ def compare_cmd(
 def bench(
     quick: Annotated[bool, typer.Option(help="Short runs (for tests); figures are not representative.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
-    simpy: Annotated[Optional[Path], typer.Option(help="SimPy baseline script (default ../shared/bench/simpy_baseline.py).")] = None,
     repeat: Annotated[int, typer.Option(help="Runs per measurement, each in a fresh process; the median is reported.")] = 3,
 ) -> None:
-    """Measure the engine's speed and memory, and compare it with the SimPy baseline model."""
+    """Measure the engine's speed and memory, and compare it with a SimPy model of bench-simpy-rr
+    (needs the bench extra: pip install 'vmsched[bench]')."""
     from .bench import print_bench, run_bench
-    figures = _user_input(lambda: run_bench(quick=quick, simpy_script=simpy, repeat=repeat,
+    figures = _user_input(lambda: run_bench(quick=quick, repeat=repeat,
                                             on_step=None if as_json else status.print))
     if as_json:
         print(json.dumps(figures, indent=2))
@@ -374,18 +382,8 @@ def bench(
         print_bench(figures, console)
 
 
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM, raised as an ordinary exception so that the command line (not
-    click's "Aborted!", nor the default action that kills the process where it stands)
-    reports it; output directories are discarded on the way out."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
 def _interrupt(signum, frame):
-    raise Interrupted(signum)
+    raise Interrupted(signum=signum)
 
 
 def main() -> None:
@@ -396,8 +394,10 @@ def main() -> None:
     try:
         app()
     except Interrupted as stop:
+        # Output directories are discarded on the way out; a sweep keeps its finished runs.
         terminated = stop.signum == signal.SIGTERM
-        print(f"error: {'terminated' if terminated else 'interrupted'}; nothing was written", file=sys.stderr)
+        print(f"error: {'terminated' if terminated else 'interrupted'}; {str(stop) or 'nothing was written'}",
+              file=sys.stderr)
         sys.exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
     except Exception as err:  # a bug: one line, and the traceback only on request
         import os

@@ -3,7 +3,6 @@ overrides): a long data frame of metrics with ratios to the first variant, an al
 table for the terminal and an HTML report that overlays the variants."""
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,14 +14,10 @@ from rich.table import Table
 from . import api
 from .errors import UserError
 from .metrics import change, format_value, headline_metrics, ratio
-from .overrides import parse_variant, toml_literal
+from .overrides import parse_variant
 from .tables import write_tables
-
-
-@dataclass
-class Variant:
-    name: str
-    overrides: list[str]
+from .terminal import styled
+from .variants import Variant, scenario_variants
 
 
 @dataclass
@@ -42,20 +37,6 @@ class Comparison:
                              "ratio": ratio(metric.value, base.get(metric.name))})
         return pl.DataFrame(rows, schema={"metric": pl.String, "unit": pl.String, "better": pl.String,
                                           "variant": pl.String, "value": pl.Float64, "ratio": pl.Float64})
-
-
-def scenario_variants(scenario: api.Scenario, config: dict) -> list[Variant]:
-    """The `[variants.NAME]` tables of the normalized scenario, in the order the file
-    lists them (the normalized form sorts them by name; the first is the reference)."""
-    normalized = config.get("variants") or {}
-    try:
-        file_order = list(tomllib.loads(scenario.text).get("variants", {}))
-    except tomllib.TOMLDecodeError:
-        file_order = []
-    names = [name for name in file_order if name in normalized]
-    names += [name for name in normalized if name not in names]
-    return [Variant(name, [f"{key}={toml_literal(value)}" for key, value in normalized[name].items()])
-            for name in names]
 
 
 def builtin_cases() -> list[tuple[str, api.Scenario, list[str]]]:
@@ -264,31 +245,58 @@ def seed_rows(comparison: SeedComparison) -> tuple[list[str], list[list[str | tu
     return headers, rows
 
 
-def seed_rich_table(comparison: SeedComparison) -> Table:
+def seed_rich_tables(comparison: SeedComparison) -> list[Table]:
+    """The across-seeds table for the terminal: the unit and better direction beside the
+    metric's name, and the first variant beside each later one, a table per pair, so
+    that it reads at 80 columns (all columns together are in report.html and
+    compare_seeds.parquet)."""
+    from rich import box
+
     headers, rows = seed_rows(comparison)
     scenario = comparison.summaries[(comparison.variants[0].name, comparison.seeds[0])]["scenario"]
-    table = Table(title=f"{scenario}: mean ± 95% CI over seeds {', '.join(map(str, comparison.seeds))} "
-                        "(* the difference's CI excludes zero)", title_justify="left")
-    for index, header in enumerate(headers):
-        table.add_column(header, justify="left" if index < 2 else "center" if index == 2 else "right")
-    for cells in rows:
-        table.add_row(*(f"[{_VERDICT_STYLE[cell[1]]}]{cell[0]}[/]" if isinstance(cell, tuple) and cell[1]
-                        else cell[0] if isinstance(cell, tuple) else cell for cell in cells))
-    return table
+    # Columns of seed_rows: metric, unit, better, the first variant, then three per later one.
+    later = range(4, len(headers), 3)
+    tables = []
+    for start in later or [None]:
+        picked = [3] + ([] if start is None else [start, start + 1, start + 2])
+        title = " vs ".join(headers[i] for i in picked if i in (3, start))
+        table = Table(title=f"{scenario}, {title}: mean ± 95% CI over seeds {', '.join(map(str, comparison.seeds))} "
+                            "(* the difference's CI excludes zero)", title_justify="left", box=box.SIMPLE_HEAD,
+                      caption="all columns: report.html, or OUT/compare_seeds.parquet", caption_justify="left")
+        table.add_column("metric (unit, better)", overflow="fold", min_width=14)
+        for index in picked:
+            table.add_column(headers[index], justify="right", overflow="fold")
+        for cells in rows:
+            unit, better = cells[1], cells[2]
+            label = f"{cells[0]} ({unit}{', ' + better if better else ''})"
+            table.add_row(styled(label, None), *(styled(cells[i][0], _VERDICT_STYLE.get(cells[i][1]))
+                                                 if isinstance(cells[i], tuple) else styled(cells[i], None)
+                                                 for i in picked))
+        tables.append(table)
+    return tables
 
 
-def rich_table(comparison: Comparison) -> Table:
+def rich_tables(comparison: Comparison) -> list[Table]:
+    """The first variant beside each later one, a table per pair: any number of variants
+    then reads at 80 columns."""
     names = [variant.name for variant in comparison.variants]
+    pairs = [names[:1]] if len(names) == 1 else [[names[0], other] for other in names[1:]]
+    return [_pair_table(comparison, pair) for pair in pairs]
+
+
+def _pair_table(comparison: Comparison, names: list[str]) -> Table:
     frame = comparison.frame
-    table = Table(title=f"{comparison.results[0].summary['scenario']}, seed {comparison.results[0].summary['seed']}",
-                  title_justify="left")
-    table.add_column("metric")
-    table.add_column("unit")
-    table.add_column("better", justify="center")
+    summary = comparison.results[0].summary
+    table = Table(title=f"{summary['scenario']}, seed {summary['seed']}: {' vs '.join(names)}",
+                  title_justify="left", caption="all digits: --json, or OUT/compare.parquet", caption_justify="left")
+    # The metric's name wraps (never cut); the figures keep whole.
+    table.add_column("metric", overflow="fold", min_width=12)
+    table.add_column("unit", no_wrap=True)
+    table.add_column("better", justify="center", no_wrap=True)
     for index, name in enumerate(names):
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", overflow="fold")
         if index:
-            table.add_column("change", justify="right")
+            table.add_column("change", justify="right", no_wrap=True)
     for (metric,), rows in frame.group_by("metric", maintain_order=True):
         by_variant = {row["variant"]: row for row in rows.iter_rows(named=True)}
         first = rows.row(0, named=True)
@@ -300,7 +308,7 @@ def rich_table(comparison: Comparison) -> Table:
             if index:
                 text, verdict = change(row["value"] if row else None, base["value"] if base else None,
                                        first["better"])
-                cells.append(f"[{_VERDICT_STYLE[verdict]}]{text}[/]" if verdict else text)
+                cells.append(styled(text, _VERDICT_STYLE.get(verdict)))
         table.add_row(*cells)
     return table
 

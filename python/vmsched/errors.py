@@ -3,6 +3,7 @@ non-zero exit."""
 from __future__ import annotations
 
 import re
+import signal
 import sys
 
 import typer
@@ -14,6 +15,17 @@ EXIT_PLAN_UNVERIFIED = 3
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 EXIT_TERMINATED = 143  # 128 + SIGTERM (timeout, systemd, batch schedulers send it)
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM, raised as an ordinary exception so that the command line (not
+    click's "Aborted!", nor the default action that kills the process where it stands)
+    reports it; output directories are discarded on the way out. Its message, if any,
+    says what was kept."""
+
+    def __init__(self, message: str = "", signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.signum = signum
 
 
 class UserError(Exception):

@@ -7,11 +7,10 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table as RichTable
 
 from .atomic import write_atomic
 from .errors import EXIT_PLAN_UNVERIFIED, UserError, fail
+from .terminal import make_console, styled
 
 
 class TableFormat(str, Enum):
@@ -28,7 +27,10 @@ def _input_kind(path: Path) -> str:
     raise fail(f"{path}: unknown input type {suffix or '(none)'}; use a .toml or .json file")
 
 
-def _print_report(console: Console, report: dict, table: dict, explain: bool) -> None:
+def _print_report(console, report: dict, table: dict, explain: bool) -> None:
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
     cores = RichTable(title="per-core reservation", show_lines=False)
     for column in ("core", "utilization", "allocations", "slice (us)"):
         cores.add_column(column, justify="right")
@@ -47,7 +49,7 @@ def _print_report(console: Console, report: dict, table: dict, explain: bool) ->
                   f"left short {coalesce['kept_short']}", soft_wrap=True)  # one line, whatever the terminal's width
     console.print(f"table size: {report['table_bytes']} bytes (binary)   "
                   f"planning time: {report['planning_time_ns'] / 1e6:.2f} ms")
-    console.print("verifier: [green]PASS[/green]" if report["verified"] else "verifier: [red]FAIL[/red]")
+    console.print(Text.assemble("verifier: ", styled("PASS", "green") if report["verified"] else styled("FAIL", "red")))
     if explain:
         vcpus = RichTable(title="vCPU -> periodic task (Tableau Sec. 5)")
         for column in ("vm", "vcpu", "U", "L (ms)", "T (ns)", "C (ns)", "placement", "cores"):
@@ -129,7 +131,7 @@ def plan(
             write_atomic(out, data)
         except OSError as error:
             raise fail(f"{out}: cannot write ({error.strerror})")
-    console = Console(stderr=to_stdout)
+    console = make_console(stderr=to_stdout)
     _print_report(console, report, json.loads(table_json), explain)
     if not to_stdout:
         console.print(f"wrote {out} ({table_format.value})")

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from .atomic import write_atomic
 from .errors import fail
+from .terminal import make_console, styled
 
 DEFAULT_RWC_STATE_DIR = Path("/run/vmsched/rwc")
 
@@ -37,7 +36,10 @@ def _state_file(state_dir: Path, cgroup: str) -> Path:
 
 
 def _print_table(report: dict) -> None:
-    console = Console()
+    from rich.table import Table
+    from rich.text import Text
+
+    console = make_console()
     table = Table(title="vCPUs")
     for column in ("cpu", "capacity", "share", "inactive avg (us)", "active avg (us)", "preemptions", "steal check"):
         table.add_column(column, justify="right")
@@ -69,7 +71,19 @@ def _print_table(report: dict) -> None:
                           "-" if lo is None else f"{lo:.1f}", "-" if med is None else f"{med:.1f}", p["source"])
         console.print(pairs)
     for note in report.get("fallbacks", []):
-        console.print(f"[yellow]fallback:[/yellow] {note}")
+        console.print(Text.assemble(styled("fallback:", "yellow"), f" {note}"))
+
+
+def _check_rwc_target(native, cgroup: str, only: str | None) -> None:
+    """What --apply-rwc needs, checked before the probe runs for seconds: capacities and
+    the cgroup's cpuset (root is checked after the probe, whose report is of use without it)."""
+    if only not in (None, "capacity"):
+        raise fail(f"RWC needs capacities: do not combine --apply-rwc with --only {only}")
+    try:
+        native.cpuset_locate(cgroup)
+        native.cpuset_read(cgroup)
+    except OSError as err:
+        raise fail(f"--apply-rwc {cgroup}: {err}")
 
 
 def _apply_rwc(report: dict, cgroup: str, dry_run: bool, state_dir: Path) -> None:
@@ -181,6 +195,8 @@ def register(app: typer.Typer) -> None:
         if scenario is not None and (only is not None or watch or bench):
             raise fail("--scenario needs a full one-shot probe: do not combine it with --only, --watch or --bench")
         native = _native()
+        if apply_rwc is not None:
+            _check_rwc_target(native, apply_rwc, only)
         try:
             cpu_ids = native.parse_cpu_list(cpus) if cpus is not None else None
         except ValueError as err:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import polars as pl
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from . import api
@@ -24,7 +23,12 @@ from .tables import read_tables
 REPORT_TABLES = ("requests", "samples", "vcpu_states", "pcpu_slices", "task_slices")
 STATE_COLORS = {"running": "#2ca02c", "preempted": "#d62728", "halted": "#c7c7c7"}
 CDF_POINTS = 500  # points per latency CDF: enough to draw, small enough to embed
+# The window re-run for the timelines of a run that was not traced.
 DEFAULT_TIMELINE_NS = 50_000_000
+# Bars in one timeline chart: a traced window is drawn whole (zoom in with the mouse) up to
+# this many, and beyond it its first part that holds them, so that the page stays a few
+# MB and the browser draws it in seconds.
+TIMELINE_MAX_BARS = 40_000
 # Above this many VMs a per-VM chart becomes small multiples (one panel per VM, shared
 # axes) instead of one tangle of lines.
 OVERLAY_MAX_VMS = 8
@@ -33,14 +37,63 @@ SMALL_MULTIPLE_COLUMNS = 4
 SMOOTHING_SAMPLES = 5
 
 
-def _saturated(color: str) -> bool:
-    """Not a grey: a VM's line must not read as a grid line or the background."""
-    channels = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
-    return max(channels) - min(channels) > 60
+def _srgb_to_lab(color: str) -> tuple[float, float, float]:
+    """CIELAB (D65) of an sRGB colour #rrggbb (IEC 61966-2-1 and CIE 15 formulas)."""
+    def linear(channel: int) -> float:
+        c = channel / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (linear(int(color[i:i + 2], 16)) for i in (1, 3, 5))
+    xyz = (0.4124 * r + 0.3576 * g + 0.1805 * b, 0.2126 * r + 0.7152 * g + 0.0722 * b,
+           0.0193 * r + 0.1192 * g + 0.9505 * b)
+    white = (0.95047, 1.0, 1.08883)
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
+    fx, fy, fz = (f(value / reference) for value, reference in zip(xyz, white))
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
 
 
-# One colour per VM in every chart; beyond the palette's colours they repeat.
-VM_PALETTE = [color for color in qualitative.Dark24 + qualitative.Light24 if _saturated(color)]
+def color_distance(a: str, b: str) -> float:
+    """CIE76 colour difference: about 2.3 is just noticeable, above 20 reads as another colour."""
+    return math.dist(_srgb_to_lab(a), _srgb_to_lab(b))
+
+
+def _hsl(hue: float, saturation: float, lightness: float) -> str:
+    import colorsys
+    r, g, b = colorsys.hls_to_rgb(hue / 360, lightness, saturation)
+    return "#{:02x}{:02x}{:02x}".format(*(round(channel * 255) for channel in (r, g, b)))
+
+
+MAX_LIGHTNESS = 65
+
+
+def _distinct_colors(count: int) -> list[str]:
+    """`count` colours chosen one by one, each the candidate farthest (CIE76) from those
+    already chosen (Glasbey et al., "Colour displays for categorical images", 2007). The
+    candidates are saturated and of middle lightness, so that every colour stands out
+    from the white page and its grey grid and thin lines stay visible."""
+    candidates = [_hsl(hue, saturation, lightness) for hue in range(0, 360, 6)
+                  for saturation in (0.65, 0.9) for lightness in (0.3, 0.42, 0.55)]
+    labs = {color: _srgb_to_lab(color) for color in candidates}
+    # Dark enough to show as a thin line on white (CIELAB L* at most 65: no pale yellow).
+    labs = {color: lab for color, lab in labs.items() if lab[0] <= MAX_LIGHTNESS}
+    candidates = list(labs)
+    chosen = [_hsl(210, 0.9, 0.42)]  # a blue first, the usual first series colour
+    nearest = {color: math.dist(labs[color], labs[chosen[0]]) for color in candidates}
+    while len(chosen) < count:
+        best = max(nearest, key=nearest.get)
+        chosen.append(best)
+        nearest = {color: min(distance, math.dist(labs[color], labs[best]))
+                   for color, distance in nearest.items() if color != best}
+    return chosen
+
+
+# VM i is drawn in colour i mod 16 and, from the 17th VM on, with the (i div 16)th
+# pattern as well: a hatch on bars, a dash on lines. 16 colours keep clearly apart;
+# 64 VMs get 64 distinct styles, and every trace names its VM on hover.
+VM_PALETTE = _distinct_colors(16)
+BAR_PATTERNS = ("", "/", ".", "x")
+LINE_DASHES = ("solid", "dot", "dash", "dashdot")
 
 
 @dataclass
@@ -112,9 +165,16 @@ def _cdf_points(values: pl.Series) -> tuple[pl.Series, list[float]]:
 
 
 def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
+    """Every workload's latency CDF overlaid in one chart, in its VM's colour (a VM's
+    workloads, and each run of a comparison, apart by dash); the queue wait and service
+    parts are in the legend, where a click shows or hides a line and a double click
+    shows it alone."""
     workloads = sorted({name for run in runs if not run.frame("requests").is_empty()
                         for name in run.frame("requests")["workload"].unique().to_list()})
-    figures = []
+    if not workloads:
+        return []
+    colors = vm_colors(runs)
+    vm_of = {w["name"]: w.get("vm") for run in runs for w in run.summary["workloads"]}
     all_latency = [run.frame("requests")["latency_ns"] for run in runs if not run.frame("requests").is_empty()]
     latency_ns = pl.concat(all_latency) if all_latency else pl.Series("latency_ns", [], dtype=pl.Int64)
     positive = latency_ns.filter(latency_ns > 0)
@@ -122,18 +182,24 @@ def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
     axis_range = None
     if positive.len():
         axis_range = [math.log10(positive.min() / 1e3), math.log10(positive.max() / 1e3)]
+    fig = go.Figure()
+    dash_in_vm: dict[str, int] = {}
     for workload in workloads:
-        fig = go.Figure()
-        for run in runs:
+        vm = vm_of.get(workload)
+        color = colors.get(vm, VM_PALETTE[0])
+        within = dash_in_vm[vm] = dash_in_vm.get(vm, -1) + 1
+        for run_index, run in enumerate(runs):
             requests = run.frame("requests")
             if requests.is_empty():
                 continue
             rows = requests.filter(pl.col("workload") == workload)
+            if rows.is_empty():
+                continue
             prefix = f"{run.label} · " if len(runs) > 1 else ""
+            dash = LINE_DASHES[(within + run_index) % len(LINE_DASHES)]
             # Total latency, and its parts where the workload has them: waiting in the
             # queue (arrival to service start) and being served (start to end).
-            for column, label, dash in (("latency_ns", "latency", "solid"), ("queue_ns", "queue wait", "dot"),
-                                        ("service_ns", "service", "dash")):
+            for column, label in (("latency_ns", ""), ("queue_ns", " queue wait"), ("service_ns", " service")):
                 if column not in rows.columns or rows[column].null_count() == rows.height:
                     continue
                 values = rows[column].drop_nulls().sort()
@@ -141,12 +207,16 @@ def latency_cdfs(runs: list[RunData]) -> list[go.Figure]:
                     continue
                 picked, ranks = _cdf_points(values)
                 fig.add_trace(go.Scatter(x=(picked / 1e3).to_list(), y=ranks, mode="lines", line_shape="hv",
-                                         line_dash=dash, name=f"{prefix}{label}",
+                                         line=dict(color=color, dash=dash, width=2 if column == "latency_ns" else 1),
+                                         name=f"{prefix}{workload}{label}", legendgroup=f"{prefix}{workload}",
+                                         hovertemplate=f"{html.escape(prefix + workload + label)}: "
+                                                       "%{x:.4g} µs, %{y:.3f}<extra></extra>",
                                          visible=True if column == "latency_ns" else "legendonly"))
-        fig.update_layout(title=f"Latency CDF: {workload} (queue wait and service in the legend)", xaxis_title="latency (µs)",
-                          yaxis_title="fraction of requests", xaxis_type="log", xaxis_range=axis_range)
-        figures.append(fig)
-    return figures
+    fig.update_layout(title="Latency CDF per workload, in its VM's colour (queue wait and service in the legend; "
+                            "click to hide, double-click to isolate)",
+                      xaxis_title="latency (µs)", yaxis_title="fraction of requests", xaxis_type="log",
+                      xaxis_range=axis_range, height=max(420, 22 * len(fig.data) // 3 + 200))
+    return [fig]
 
 
 def _metric_by_vm(run: RunData, metric: str) -> pl.DataFrame:
@@ -158,11 +228,18 @@ def _metric_by_vm(run: RunData, metric: str) -> pl.DataFrame:
             .group_by("time_ns", "vm").agg(pl.col("value").mean()).sort("vm", "time_ns"))
 
 
+def _vm_order(runs: list[RunData]) -> list[str]:
+    return list(dict.fromkeys(vm["name"] for run in runs for vm in run.summary["vms"]))
+
+
 def vm_colors(runs: list[RunData]) -> dict[str, str]:
     """The colour of each VM, the same in every chart (by its order in the first run)."""
-    names = [vm["name"] for run in runs for vm in run.summary["vms"]]
-    ordered = list(dict.fromkeys(names))
-    return {name: VM_PALETTE[i % len(VM_PALETTE)] for i, name in enumerate(ordered)}
+    return {name: VM_PALETTE[i % len(VM_PALETTE)] for i, name in enumerate(_vm_order(runs))}
+
+
+def vm_patterns(runs: list[RunData]) -> dict[str, int]:
+    """The pattern index of each VM: 0 (plain) for the first 16, then 1, 2, 3."""
+    return {name: (i // len(VM_PALETTE)) % len(BAR_PATTERNS) for i, name in enumerate(_vm_order(runs))}
 
 
 def _smoothed(values: pl.Series) -> list[float]:
@@ -192,11 +269,12 @@ def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
         index = vms.index(vm)
         return {"row": index // SMALL_MULTIPLE_COLUMNS + 1, "col": index % SMALL_MULTIPLE_COLUMNS + 1}
 
-    dashes = ["solid", "dot", "dashdot", "longdash"]
+    patterns = vm_patterns(runs)
     for run_index, run in enumerate(runs):
         prefix = f"{run.label} · " if len(runs) > 1 else ""
-        line = dashes[run_index % len(dashes)]
         for (vm,), rows in _metric_by_vm(run, metric).group_by("vm", maintain_order=True):
+            # Runs apart by dash in a comparison; otherwise the VM's pattern (past 16 VMs).
+            line = LINE_DASHES[(run_index if len(runs) > 1 else patterns.get(vm, 0)) % len(LINE_DASHES)]
             x = (rows["time_ns"] / 1e6).to_list()
             common = dict(mode="lines", legendgroup=f"{prefix}{vm}")
             fig.add_trace(go.Scatter(x=x, y=_smoothed(rows["value"]) if smooth else rows["value"].to_list(),
@@ -217,10 +295,10 @@ def _lines_by_vm(runs: list[RunData], metric: str, title: str, yaxis: str,
     if multiples:
         fig.update_xaxes(title_text="simulated time (ms)", row=-(-len(vms) // SMALL_MULTIPLE_COLUMNS))
         fig.update_yaxes(title_text=yaxis, col=1)
-        # One scale for every panel, from zero, with room above the highest line (a
-        # line along the top edge would be half hidden).
+        # One scale for every panel, from zero, with room above the highest line and
+        # below zero (a line along an edge would be half hidden).
         highest = max((max(trace.y) for trace in fig.data if trace.y), default=0) or 1
-        fig.update_yaxes(range=[0, highest * 1.08])
+        fig.update_yaxes(range=[-highest * 0.04, highest * 1.08])
     else:
         fig.update_layout(xaxis_title="simulated time (ms)", yaxis_title=yaxis)
     return fig
@@ -234,8 +312,8 @@ def pcpu_lanes(run: RunData) -> go.Figure | None:
     names = [vm["name"] for vm in run.summary["vms"]]
     if slices["vm"].dtype.is_integer():
         slices = slices.with_columns(pl.col("vm").map_elements(names.__getitem__, return_dtype=pl.String))
-    slices = first_span(slices, DEFAULT_TIMELINE_NS)
-    colors = vm_colors([run])
+    slices, note = timeline_span(slices, TIMELINE_MAX_BARS)
+    colors, patterns = vm_colors([run]), vm_patterns([run])
     lanes = sorted(slices["pcpu"].unique().to_list(), reverse=True)  # pCPU 0 on top
     fig = go.Figure()
     for vm in names:
@@ -244,11 +322,12 @@ def pcpu_lanes(run: RunData) -> go.Figure | None:
             continue
         fig.add_trace(go.Bar(y=[f"pCPU {p}" for p in rows["pcpu"].to_list()], base=(rows["start_ns"] / 1e6).to_list(),
                              x=((rows["end_ns"] - rows["start_ns"]) / 1e6).to_list(), orientation="h", name=vm,
-                             marker_color=colors[vm],
+                             marker=dict(color=colors[vm], pattern_shape=BAR_PATTERNS[patterns[vm]]),
                              customdata=rows["vcpu"].to_list(),
-                             hovertemplate=f"{vm} vCPU %{{customdata}}<extra></extra>"))
+                             hovertemplate=f"{html.escape(vm)} vCPU %{{customdata}}<extra></extra>"))
     window = (slices["start_ns"].min() / 1e6, slices["end_ns"].max() / 1e6)
-    fig.update_layout(title=f"pCPU lanes: which VM's vCPU ran where, {window[0]:.3f}–{window[1]:.3f} ms ({run.label})",
+    fig.update_layout(title=f"pCPU lanes: which VM's vCPU ran where, {window[0]:.3f}–{window[1]:.3f} ms{note} "
+                            f"({run.label}; drag to zoom)",
                       barmode="overlay", xaxis_title="simulated time (ms)", bargap=0.15,
                       yaxis=dict(categoryorder="array", categoryarray=[f"pCPU {p}" for p in lanes]),
                       height=max(300, 18 * len(lanes) + 140))
@@ -313,7 +392,7 @@ def task_lanes(run: RunData, vm_name: str | None = None) -> go.Figure | None:
         vm_name = next((vm["name"] for vm in run.summary["vms"] if vm["name"] in present), None)
     if vm_name not in present:
         return None
-    slices = first_span(slices.filter(pl.col("vm") == vm_name), DEFAULT_TIMELINE_NS)
+    slices, note = timeline_span(slices.filter(pl.col("vm") == vm_name), TIMELINE_MAX_BARS)
     window_end = slices["end_ns"].max()
     lane = lambda vcpus: [f"vCPU {v}" for v in vcpus]  # noqa: E731
     tasks = sorted(slices["task"].unique().to_list())
@@ -341,7 +420,7 @@ def task_lanes(run: RunData, vm_name: str | None = None) -> go.Figure | None:
     vcpus = sorted(slices["vcpu"].unique().to_list(), reverse=True)  # vCPU 0 on top
     window = (slices["start_ns"].min() / 1e6, window_end / 1e6)
     fig.update_layout(title=f"Guest task lanes of {vm_name}: the task current on each vCPU, "
-                            f"{window[0]:.3f}–{window[1]:.3f} ms ({run.label})",
+                            f"{window[0]:.3f}–{window[1]:.3f} ms{note} ({run.label}; drag to zoom)",
                       barmode="overlay", xaxis_title="simulated time (ms)",
                       yaxis=dict(categoryorder="array", categoryarray=lane(vcpus)),
                       height=max(300, 34 * len(vcpus) + 160))
@@ -411,10 +490,24 @@ def first_span(states: pl.DataFrame, span_ns: int) -> pl.DataFrame:
             .with_columns(pl.min_horizontal("end_ns", pl.lit(end, dtype=states["end_ns"].dtype)).alias("end_ns")))
 
 
+def timeline_span(slices: pl.DataFrame, max_bars: int) -> tuple[pl.DataFrame, str]:
+    """The whole table when it has at most `max_bars` rows, else its first part that does
+    (clipped at the start of the first row left out), with a note for the chart's title
+    saying how much of the traced window that is."""
+    if slices.height <= max_bars:
+        return slices, ""
+    ordered = slices.sort("start_ns")
+    traced = (ordered["end_ns"].max() - ordered["start_ns"].min()) / 1e6
+    shown = first_span(ordered, ordered["start_ns"][max_bars] - ordered["start_ns"].min())
+    return shown, (f" (the first part of {traced:.3f} ms traced: more than {max_bars:,} bars; "
+                   "`vmsched report --window START:END` draws another)")
+
+
 def vcpu_timeline(run: RunData) -> go.Figure | None:
     states = run.frame("vcpu_states")
     if states.is_empty():
         return None
+    states, note = timeline_span(states, TIMELINE_MAX_BARS)
     if states["vm"].dtype.is_integer():  # VM index -> name, as in the summary
         names = [vm["name"] for vm in run.summary["vms"]]
         states = states.with_columns(pl.col("vm").map_elements(names.__getitem__, return_dtype=pl.String))
@@ -430,7 +523,7 @@ def vcpu_timeline(run: RunData) -> go.Figure | None:
                              x=((rows["end_ns"] - rows["start_ns"]) / 1e6).to_list(),
                              orientation="h", name=state, marker_color=color))
     window = (states["start_ns"].min() / 1e6, states["end_ns"].max() / 1e6)
-    fig.update_layout(title=f"vCPU host states, {window[0]:.3f}–{window[1]:.3f} ms ({run.label})",
+    fig.update_layout(title=f"vCPU host states, {window[0]:.3f}–{window[1]:.3f} ms{note} ({run.label}; drag to zoom)",
                       barmode="overlay", xaxis_title="simulated time (ms)", bargap=0.2,
                       height=max(300, 28 * states["track"].n_unique() + 120))
     return fig
@@ -445,6 +538,7 @@ td.better { color: #1a7f37; font-weight: 600; }
 td.worse { color: #cf222e; font-weight: 600; }
 pre { background: #f6f6f6; padding: 1em; overflow: auto; max-height: 30em; }
 .chart { margin: 1.5em 0; }
+details > summary { cursor: pointer; font-weight: 600; margin: 0.5em 0; }
 """
 
 
@@ -493,9 +587,10 @@ def build_report(runs: list[RunData], title: str, task_vm: str | None = None, ac
 <p>{html.escape(first.get("description", ""))}</p>
 <p>Seed {first["seed"]}, {first["duration_ns"] / 1e9:g} simulated s.</p>
 <h2>Run</h2>{run_metadata_html([(run.label, run.meta) for run in runs])}
-<h2>Summary</h2>{summary_table_html(runs)}
 {f"<h2>Across seeds</h2>{across_seeds_html}" if across_seeds_html else ""}
 <h2>Charts</h2>{charts}
+<h2>Summary</h2><details><summary>every headline metric ({len(headline_metrics(first))} rows; the
+figures in full are in summary.json)</summary>{summary_table_html(runs)}</details>
 <h2>Configuration</h2>{configs}
 </body></html>
 """
@@ -515,8 +610,8 @@ def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: 
                  window: tuple[int, int] | None = None, task_vm: str | None = None,
                  across_seeds_html: str = "") -> Path:
     """Write RUN_DIR/report.html from the run directory, or from given runs (compare).
-    The timelines show the run's traced window; with `window`, or when the run was not
-    traced, the run is repeated (same scenario and seed) to record that window.
+    The timelines show the run's traced window (its first part past TIMELINE_MAX_BARS
+    bars); with `window`, or when the run was not traced, the run is repeated (same scenario and seed) to record that window.
     `task_vm` names the VM whose guest task lanes are drawn (default: the first)."""
     run_dir = Path(run_dir)
     if runs is None:
@@ -527,8 +622,6 @@ def write_report(run_dir: str | Path, runs: list[RunData] | None = None, title: 
         if window or "vcpu_states" not in run.frames:
             window = window or (0, min(run.summary["duration_ns"], DEFAULT_TIMELINE_NS))
             run.frames.update(rerun_timelines(run_dir, window))
-        else:  # a long traced window would make an unreadable (and heavy) timeline
-            run.frames["vcpu_states"] = first_span(run.frames["vcpu_states"], DEFAULT_TIMELINE_NS)
         runs = [run]
     title = title or f"vmsched: {runs[0].summary['scenario']}"
     return write_atomic(run_dir / "report.html", build_report(runs, title, task_vm, across_seeds_html))

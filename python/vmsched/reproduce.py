@@ -631,6 +631,9 @@ def summary_lines(summary: dict) -> list[list[str]]:
 def rich_tables(rows: list[dict], summary: dict | None = None) -> list:
     """One terminal table per paper and figure, then the tally."""
     from rich.table import Table
+    from rich.text import Text
+
+    from . import terminal
     tables = []
     for (paper, figure), group in _groups(rows, ("paper", "figure")).items():
         table = Table(title=f"{paper} {figure}: paper vs simulation (mean ± 95% CI over seeds)",
@@ -644,7 +647,8 @@ def rich_tables(rows: list[dict], summary: dict | None = None) -> list:
             table.add_column(column, justify=justify)
         for row in group:
             colour = {"agrees": "green", "disagrees": "red"}.get(row["verdict"], "yellow")
-            mark = f"[{colour}]{verdict_mark(row)}[/]" + (" [dim](extension)[/]" if row["extension"] else "")
+            mark = Text.assemble(terminal.styled(verdict_mark(row), colour),
+                                 terminal.styled(" (extension)", "dim") if row["extension"] else "")
             cells = [row["id"], row["name"], row["kind"], row["unit"], paper_statement(row),
                      format_mean(row["sim_mean"], row["sim_ci95"]), format_number(row["effect_ratio"]), mark]
             if versus:

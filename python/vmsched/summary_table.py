@@ -6,6 +6,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from .terminal import make_console
+
 
 def format_ns(ns: float | None) -> str:
     """A duration in the unit that keeps three significant figures readable."""
@@ -98,4 +100,4 @@ def render(summary: dict) -> Group:
 
 
 def print_summary(summary: dict, console: Console | None = None) -> None:
-    (console or Console()).print(render(summary))
+    (console or make_console()).print(render(summary))

@@ -6,19 +6,19 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from .errors import UserError, fail
+from .errors import Interrupted, UserError, fail
+from .terminal import make_console
 
-console = Console()
-status = Console(stderr=True)
+console = make_console()
+status = make_console(stderr=True)
 
 BackendOption = Annotated[str, typer.Option(help="local (worker processes on this machine) or ray.")]
 WorkersOption = Annotated[Optional[int], typer.Option(
     help="Parallel runs (default: all cores; with ray, the CPUs of a local Ray instance).")]
 AddressOption = Annotated[Optional[str], typer.Option(
-    help="Ray cluster to join (e.g. ray://head:10001 or auto); default: a local Ray instance.")]
+    help="With --backend ray: local (the default: a private Ray instance on this machine, ended after the "
+         "sweep), auto (the cluster RAY_ADDRESS or `ray start` names), HOST:PORT or ray://HOST:10001.")]
 
 
 def _guarded(action):
@@ -49,35 +49,74 @@ def sweep(
     from . import sweeps as engine
 
     if summary is not None:
-        stats = _guarded(lambda: engine.summarize(engine.read_results(summary), metric))
+        results = _guarded(lambda: engine.read_results(summary))
+        if metric is None:
+            lines = engine.headline(results)
+            if as_json:
+                print(json.dumps(lines, indent=1))
+            else:
+                _print_headline(lines, summary)
+            return
+        stats = _guarded(lambda: engine.summarize(results, metric))
         if as_json:
             print(json.dumps(stats.to_dicts(), indent=1))
         else:
-            _print_stats(stats)
+            _print_stats(stats, summary)
         return
     if spec is None or out is None:
         raise fail("give a spec and --out DIR (or --summary DIR)")
     bar = engine.ProgressBar(status, f"sweep {spec}")
     try:
         results = _guarded(lambda: engine.sweep(spec, out, backend, workers, address, progress=bar))
+    except Interrupted as stop:
+        bar.close()
+        kept = len(engine.Store(out).finished_keys())
+        raise Interrupted(f"{kept} finished run{'s' * (kept != 1)} kept in {out / 'runs'}; the same command "
+                          "resumes the sweep, running only the missing ones", stop.signum) from None
     finally:
         bar.close()
-    failed = results.filter(results["status"] != "ok").height
-    status.print(f"{results.height} runs ({failed} failed) -> {out / 'results' / 'runs.parquet'}")
+    # The bar counts distinct runs; a row per planned run can repeat one (two variants or
+    # grid points that resolve to the same scenario and seed share its run).
+    runs, failed = results["key"].n_unique(), results.filter(results["status"] != "ok")["key"].n_unique()
+    rows = "" if results.height == runs else f", {results.height} rows: some points share a run"
+    status.print(f"{runs} run{'s' * (runs != 1)} ({failed} failed{rows}) -> {out / 'results' / 'runs.parquet'}")
     if failed:
         for row in results.filter(results["status"] != "ok").head(5).iter_rows(named=True):
             status.print(f"failed: {row['scenario']} {row['variant']} seed {row['seed']} {row['point']}: {row['error']}")
 
 
-def _print_stats(stats) -> None:
-    table = Table(title="mean ± 95% CI over seeds", title_justify="left")
-    for column in ("scenario", "variant", "point", "metric", "n", "mean", "± ci95"):
-        table.add_column(column, justify="right" if column in ("n", "mean", "± ci95") else "left")
-    for row in stats.iter_rows(named=True):
-        ci = "–" if row["ci95"] is None else f"{row['ci95']:.4g}"
-        table.add_row(row["scenario"], row["variant"], row["point"], row["metric"], str(row["n"]),
-                      f"{row['mean']:.6g}", ci)
-    console.print(table)
+def _figure(mean: float, ci95: float | None) -> str:
+    return f"{mean:.4g}" + ("" if ci95 is None else f" ± {ci95:.2g}")
+
+
+def _print_headline(lines: list[dict], out: Path) -> None:
+    """One line per scenario, variant and grid point: the headline figures, mean ± 95% CI
+    over the seeds."""
+    console.print(f"mean ± 95% CI over seeds; every metric: --metric PATH (part of a path, e.g. latency_ns.p95), "
+                  f"--json, or {out / 'results' / 'runs.parquet'}")
+    for line in lines:
+        label = " ".join(part for part in (line["scenario"], line["variant"], line["point"]) if part)
+        figures = ", ".join(f"{figure['metric']} {_figure(figure['mean'], figure['ci95'])} {figure['unit']}"
+                            for figure in line["figures"])
+        console.print(f"{label} (n={line['n']}): {figures}")
+
+
+def _print_stats(stats, out: Path) -> None:
+    """One block per scenario, variant and grid point, one metric a row: metric paths are
+    long, so they get the width and wrap rather than being cut."""
+    from rich import box
+    from rich.table import Table
+
+    console.print(f"mean ± 95% CI over seeds (all digits: --json, or {out / 'results' / 'runs.parquet'})")
+    for (scenario, variant, point), rows in stats.group_by(["scenario", "variant", "point"], maintain_order=True):
+        table = Table(title=" ".join(part for part in (scenario, variant, point) if part), title_justify="left",
+                      box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("metric", overflow="fold", ratio=1)
+        table.add_column("n", justify="right", no_wrap=True)
+        table.add_column("mean ± ci95", justify="right", no_wrap=True)
+        for row in rows.iter_rows(named=True):
+            table.add_row(row["metric"], str(row["n"]), _figure(row["mean"], row["ci95"]))
+        console.print(table)
 
 
 def reproduce(
@@ -119,7 +158,7 @@ def reproduce(
         if as_json:
             print(json.dumps(frame.to_dicts(), indent=1))
         else:
-            _print_matrix(frame)
+            _print_matrix(frame, Path(out or ("runs/matrix-quick" if quick else "runs/matrix")))
         return
     if as_json:
         print(json.dumps(registry.public_rows(result.rows), indent=1))
@@ -134,18 +173,22 @@ def reproduce(
                  f"{result.out / 'reproduce-summary.json'}")
 
 
-def _print_matrix(frame) -> None:
-    """One row per workload and metric, one column per host x guest combination."""
-    combos = list(dict.fromkeys(zip(frame["host"], frame["guest"])))
-    table = Table(title="composition matrix: mean ± 95% CI over seeds", title_justify="left")
-    for column in ("scenario", "workload", "metric"):
-        table.add_column(column)
-    for host, guest in combos:
-        table.add_column(f"host {host}\nguest {guest}", justify="right")
+def _print_matrix(frame, out: Path) -> None:
+    """One block per workload and metric: a row per host policy, a column per guest
+    policy, so that the table keeps to 80 columns however many host policies there are."""
+    from rich import box
+    from rich.table import Table
+
+    guests = list(dict.fromkeys(frame["guest"]))
+    console.print(f"composition matrix: mean ± 95% CI over seeds (all digits: --json, or {out / 'matrix.json'})")
     for (scenario, workload, metric), rows in frame.group_by(["scenario", "workload", "metric"], maintain_order=True):
         cells = {(r["host"], r["guest"]): r for r in rows.iter_rows(named=True)}
-        table.add_row(scenario, workload, metric, *[
-            "–" if (cell := cells.get(combo)) is None else
-            f"{cell['mean']:.4g}" + ("" if cell["ci95"] is None else f" ± {cell['ci95']:.2g}")
-            for combo in combos])
-    console.print(table)
+        table = Table(title=f"{scenario}: {workload} {metric}", title_justify="left", box=box.SIMPLE_HEAD,
+                      pad_edge=False)
+        table.add_column("host \\ guest", no_wrap=True)
+        for guest in guests:
+            table.add_column(guest, justify="right", no_wrap=True)
+        for host in dict.fromkeys(rows["host"]):
+            table.add_row(host, *["–" if (cell := cells.get((host, guest))) is None else
+                                  _figure(cell["mean"], cell["ci95"]) for guest in guests])
+        console.print(table)

@@ -41,6 +41,25 @@ def execute(task: RunTask) -> RunOutcome:
     return RunOutcome(task.key, "ok", summary_json, None, chosen)
 
 
+def _end_with_the_driver() -> None:
+    """Quiet exits: Ctrl-C at the terminal reaches the whole process group, but a worker
+    leaves it to its driver, which ends the workers itself (and says what is kept); and a
+    driver that dies takes its workers with it (Linux's PR_SET_PDEATHSIG, prctl(2): SIGTERM,
+    whose default action ends the process without a traceback), or else they end when
+    their stdin closes."""
+    import ctypes
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1  # <linux/prctl.h>
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+        except (OSError, AttributeError):
+            pass
+
+
 def serve() -> None:
     """A local sweep worker process: one task per line of JSON on stdin, one outcome per
     line on stdout, until stdin closes (the driver finished or died)."""
@@ -48,14 +67,18 @@ def serve() -> None:
     import os
     import sys
 
+    _end_with_the_driver()
     # The protocol owns the original stdout; anything else printed goes to stderr.
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    for line in sys.stdin:
-        fields = json.loads(line)
-        task = RunTask(**{**fields, "overrides": tuple(fields["overrides"]), "tables": tuple(fields["tables"])})
-        replies.write(json.dumps(execute(task)._asdict()) + "\n")
-        replies.flush()
+    try:
+        for line in sys.stdin:
+            fields = json.loads(line)
+            task = RunTask(**{**fields, "overrides": tuple(fields["overrides"]), "tables": tuple(fields["tables"])})
+            replies.write(json.dumps(execute(task)._asdict()) + "\n")
+            replies.flush()
+    except BrokenPipeError:  # the driver is gone: nobody to reply to, nothing to say
+        os._exit(0)
 
 
 if __name__ == "__main__":

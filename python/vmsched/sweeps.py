@@ -20,6 +20,7 @@ import json
 import math
 import os
 import queue
+import re
 import subprocess
 import sys
 import tomllib
@@ -36,6 +37,7 @@ from .atomic import write_atomic
 from .errors import UserError
 from .overrides import parse_duration_ns, parse_variant, toml_literal
 from .tables import write_tables
+from .variants import scenario_variants
 from .sweep_worker import RunOutcome, RunTask, execute
 
 BACKENDS = ("local", "ray")
@@ -161,7 +163,6 @@ def variant_overrides(scenario: api.Scenario, config: dict, variant: str, source
         return "", []
     if "=" in variant:
         return parse_variant(variant, source)
-    from .comparison import scenario_variants
     known = {v.name: v.overrides for v in scenario_variants(scenario, config)}
     if variant not in known:
         raise UserError(f"{source}: variants: {scenario.source} has no variant {variant!r} "
@@ -351,28 +352,6 @@ def _local_outcomes(tasks: list[RunTask], workers: int) -> Iterator[RunOutcome]:
             worker.close(stop=not finished)
 
 
-def _ray_outcomes(tasks: list[RunTask], workers: int | None, address: str | None) -> Iterator[RunOutcome]:
-    try:
-        import ray
-    except ImportError as err:
-        raise UserError("--backend ray needs Ray: pip install 'vmsched[ray]'") from err
-    started_here = not ray.is_initialized()
-    if started_here:
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-    try:
-        remote_execute = ray.remote(num_cpus=1)(execute)
-        pending = [remote_execute.remote(task) for task in tasks]
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(done[0])
-    finally:
-        if started_here:
-            ray.shutdown()
-
-
 ProgressCallback = Callable[[int, int, int], None]  # (finished, failed, total)
 
 
@@ -389,13 +368,17 @@ def execute_runs(runs: list[PlannedRun], out: str | Path, backend: str = "local"
     tasks = list({run.task.key: run.task for run in runs if run.task.key not in finished}.values())
     total = len({run.task.key for run in runs})
     done, failed = total - len(tasks), 0
+    outcomes: Iterator[RunOutcome] = iter(())
+    if tasks and backend == "local":
+        outcomes = _local_outcomes(tasks, min(workers or os.cpu_count() or 1, len(tasks)))
+    elif tasks:  # joined before anything is shown or written: a failed connection leaves nothing behind
+        from . import ray_backend
+        owned = ray_backend.connect(workers, address, lambda line: print(line, file=sys.stderr))
+        outcomes = ray_backend.outcomes(tasks, owned)
     if progress:
         progress(done, failed, total)
     if tasks:
         store.runs_dir.mkdir(parents=True, exist_ok=True)
-        count = workers or os.cpu_count() or 1
-        outcomes = (_local_outcomes(tasks, min(count, len(tasks))) if backend == "local"
-                    else _ray_outcomes(tasks, workers, address))
         for outcome in outcomes:
             store.save(outcome)
             done += 1
@@ -492,13 +475,64 @@ def summarize(results: pl.DataFrame, metric_filter: str | None = None) -> pl.Dat
     return pl.DataFrame(rows, schema=schema)
 
 
+# The headline of a sweep point, one line each in `sweep --summary`: (label, unit, how a
+# run's value is made from its results row). Every scenario has a host; the others are
+# left out of a point whose runs have no VM steal, no workload or no latencies.
+def _host_busy(row: dict) -> float | None:
+    capacity = row.get("host.pcpus", 0) * row.get("duration_ns", 0)
+    return 100 * row["host.busy_ns"] / capacity if capacity else None
+
+
+def _matching(row: dict, pattern: re.Pattern) -> list[float]:
+    return [value for name, value in row.items() if value is not None and pattern.fullmatch(name)]
+
+
+def _summed(pattern: str, scale: float = 1.0) -> Callable[[dict], float | None]:
+    compiled = re.compile(pattern)
+    return lambda row: (sum(found) * scale if (found := _matching(row, compiled)) else None)
+
+
+def _steal_per_s(row: dict) -> float | None:
+    stolen = _summed(r"vms\[[^\]]+\]\.steal_ns")(row)
+    return stolen / row["duration_ns"] if stolen is not None and row.get("duration_ns") else None
+
+
+def _worst_p99_ms(row: dict) -> float | None:
+    found = _matching(row, re.compile(r"workloads\[.+\]\.latency_ns\.p99"))
+    return max(found) / 1e6 if found else None
+
+
+HEADLINE = (("host busy", "%", _host_busy),
+            ("steal", "vCPU-s/s", _steal_per_s),
+            ("throughput", "/s", _summed(r"workloads\[.+\]\.throughput_per_s")),
+            ("worst p99", "ms", _worst_p99_ms))
+
+
+def headline(results: pl.DataFrame) -> list[dict]:
+    """Per (scenario, variant, point) of the successful runs: the seeds and, for each
+    headline figure that its runs have, the mean and 95% CI half-width over the seeds."""
+    points: dict[tuple, list[dict]] = {}
+    for row in results.filter(pl.col("status") == "ok").iter_rows(named=True):
+        points.setdefault((row["scenario"], row["variant"], row["point"]), []).append(row)
+    lines = []
+    for (scenario, variant, point), rows in points.items():
+        figures = []
+        for label, unit, value_of in HEADLINE:
+            mean, ci95, n = mean_ci95(value_of(row) for row in rows)
+            if n:
+                figures.append({"metric": label, "unit": unit, "mean": mean, "ci95": ci95})
+        lines.append({"scenario": scenario, "variant": variant, "point": point, "n": len(rows), "figures": figures})
+    return lines
+
+
 class ProgressBar:
     """Runs done / failed / ETA on stderr, for the CLI."""
 
     def __init__(self, console, label: str):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
         self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[failed]} failed"), TimeRemainingColumn(), console=console)
+                            TextColumn("{task.fields[failed]} failed"), TimeRemainingColumn(),
+                            console=getattr(console, "real", console))
         self.task = None
 
     def __call__(self, done: int, failed: int, total: int) -> None:

@@ -10,6 +10,7 @@ Layout (docs/outputs.md has the full description):
 Timestamps are microseconds (the format's unit) with nanosecond decimals."""
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -21,9 +22,9 @@ import polars as pl
 # pid (pCPUs first, then every VM's vCPUs in order). A process's counters sit on its
 # main thread, whose tid is its pid (as on Linux).
 HOST_PID = 1
-# Serialized size of one event, rounded up from the default scenario's trace (about 90
-# bytes); the estimate only has to tell a few MB from a few GB.
-BYTES_PER_EVENT = 100
+# Events of each kind serialized to estimate the size of a trace before it is built: the
+# size of an event depends on its kind and on the run (names, time stamps' digits).
+SAMPLE_EVENTS = 500
 DEFAULT_LIMIT_BYTES = 256 * 1024 * 1024
 
 
@@ -46,6 +47,7 @@ class TraceBuilder:
             self._first_vcpu_tid[vm["name"]] = next_tid
             next_tid += len(vm.get("vcpus", []))
         self._first_pcpu_tid = first_thread
+        self._task_pieces: pl.DataFrame | None = None
 
     def vm_pid(self, vm: int | str) -> int:
         index = vm if isinstance(vm, int) else self.vm_names.index(vm)
@@ -70,16 +72,28 @@ class TraceBuilder:
         start, end = self.window
         return samples.filter(pl.col("time_ns").is_between(start, end))
 
-    def event_count(self) -> int:
-        """Events the trace will hold, known before any is built."""
-        states, tasks = self._frame("vcpu_states"), self._frame("task_slices")
+    def _parts(self) -> list[tuple[int, Iterator[dict]]]:
+        """Each kind of event in the trace body: how many there will be, known before any
+        is built, and their generator."""
         irqs = self._frame("irqs")
         ipis = irqs.filter(pl.col("src_vcpu") >= 0).height if irqs.height else 0
-        return (self._frame("pcpu_slices").height + states.height + states.height + tasks.height
-                + irqs.height + 3 * ipis + self._samples_in_window().height)
+        return [(self._frame("pcpu_slices").height, self.pcpu_slices()),
+                (self._frame("vcpu_states").height, self.vcpu_state_slices()),
+                (self._tasks_within_states().height, self.task_slices()),
+                (irqs.height + 3 * ipis, self.interrupts()),
+                (self._samples_in_window().height, self.counters())]
+
+    def event_count(self) -> int:
+        return sum(count for count, _ in self._parts())
 
     def estimated_bytes(self) -> int:
-        return self.event_count() * BYTES_PER_EVENT
+        """The serialized size of the trace body, from a sample of each kind of event."""
+        total = 0.0
+        for count, events in self._parts():
+            sample = list(itertools.islice(events, SAMPLE_EVENTS))
+            if sample:  # each event also takes a comma in the list
+                total += count * (len(json.dumps(sample, separators=(",", ":"))) - 1) / len(sample)
+        return round(total)
 
     def metadata(self) -> Iterator[dict]:
         yield {"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": HOST_PID, "args": {"name": "host"}}
@@ -108,7 +122,12 @@ class TraceBuilder:
 
     def _tasks_within_states(self) -> pl.DataFrame:
         """Each task slice cut at the vCPU's state changes, so that it nests inside the
-        state slice on the vCPU's track."""
+        state slice on the vCPU's track (made once: the size estimate counts them)."""
+        if self._task_pieces is None:
+            self._task_pieces = self._cut_tasks_at_states()
+        return self._task_pieces
+
+    def _cut_tasks_at_states(self) -> pl.DataFrame:
         states, tasks = self._frame("vcpu_states"), self._frame("task_slices")
         if states.is_empty() or tasks.is_empty():
             return pl.DataFrame()
@@ -126,11 +145,13 @@ class TraceBuilder:
                      pl.min_horizontal("end_ns", "task_end").alias("end_ns")))
         return pl.concat(pieces) if pieces else pl.DataFrame()
 
-    def vcpu_slices(self) -> Iterator[dict]:
+    def vcpu_state_slices(self) -> Iterator[dict]:
         for row in self._frame("vcpu_states").iter_rows(named=True):
             yield {"ph": "X", "name": row["state"], "cat": "vcpu_state", "pid": self.vm_pid(row["vm"]),
                    "tid": self.vcpu_tid(row["vm"], row["vcpu"]), "ts": _us(row["start_ns"]), "dur": _us(row["end_ns"] - row["start_ns"]),
                    "args": {"state": row["state"]}}
+
+    def task_slices(self) -> Iterator[dict]:
         for row in self._tasks_within_states().iter_rows(named=True):
             yield {"ph": "X", "name": str(row["task"]), "cat": "task", "pid": self.vm_pid(row["vm"]),
                    "tid": self.vcpu_tid(row["vm"], row["vcpu"]), "ts": _us(row["start_ns"]), "dur": _us(row["end_ns"] - row["start_ns"]),
@@ -168,7 +189,8 @@ class TraceBuilder:
                        "tid": self.vm_pid(row["vm"]), "ts": ts, "args": {label: row["value"]}}
 
     def events(self) -> list[dict]:
-        body = [*self.pcpu_slices(), *self.vcpu_slices(), *self.interrupts(), *self.counters()]
+        body = [*self.pcpu_slices(), *self.vcpu_state_slices(), *self.task_slices(), *self.interrupts(),
+                *self.counters()]
         # Stable sort by time: a state slice precedes the task slice it contains because
         # it was emitted first, which is how trace viewers nest slices of equal start.
         body.sort(key=lambda event: event["ts"])

@@ -133,6 +133,9 @@ pub struct Entity {
     pub sum_exec: u64,
     pub prev_sum_exec: u64,
     pub on_rq: bool,
+    /// When the entity was last inserted in its timeline (CfsRq's count):
+    /// orders it after the entities of an equal vruntime already there.
+    pub timeline_seq: u64,
     /// What EEVDF adds to the entity (unused under CFS).
     pub eevdf: crate::eevdf::EntityState,
 }
@@ -160,7 +163,12 @@ pub enum Placement {
 
 #[derive(Debug, Default, Clone)]
 pub struct CfsRq {
-    timeline: BTreeSet<(u64, u32)>,
+    /// Queued entities by (vruntime, insertion count, id): among equal
+    /// vruntimes the earlier inserted comes first, as in the kernel's
+    /// rbtree, which puts an entity to the right of equal keys
+    /// (rb_add_cached() with entity_before()'s strict `<`), not by id.
+    timeline: BTreeSet<(u64, u64, u32)>,
+    inserted: u64,
     pub curr: Option<u32>,
     /// Sum of weights of entities on the runqueue, curr included.
     pub load: u64,
@@ -193,7 +201,7 @@ impl CfsRq {
 
     fn update_min_vruntime(&mut self, ents: &[Entity]) {
         let curr_v = self.curr.filter(|&c| ents[c as usize].on_rq).map(|c| ents[c as usize].vruntime);
-        let left_v = self.timeline.first().map(|&(v, _)| v);
+        let left_v = self.timeline.first().map(|&(v, _, _)| v);
         let candidate = match (curr_v, left_v) {
             (Some(a), Some(b)) => a.min(b),
             (Some(a), None) => a,
@@ -242,18 +250,32 @@ impl CfsRq {
         self.load += e.weight;
         self.nr_running += 1;
         if self.curr != Some(id) {
-            self.timeline.insert((e.vruntime, id));
+            self.insert(ents, id);
         }
+    }
+
+    /// __enqueue_entity(): `id` joins the timeline after its equals.
+    fn insert(&mut self, ents: &mut [Entity], id: u32) {
+        self.inserted += 1;
+        let e = &mut ents[id as usize];
+        e.timeline_seq = self.inserted;
+        self.timeline.insert((e.vruntime, e.timeline_seq, id));
+    }
+
+    /// __dequeue_entity(): whether `id` was in the timeline.
+    fn remove(&mut self, ents: &[Entity], id: u32) -> bool {
+        let e = &ents[id as usize];
+        self.timeline.remove(&(e.vruntime, e.timeline_seq, id))
     }
 
     /// dequeue_entity(): removes a queued or the current entity.
     pub fn dequeue(&mut self, ents: &mut [Entity], id: u32, now: u64) {
         self.update_curr(ents, now);
-        let e = &mut ents[id as usize];
-        debug_assert!(e.on_rq, "entity {id} dequeued while not queued");
+        debug_assert!(ents[id as usize].on_rq, "entity {id} dequeued while not queued");
         if self.curr != Some(id) {
-            self.timeline.remove(&(e.vruntime, id));
+            self.remove(ents, id);
         }
+        let e = &mut ents[id as usize];
         e.on_rq = false;
         self.clear_buddies(id);
         self.load -= e.weight;
@@ -273,29 +295,28 @@ impl CfsRq {
 
     /// __pick_first_entity()
     pub fn first(&self) -> Option<u32> {
-        self.timeline.first().map(|&(_, id)| id)
+        self.timeline.first().map(|&(_, _, id)| id)
     }
 
     /// Queued (not running) entities in vruntime order.
     pub fn queued(&self) -> impl DoubleEndedIterator<Item = u32> + '_ {
-        self.timeline.iter().map(|&(_, id)| id)
+        self.timeline.iter().map(|&(_, _, id)| id)
     }
 
     /// Sets a queued or running entity's vruntime (a policy's adjustment),
     /// keeping the timeline ordered.
     pub fn set_vruntime(&mut self, ents: &mut [Entity], id: u32, vruntime: u64) {
-        let e = &mut ents[id as usize];
-        let queued = e.on_rq && self.curr != Some(id) && self.timeline.remove(&(e.vruntime, id));
-        e.vruntime = vruntime;
+        let queued = ents[id as usize].on_rq && self.curr != Some(id) && self.remove(ents, id);
+        ents[id as usize].vruntime = vruntime;
         if queued {
-            self.timeline.insert((vruntime, id));
+            self.insert(ents, id);
         }
     }
 
     /// set_next_entity(): the entity leaves the timeline while it runs.
     pub fn set_curr(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+        self.remove(ents, id);
         let e = &mut ents[id as usize];
-        self.timeline.remove(&(e.vruntime, id));
         e.exec_start = now;
         e.prev_sum_exec = e.sum_exec;
         self.curr = Some(id);
@@ -343,9 +364,8 @@ impl CfsRq {
             self.curr = Some(c);
             self.update_curr(ents, now);
             self.curr = None;
-            let e = &ents[c as usize];
-            if e.on_rq {
-                self.timeline.insert((e.vruntime, c));
+            if ents[c as usize].on_rq {
+                self.insert(ents, c);
             }
         }
     }
@@ -484,6 +504,44 @@ mod tests {
         assert_eq!(e[1].vruntime, 100_000_000 - 3_000_000);
         // vdiff 3 ms > wakeup granularity 1 ms: the sleeper preempts.
         assert!(rq.wakeup_preempts(&e, 1, &t));
+    }
+
+    /// The Anubis testbed's tunables: sched_latency 8 ms, so a sleeper's
+    /// credit is 4 ms, and the wakeup granularity 4 ms (1 ms x 4 at 52
+    /// CPUs). try_to_wake_up() reads the runqueue clock once
+    /// (update_rq_clock() in ttwu_queue(), then ENQUEUE_WAKEUP |
+    /// ENQUEUE_NOCLOCK in ttwu_do_activate(), kernel/sched/core.c of Linux
+    /// 5.10 and 6.5), so the update_curr() of check_preempt_wakeup() finds
+    /// the clock where enqueue_entity()'s update_curr() left it: the current
+    /// entity has not run meanwhile, vdiff == gran exactly, and the sleeper
+    /// does not preempt. One nanosecond more on the current entity's clock
+    /// would decide the other way.
+    #[test]
+    fn a_sleeper_credit_equal_to_the_wakeup_granularity_does_not_preempt() {
+        let (_, mut e, mut rq) = first_ran_alone_until(100_000_000);
+        let t = Tunables { latency_ns: 8_000_000, min_granularity_ns: 3_000_000, wakeup_granularity_ns: 4_000_000, ..Tunables::linux_default(52) };
+        rq.enqueue(&mut e, 1, Placement::Wakeup, &t, 100_000_000);
+        assert_eq!(e[0].vruntime - e[1].vruntime, t.wakeup_granularity_ns);
+        rq.update_curr(&mut e, 100_000_000);
+        assert!(!rq.wakeup_preempts(&e, 1, &t));
+        rq.update_curr(&mut e, 100_000_001);
+        assert!(rq.wakeup_preempts(&e, 1, &t));
+    }
+
+    /// Equal vruntimes run in the order they were queued, as the kernel's
+    /// rbtree keeps them, whatever the entities' ids; a requeue goes last.
+    #[test]
+    fn equal_vruntimes_run_in_queueing_order() {
+        let t = Tunables::linux_default(1);
+        let mut e = ents(&[1024, 1024, 1024]);
+        let mut rq = CfsRq::default();
+        for id in [2, 0, 1] {
+            rq.enqueue(&mut e, id, Placement::Keep, &t, 0);
+        }
+        assert_eq!(rq.queued().collect::<Vec<_>>(), [2, 0, 1]);
+        rq.set_curr(&mut e, 2, 0);
+        rq.put_prev(&mut e, 0);
+        assert_eq!(rq.queued().collect::<Vec<_>>(), [0, 1, 2]);
     }
 
     #[test]

@@ -8,13 +8,15 @@
 //! the stores to retire (a store-forwarding stall), the costliest instruction
 //! of the event loop; without it `bench-simpy-rr` runs about 2.5% faster.
 
-use crate::ids::{TaskId, VcpuId, VmId};
+use crate::ids::{PcpuId, TaskId, VcpuId, VmId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Event {
     /// The host timer tick, on every pCPU at once (ticks are aligned across
     /// CPUs: sched_skew_tick defaults to 0).
     HostTick,
+    /// One pCPU's host tick, with `skew_tick` offsets.
+    HostTickOn(PcpuId),
     /// A host policy's own timer (slice end, bandwidth refill, ...).
     HostTimer(u64),
     /// The guest timer tick of a VM's vCPUs; it fires on each vCPU only

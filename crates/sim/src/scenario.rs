@@ -24,6 +24,10 @@ pub struct Scenario {
     pub overheads: Overheads,
     #[serde(default)]
     pub metrics: Metrics,
+    /// The sources of timing variability (docs/model.md, "Sources of timing
+    /// variability"): how ticks and start-up are spread in time.
+    #[serde(default)]
+    pub timing: Timing,
     #[serde(rename = "vm", default)]
     pub vms: Vec<Vm>,
     /// Named sets of dotted-key overrides, for `vmsched compare`.
@@ -503,6 +507,43 @@ fn oh_pause() -> u64 {
 impl Default for Overheads {
     fn default() -> Self {
         toml::from_str("").expect("overhead defaults")
+    }
+}
+
+/// Where the machine's clocks part from one another. Each source draws from
+/// its own stream of the scenario seed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// Events of independent sources that fall at one instant run in a
+    /// seeded order, not in index order: the ticks of the pCPUs (drawn
+    /// afresh for each tick), the ticks of a VM's vCPUs, and workloads that
+    /// start together. On Linux each CPU's tick is its own hrtimer interrupt
+    /// (kernel/time/tick-sched.c, tick_sched_timer()), the handlers run
+    /// concurrently and which takes a runqueue lock first is not fixed.
+    /// `false`: index order.
+    #[serde(default = "yes")]
+    pub seeded_order: bool,
+    /// Linux's `skew_tick=1` boot parameter (default 0): CPU n's tick is
+    /// offset by n * (TICK_NSEC / 2) / nr_cpus (tick_setup_sched_timer()).
+    #[serde(default)]
+    pub skew_tick: bool,
+    /// Each VM's guest tick starts at a seeded phase within one guest tick:
+    /// a guest's tick follows its own clock from its own boot, unrelated to
+    /// the host's and to other VMs'. `false`: every guest tick at a multiple
+    /// of its period from time 0.
+    #[serde(default = "yes")]
+    pub seeded_guest_tick_phase: bool,
+    /// Workloads without a `start_ms` start at a seeded offset in
+    /// [0, start_spread_ms): VMs booted and benchmarks launched one after
+    /// another rather than at one instant. 0: all at time 0.
+    #[serde(default)]
+    pub start_spread_ms: f64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        toml::from_str("").expect("timing defaults")
     }
 }
 
@@ -1217,9 +1258,9 @@ pub struct Workload {
     /// Gaps shorter than this are not recorded by the latency probe.
     #[serde(default = "gap_us")]
     pub gap_threshold_us: f64,
-    /// Start time of the workload.
-    #[serde(default)]
-    pub start_ms: f64,
+    /// Start time of the workload (default: 0, or a seeded offset within
+    /// `timing.start_spread_ms`).
+    pub start_ms: Option<f64>,
     /// Open-loop arrivals (server, ping) end at this time (default: never).
     pub stop_ms: Option<f64>,
     /// Ping: fixed round trip outside the host added to every latency.
@@ -2539,13 +2580,13 @@ fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), ScenarioError> {
             return Err(err(format!("{p}.{f}"), "must be a positive number"));
         }
     }
-    for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("serial_work_us", w.serial_work_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms), ("gap_threshold_us", w.gap_threshold_us), ("network_us", w.network_us)] {
+    for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("serial_work_us", w.serial_work_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms.unwrap_or(0.0)), ("gap_threshold_us", w.gap_threshold_us), ("network_us", w.network_us)] {
         if !(v >= 0.0 && v.is_finite()) {
             return Err(err(format!("{p}.{f}"), "must be a non-negative number"));
         }
     }
     if let Some(stop) = w.stop_ms {
-        if !(stop.is_finite() && stop > w.start_ms) {
+        if !(stop.is_finite() && stop > w.start_ms.unwrap_or(0.0)) {
             return Err(err(format!("{p}.stop_ms"), "must be a number of milliseconds after start_ms"));
         }
     }
@@ -2782,6 +2823,10 @@ fn check_limits(s: &Scenario) -> Result<(), ScenarioError> {
         in_range(&format!("overheads.{f}"), v, 0, MAX_OVERHEAD_NS, "an overhead of a millisecond or more is a tick's worth of time")?;
     }
     checked_ns("metrics.sample_interval_ms", s.metrics.sample_interval_ms, 1e6, true)?;
+    let spread = checked_ns("timing.start_spread_ms", s.timing.start_spread_ms, 1e6, false)?;
+    if spread >= duration_ns {
+        return Err(err("timing.start_spread_ms", format!("{} ms is not shorter than the run ({} ms): a workload could start after its end", s.timing.start_spread_ms, s.duration_ms)));
+    }
     for (vi, vm) in s.vms.iter().enumerate() {
         let p = format!("vm[{vi}]");
         check_name(&format!("{p}.name"), &vm.name, true)?;
@@ -2952,9 +2997,11 @@ fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> Result<u64,
     if let Some(stop) = w.stop_ms {
         checked_ns(&f("stop_ms"), stop, 1e6, true)?;
     }
-    let start = checked_ns(&f("start_ms"), w.start_ms, 1e6, false)?;
-    if start >= duration_ns {
-        return Err(err(f("start_ms"), format!("{} ms is not before the run's end: the workload would never start", w.start_ms)));
+    if let Some(start_ms) = w.start_ms {
+        let start = checked_ns(&f("start_ms"), start_ms, 1e6, false)?;
+        if start >= duration_ns {
+            return Err(err(f("start_ms"), format!("{start_ms} ms is not before the run's end: the workload would never start")));
+        }
     }
     if !(w.rate_per_s > 0.0 && w.rate_per_s <= MAX_RATE_PER_S) {
         return Err(err(f("rate_per_s"), format!("{} is outside (0, 1e7]: one arrival per 100 ns is beyond what a vCPU's interrupt handling can take", w.rate_per_s)));

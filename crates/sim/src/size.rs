@@ -82,13 +82,25 @@ impl SizeEstimate {
             return None;
         }
         Some(format!(
-            "the run would take about {:.1e} events and {:.1} GB (limits {:.0e} events, {:.0} GB): \
-             shorten duration_ms, shrink the model, or allow it explicitly",
+            "the run would take about {:.1e} events and {} of memory (limits {:.0e} events, {}): \
+             shorten duration_ms, shrink the model, or allow it explicitly \
+             (--allow-large on the command line, allow_large=True from Python)",
             self.events,
-            self.bytes / (1u64 << 30) as f64,
+            format_bytes(self.bytes),
             MAX_EVENTS,
-            MAX_BYTES / (1u64 << 30) as f64
+            format_bytes(MAX_BYTES)
         ))
+    }
+}
+
+/// Bytes in the unit that keeps a small size from reading as "0.0 GB".
+fn format_bytes(bytes: f64) -> String {
+    const MB: f64 = (1u64 << 20) as f64;
+    const GB: f64 = (1u64 << 30) as f64;
+    if bytes >= GB {
+        format!("{:.1} GB", bytes / GB)
+    } else {
+        format!("{:.0} MB", bytes / MB)
     }
 }
 

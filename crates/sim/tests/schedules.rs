@@ -32,10 +32,10 @@ fn host_cfs_alternates_two_hogs_at_tick_granularity() {
 
 /// Guest SCHED_RR with a 5 ms timeslice at HZ=1000 on a dedicated vCPU:
 /// task_tick_rt() charges one jiffy per tick, so each task runs exactly 5 ms
-/// in turn, in wakeup order.
+/// in turn, in wakeup order (guest ticks at multiples of 1 ms from 0).
 #[test]
 fn guest_rr_round_robins_in_timeslices() {
-    let text = "name='rr'\nduration_ms=30\n[[vm]]\nname='v'\n[vm.guest]\nhz=1000\nrr_timeslice_ms=5\n\
+    let text = "name='rr'\nduration_ms=30\n[timing]\nseeded_guest_tick_phase=false\n[[vm]]\nname='v'\n[vm.guest]\nhz=1000\nrr_timeslice_ms=5\n\
                 [[vm.workload]]\nkind='hog'\nthreads=3\npolicy='rr'\nwork_us=100000\n";
     let t = trace(text, 30).task_slices.unwrap();
     let got = rows(&t.task, &t.start_ns, &t.end_ns, MS);
@@ -45,10 +45,11 @@ fn guest_rr_round_robins_in_timeslices() {
 
 /// Guest CFS, two equal tasks on one vCPU (slices 3 ms, HZ=250): the tick at
 /// 4 ms finds the first task past its slice and switches; the steal-free
-/// task clock makes both halves exactly equal.
+/// task clock makes both halves exactly equal (guest ticks at multiples of
+/// 4 ms from 0).
 #[test]
 fn guest_cfs_switches_equal_tasks_at_the_tick_after_their_slice() {
-    let text = "name='cfs'\nduration_ms=16\n[[vm]]\nname='v'\n[[vm.workload]]\nkind='hog'\nthreads=2\nwork_us=100000\n";
+    let text = "name='cfs'\nduration_ms=16\n[timing]\nseeded_guest_tick_phase=false\n[[vm]]\nname='v'\n[[vm.workload]]\nkind='hog'\nthreads=2\nwork_us=100000\n";
     let t = trace(text, 16).task_slices.unwrap();
     let got = rows(&t.task, &t.start_ns, &t.end_ns, MS);
     let want: Vec<(String, u64, u64)> = (0..4).map(|k| (format!("v/hog0/{}", k % 2), 4 * k, 4 * k + 4)).collect();

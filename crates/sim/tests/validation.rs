@@ -154,6 +154,9 @@ fn absurd_runs_are_refused_by_their_estimate() {
     let s = parse("name='t'\nduration_ms=1e8\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='server'\nrate_per_s=1e7\n", &[]).unwrap();
     let why = size::estimate(&s, 100_000_000_000_000, false).refusal().expect("refused");
     assert!(why.contains("events"), "{why}");
+    // The refusal names the switch that overrides it, and a memory far below a GB in MB.
+    assert!(why.contains("--allow-large") && why.contains("allow_large=True"), "{why}");
+    assert!(!why.contains(" 0.0 GB") && why.contains(" MB of memory"), "{why}");
     let s = parse("name='t'\nduration_ms=10\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='bursty'\nthreads=4194304\n", &[]).unwrap();
     let e = size::estimate(&s, 10_000_000, false);
     assert!(e.bytes > 1e9, "{e:?}");

@@ -200,7 +200,7 @@ pub fn unsupported(w: &Workload) -> Option<&'static str> {
 /// Starts workload `w` (a supported kind) of the run.
 pub fn start(w: &Workload, label: &str, env: &Arc<Env>) -> std::io::Result<Started> {
     let specs = vmsched_sim::workloads::thread_specs(w, label, env.cpus.len() as u32);
-    let start_ns = env.start_ns + (w.start_ms * 1e6).round() as u64;
+    let start_ns = env.start_ns + (w.start_ms.unwrap_or(0.0) * 1e6).round() as u64;
     let metrics = Arc::new(Metrics::default());
     let cx = Cx { w, label, env, metrics: &metrics, start_ns };
     let (handles, wake): (Vec<_>, Box<dyn Fn() + Send + Sync>) = match w.kind {

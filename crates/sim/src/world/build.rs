@@ -11,6 +11,7 @@ use crate::event::{Event, EventQueue};
 use crate::guest::HostState;
 use crate::host::cfs::BandwidthGroup;
 use super::guest_glue::with_guest;
+use super::timing;
 use crate::guest::GuestView;
 use crate::machine::Machine;
 use crate::rng::stream;
@@ -171,7 +172,10 @@ impl World {
                     metrics: WorkloadMetrics { has_latency, record_rows: opts.record, ..Default::default() },
                     tasks: ids,
                     irq_vcpu: vms[vi].first_vcpu + built.irq_vcpu,
-                    start_ns: ms(w.start_ms),
+                    start_ns: match w.start_ms {
+                        Some(at) => ms(at),
+                        None => timing::spread_start(scenario.seed, &label, ms(scenario.timing.start_spread_ms)),
+                    },
                     stop_ns: w.stop_ms.map(ms),
                     client_requests: Vec::new(),
                     placement: super::cache::PlacementCost::new(&scenario.host.cache, w),
@@ -229,6 +233,8 @@ impl World {
             host_acts_on_interrupts: host.acts_on_interrupts(),
             host,
             host_tick_ns: 1_000_000_000 / scenario.host.hz as u64,
+            tick_order: super::timing::TickOrder::new(&scenario.timing, scenario.seed, np),
+            skew_tick: scenario.timing.skew_tick,
             allowed,
             vcpus,
             vms,
@@ -264,16 +270,23 @@ impl World {
             let acts = with_guest!(self, vm, |g, view| g.start(&view));
             self.apply_guest_acts(vm, acts);
         }
-        self.schedule(self.host_tick_ns, Event::HostTick);
+        if self.skew_tick {
+            for p in 0..self.machine.pcpus {
+                self.schedule(self.host_tick_ns + timing::skew_offset(self.host_tick_ns, self.machine.pcpus, p), Event::HostTickOn(p));
+            }
+        } else {
+            self.schedule(self.host_tick_ns, Event::HostTick);
+        }
         for vm in 0..self.vms.len() as u32 {
             let tick = self.vms[vm as usize].guest.tick_ns();
-            self.schedule(tick, Event::GuestTick(vm));
+            let first = timing::first_guest_tick(&self.scenario.timing, self.scenario.seed, vm as usize, tick);
+            self.schedule(first, Event::GuestTick(vm));
         }
         let changes: Vec<u64> = self.scenario.host.capacity_changes.iter().map(|c| ms(c.at_ms)).collect();
         for (i, at) in changes.into_iter().enumerate() {
             self.schedule(at, Event::CapacityChange(i as u32));
         }
-        for w in 0..self.workloads.len() {
+        for w in timing::start_order(&self.scenario.timing, self.scenario.seed, self.workloads.len()) {
             self.schedule(self.workloads[w].start_ns, Event::WorkloadStart(w as u32));
         }
         let repins: Vec<u64> = self.scenario.vms.iter().flat_map(|vm| vm.pin_changes.iter().map(|c| ms(c.at_ms))).collect();

@@ -20,6 +20,7 @@ mod host_glue;
 mod io_backend;
 mod irq;
 pub mod record;
+mod timing;
 mod validate;
 
 use std::collections::VecDeque;
@@ -297,6 +298,10 @@ pub struct World {
     /// `host.acts_on_interrupts()`, asked once.
     host_acts_on_interrupts: bool,
     host_tick_ns: u64,
+    /// The order of the tick handlers that fall at one instant.
+    tick_order: timing::TickOrder,
+    /// `timing.skew_tick`: each pCPU's host tick is its own event, offset.
+    skew_tick: bool,
     allowed: Vec<crate::host::Affinity>,
     pub vcpus: Vec<Vcpu>,
     pub vms: Vec<VmState>,
@@ -678,10 +683,15 @@ impl World {
                 self.schedule(self.now + self.host_tick_ns, ev);
                 // Each CPU's tick is its own interrupt: its reschedules take
                 // effect before the next CPU's tick runs.
-                for p in 0..self.machine.pcpus {
-                    self.host_call(|h, view, out| h.tick(view, out, p));
-                    self.drain_rescheds();
+                let order = self.tick_order.take_pcpus();
+                for &p in &order {
+                    self.host_tick(p);
                 }
+                self.tick_order.put_pcpus(order);
+            }
+            Event::HostTickOn(p) => {
+                self.schedule(self.now + self.host_tick_ns, ev);
+                self.host_tick(p);
             }
             Event::HostTimer(token) => self.host_call(|h, view, out| h.timer(view, out, token)),
             Event::ActivationTimeout(v, gen) => self.activation_timeout(v, gen),
@@ -689,8 +699,8 @@ impl World {
             Event::GuestTick(vm) => {
                 let tick = self.vms[vm as usize].guest.tick_ns();
                 self.schedule(self.now + tick, ev);
-                let first = self.vms[vm as usize].first_vcpu;
-                for v in first..first + self.vms[vm as usize].nv {
+                let order = self.tick_order.take_vcpus(self.vms[vm as usize].first_vcpu, self.vms[vm as usize].nv);
+                for &v in &order {
                     match self.host_state(v) {
                         // A polling vCPU is idle (NO_HZ): no tick.
                         HostState::Running if self.vcpus[v as usize].pv.poll.is_some() => {}
@@ -700,6 +710,7 @@ impl World {
                     }
                     self.drain_rescheds();
                 }
+                self.tick_order.put_vcpus(order);
             }
             Event::Progress(v, gen) => self.on_progress(v, gen),
             Event::IrqRaise(id) => self.irq_arrives(id),
@@ -744,6 +755,12 @@ impl World {
                 record::stream(self);
             }
         }
+    }
+
+    /// Host pCPU `p`'s tick handler, with the reschedules it asks for.
+    fn host_tick(&mut self, p: PcpuId) {
+        self.host_call(|h, view, out| h.tick(view, out, p));
+        self.drain_rescheds();
     }
 
     /// The vCPU and its new affinity of the `i`-th pin change (counted over
