@@ -158,6 +158,21 @@ def test_the_shipped_example_is_the_papers_figure_3_case_and_plans(tmp_path: Pat
     assert {core["core"] for core in report["cores"]} == set(range(4, 48))
 
 
+
+PAPER_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "plan" / "tableau-fig3-176-vms.toml"
+
+
+@pytest.mark.parametrize("goal_ms", [1, 30, 60, 100])
+def test_the_paper_example_plans_within_figure_4s_bound(tmp_path: Path, goal_ms: int) -> None:
+    # Tableau section 7.1, Fig. 4: tables of 176 VMs on 44 cores stay below 1.2 MiB.
+    text = PAPER_EXAMPLE.read_text().replace("\ndefault_latency_ms = 1\n", f"\ndefault_latency_ms = {goal_ms}\n")
+    src = write(tmp_path / "fig3.toml", text)
+    result = run("plan", str(src), "--out", "t.bin", "--format", "bin", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    size = (tmp_path / "t.bin").stat().st_size
+    assert size < 1.2 * 1024 * 1024
+    assert f"table size: {size} bytes" in result.stdout.decode()
+
 # The same VMs in a simulator scenario on 2 sockets x 2 cores.
 SCENARIO_WITH_RESERVATIONS = """
 name = "tableau-host"

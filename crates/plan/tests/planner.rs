@@ -104,6 +104,60 @@ fn paper_figure_3_setting_plans_at_full_load() {
     assert!(plan.report.cores.iter().all(|c| (c.utilization - 1.0).abs() < 1e-12));
 }
 
+/// Tableau Sec. 7.1, Fig. 4: "the memory overhead for all configurations was
+/// below 1.2 MiB, which only occurs for ... every VM having a latency goal of
+/// 1 ms".
+const PAPER_FIG4_TABLE_BOUND_BYTES: f64 = 1.2 * 1024.0 * 1024.0;
+const PAPER_FIG3_LATENCY_GOALS_MS: [u32; 4] = [1, 30, 60, 100];
+
+/// The shipped example input of Figs. 3 and 4 (176 fair-share VMs on 44 guest
+/// cores), with its latency goal set to `goal_ms`.
+fn paper_example_input(goal_ms: u32) -> String {
+    let text = include_str!("../../../examples/plan/tableau-fig3-176-vms.toml");
+    assert!(text.contains("\ndefault_latency_ms = 1\n"));
+    text.replace("\ndefault_latency_ms = 1\n", &format!("\ndefault_latency_ms = {goal_ms}\n"))
+}
+
+#[test]
+fn paper_example_input_is_figure_3_setting() {
+    let plan = plan_text(&paper_example_input(1), InputKind::Toml).unwrap();
+    let t = &plan.table;
+    assert_eq!(t.vcpus.len(), 176);
+    // Four cores kept for dom0: guest cores are physical ids 4 to 47.
+    assert_eq!(t.cores.iter().map(|c| c.core).collect::<Vec<_>>(), (4..48).collect::<Vec<_>>());
+    // The fair share of 44 cores among 176 vCPUs (Sec. 5, footnote 1), to the table's nanosecond.
+    assert!(t.vcpus.iter().all(|v| (v.utilization - 0.25).abs() < 1e-7), "{:?}", t.vcpus[0]);
+    assert!(t.cores.iter().all(|c| c.home_vcpus.len() == 4));
+}
+
+#[test]
+fn paper_figure_4_table_sizes_stay_below_its_bound() {
+    // Fig. 4's x axis: VMs admitted four per core up to 176, each goal alike;
+    // the smaller counts keep U = 0.25 (the 176-VM fair share).
+    for vms in [44, 88, 132, 176] {
+        let sizes: Vec<usize> = PAPER_FIG3_LATENCY_GOALS_MS
+            .iter()
+            .map(|goal| {
+                let mut input = String::from("[host]\ncores = 44\nreserved = [0, 1, 2, 3]\n");
+                for i in 0..vms {
+                    input.push_str(&format!("[[vm]]\nname = \"vm{i}\"\nutilization = 0.25\nlatency_ms = {goal}\n"));
+                }
+                to_binary(&plan_text(&input, InputKind::Toml).unwrap().table).len()
+            })
+            .collect();
+        for (goal, bytes) in PAPER_FIG3_LATENCY_GOALS_MS.iter().zip(&sizes) {
+            assert!((*bytes as f64) < PAPER_FIG4_TABLE_BOUND_BYTES, "{vms} VMs, {goal} ms: {bytes} bytes");
+        }
+        // The 1 ms goal gives the largest table (its curve alone stands apart).
+        assert!(sizes[1..].iter().all(|&b| b < sizes[0]), "{vms} VMs: {sizes:?}");
+    }
+    let example: Vec<usize> = PAPER_FIG3_LATENCY_GOALS_MS
+        .iter()
+        .map(|&goal| to_binary(&plan_text(&paper_example_input(goal), InputKind::Toml).unwrap().table).len())
+        .collect();
+    assert!(example.iter().all(|&b| (b as f64) < PAPER_FIG4_TABLE_BOUND_BYTES), "{example:?}");
+}
+
 #[test]
 fn identical_input_gives_byte_identical_tables() {
     let input = r#"{"host": {"cores": 3}, "vm": [
