@@ -141,11 +141,11 @@ def test_unreadable_and_unknown_inputs_fail(tmp_path: Path) -> None:
     assert result.returncode != 0 and b"use a .toml or .json file" in result.stderr
 
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plan" / "tableau-176-vms.toml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plan" / "tableau-fig3-176-vms.toml"
 
 
 def test_the_shipped_example_is_the_papers_figure_3_case_and_plans(tmp_path: Path) -> None:
-    """examples/plan/tableau-176-vms.toml (docs/plan.md): Tableau Sec. 7.1, 176 VMs at
+    """examples/plan/tableau-fig3-176-vms.toml (docs/plan.md): Tableau Sec. 7.1, 176 VMs at
     U = 0.25 on 44 guest cores of 48, four kept for dom0; full load, no split, no cluster."""
     assert EXAMPLE.name in (EXAMPLE.parents[2] / "docs" / "plan.md").read_text()
     result = run("plan", str(EXAMPLE), "--out", "t.json", cwd=tmp_path)
@@ -159,13 +159,10 @@ def test_the_shipped_example_is_the_papers_figure_3_case_and_plans(tmp_path: Pat
 
 
 
-PAPER_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "plan" / "tableau-fig3-176-vms.toml"
-
-
 @pytest.mark.parametrize("goal_ms", [1, 30, 60, 100])
 def test_the_paper_example_plans_within_figure_4s_bound(tmp_path: Path, goal_ms: int) -> None:
     # Tableau section 7.1, Fig. 4: tables of 176 VMs on 44 cores stay below 1.2 MiB.
-    text = PAPER_EXAMPLE.read_text().replace("\ndefault_latency_ms = 1\n", f"\ndefault_latency_ms = {goal_ms}\n")
+    text = EXAMPLE.read_text().replace("\ndefault_latency_ms = 1\n", f"\ndefault_latency_ms = {goal_ms}\n")
     src = write(tmp_path / "fig3.toml", text)
     result = run("plan", str(src), "--out", "t.bin", "--format", "bin", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
