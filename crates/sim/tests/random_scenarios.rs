@@ -115,6 +115,20 @@ fn a_pv_waiter_in_a_polling_window_is_kicked() {
     run(s, &RunOptions { seed: Some(23), validate: true, ..Default::default() }, &mut |_, _| {}).unwrap();
 }
 
+/// Found by the property below with VM cgroups on EEVDF 6.12: a vCPU that
+/// halted while ineligible stayed queued (DELAY_DEQUEUE) when its VM's
+/// bandwidth ran out; the throttle took it for a runnable thread, held it
+/// and re-enqueued it at the refill though it was still halted, so the
+/// device interrupt that later woke it enqueued it a second time.
+#[test]
+fn eevdf_delayed_vcpu_woken_by_a_device_interrupt() {
+    let wl = |kind, policy, threads, work_us| Wl { kind, sync: 0, policy, threads, work_us, tlb: false };
+    let text = scenario_with(1, 1, &[(3, false, Some(3), vec![wl(8, 2, 3, 35)]), (1, false, None, vec![wl(0, 0, 1, 20)])], 8 | 32);
+    let sets: Vec<String> = ["host.kernel='linux-6.12'", "vm[0].guest.kernel='linux-6.12'", "vm[1].guest.kernel='linux-6.12'"].map(String::from).into();
+    let s = vmsched_sim::parse(&text, &sets).unwrap();
+    run(s, &RunOptions { seed: Some(6), validate: true, ..Default::default() }, &mut |_, _| {}).unwrap();
+}
+
 proptest! {
     // A fixed seed keeps the suite reproducible; the cases still cover a
     // wide random sample of scenarios.

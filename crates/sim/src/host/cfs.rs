@@ -1703,6 +1703,17 @@ impl CfsCore {
             if self.throttled[v as usize] || !self.ents[v as usize].on_rq {
                 continue;
             }
+            if self.rqs[self.rq_of[v as usize] as usize].is_delayed(&self.ents, v) {
+                // A halted vCPU whose dequeue EEVDF 6.12 delayed is asleep,
+                // not a runnable thread for the throttle to hold: its
+                // dequeue finishes as the sleep it is, and its wake decides
+                // whether the throttle holds it. Linux finishes a delayed
+                // dequeue before an unthrottle's enqueue ("sched: Fix
+                // sched_delayed vs cfs_bandwidth", 6.12, unthrottle_cfs_rq());
+                // re-enqueueing it at the refill would run a halted vCPU.
+                self.dequeue_vcpu(view, v, true);
+                continue;
+            }
             self.throttled[v as usize] = true;
             self.groups[g].throttled.push(v);
             let p = self.cpu_of[v as usize];
