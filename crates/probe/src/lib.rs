@@ -12,7 +12,7 @@ pub mod cgroup;
 #[cfg(target_os = "linux")]
 mod procfs;
 #[cfg(target_os = "linux")]
-mod sched;
+pub mod sched;
 #[cfg(target_os = "linux")]
 mod session;
 #[cfg(target_os = "linux")]

@@ -19,27 +19,12 @@ fn last_error(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid out-pointer for the duration of the call.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// CLOCK_MONOTONIC (the clock cyclictest sleeps and measures on) and the calling
+/// thread's CPU time (its sum_exec_runtime, which excludes the time its vCPU was
+/// preempted by the host on a kernel with CONFIG_PARAVIRT_TIME_ACCOUNTING): the
+/// real probers' clocks.
+pub use vmsched_probe::sched::{allowed_cpus, now_ns, thread_cpu_ns};
 
-/// CLOCK_MONOTONIC, the clock cyclictest sleeps and measures on.
-pub fn now_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// The calling thread's CPU time: its sum_exec_runtime, which excludes the
-/// time its vCPU was preempted by the host on a kernel with
-/// CONFIG_PARAVIRT_TIME_ACCOUNTING (steal is taken out of rq->clock_task).
-pub fn thread_cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-/// Sleeps until CLOCK_MONOTONIC reads `deadline_ns` (TIMER_ABSTIME), as
-/// cyclictest does; returns at once for a time in the past.
 pub fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t, tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long };
     // SAFETY: ts is valid; a null remainder is allowed with TIMER_ABSTIME.
@@ -51,19 +36,9 @@ pub fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
-/// The CPUs this process may run on (sched_getaffinity, cpusets included).
-pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // SAFETY: the set is zeroed and sized; the kernel writes at most its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Err(last_error("sched_getaffinity"));
-    }
-    Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
-}
-
 /// Confines the calling thread to `cpus`.
 pub fn set_affinity(cpus: &[usize]) -> io::Result<()> {
-    // SAFETY: as in allowed_cpus.
+    // SAFETY: the set is zeroed and sized; CPU_SET writes within it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &c in cpus {
         unsafe { libc::CPU_SET(c, &mut set) };
