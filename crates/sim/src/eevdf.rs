@@ -9,72 +9,9 @@
 //! of Linux 6.12; function names below refer to those files. Where the two
 //! releases differ, [`Features`] says which has what.
 
-use crate::cfs::{calc_delta_fair, Entity, Placement, NICE_0_LOAD};
+pub use crate::sched_entity::{EntityState, Features};
+use crate::sched_entity::{calc_delta_fair, Entity, Placement, NICE_0_LOAD};
 
-/// The scheduler features (kernel/sched/features.h) and constants that
-/// differ between the EEVDF releases modelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Features {
-    /// RUN_TO_PARITY (true in 6.6 and 6.12): once picked, the current entity
-    /// is not preempted by a wakeup until it is ineligible or has used its
-    /// request (the "vlag == deadline" stash of set_next_entity()).
-    pub run_to_parity: bool,
-    /// PLACE_LAG (true in both): a waking or migrating entity keeps the lag
-    /// it had when it left, inflated by place_entity() for its own weight.
-    pub place_lag: bool,
-    /// PLACE_DEADLINE_INITIAL (true in both): a new task's first deadline is
-    /// half a request away (ENQUEUE_INITIAL in place_entity()).
-    pub place_deadline_initial: bool,
-    /// DELAY_DEQUEUE (6.12, true): an ineligible entity that sleeps stays on
-    /// the runqueue, competing, until it is picked or woken.
-    pub delay_dequeue: bool,
-    /// DELAY_ZERO (6.12, true): a delayed entity leaving or requeued with
-    /// positive lag has that lag clipped to 0.
-    pub delay_zero: bool,
-    /// PREEMPT_SHORT (6.12, true): a waking eligible entity with a shorter
-    /// slice cancels the current entity's RUN_TO_PARITY protection.
-    pub preempt_short: bool,
-    /// NEXT_BUDDY (false in 6.6 and 6.12): pick_next_entity() honours
-    /// `cfs_rq->next` (set by yield_to()) only under this feature, and only
-    /// when the buddy is eligible. Linux 6.14 split the pick side off as
-    /// PICK_BUDDY (true; commit 2a77e4be12cb, also in 6.13 stable).
-    pub next_buddy: bool,
-    /// sched_setattr() with sched_runtime sets the entity's request (slice)
-    /// for SCHED_NORMAL: Linux 6.12 (commit 857b158dc5e8). Before, every
-    /// entity's request is sysctl_sched_base_slice.
-    pub custom_slices: bool,
-}
-
-impl Features {
-    /// Linux 6.6 (kernel/sched/features.h of v6.6).
-    pub const LINUX_6_6: Features = Features {
-        run_to_parity: true,
-        place_lag: true,
-        place_deadline_initial: true,
-        delay_dequeue: false,
-        delay_zero: false,
-        preempt_short: false,
-        next_buddy: false,
-        custom_slices: false,
-    };
-    /// Linux 6.12 (kernel/sched/features.h of v6.12).
-    pub const LINUX_6_12: Features = Features {
-        run_to_parity: true,
-        place_lag: true,
-        place_deadline_initial: true,
-        delay_dequeue: true,
-        delay_zero: true,
-        preempt_short: true,
-        next_buddy: false,
-        custom_slices: true,
-    };
-    /// Linux 6.14 (kernel/sched/features.h of v6.14): 6.12 with PICK_BUDDY
-    /// on (commit 2a77e4be12cb, "sched/fair: Untangle NEXT_BUDDY and
-    /// pick_next_task()"): pick_next_entity() honours the next buddy when
-    /// it is eligible, while NEXT_BUDDY, which sets it at wakeup, stays off;
-    /// so the buddy of yield_to() steers the pick again.
-    pub const LINUX_6_14: Features = Features { next_buddy: true, ..Features::LINUX_6_12 };
-}
 
 /// Bounds of a custom slice: sched_setattr() clamps sched_runtime to
 /// [0.1 ms, 100 ms] (__setscheduler_params(), kernel/sched/syscalls.c, 6.12).
@@ -86,25 +23,6 @@ pub const CUSTOM_SLICE_NS: (u64, u64) = (100_000, 100_000_000);
 /// kernel takes are plain subtractions (a lag never approaches 2^40 ns).
 const VRUNTIME_ORIGIN: u64 = 1 << 40;
 
-/// The EEVDF part of a scheduling entity (struct sched_entity's deadline,
-/// vlag, slice, custom_slice and sched_delayed).
-#[derive(Debug, Clone, Default)]
-pub struct EntityState {
-    /// Virtual deadline: vruntime + slice / weight at the last request.
-    pub deadline: u64,
-    /// Virtual lag V - v saved when the entity left the runqueue.
-    pub vlag: i64,
-    /// The request size (wall time).
-    pub slice: u64,
-    /// The slice was set by sched_setattr() (6.12).
-    pub custom_slice: bool,
-    /// On the runqueue although its task sleeps (DELAY_DEQUEUE, 6.12).
-    pub delayed: bool,
-    /// RUN_TO_PARITY: the deadline the entity had when last picked. Linux
-    /// stashes it in vlag (set_next_entity(): `se->vlag = se->deadline`);
-    /// protection holds while the deadline is unchanged.
-    protect: Option<u64>,
-}
 
 const NIL: u32 = u32::MAX;
 

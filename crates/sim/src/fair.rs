@@ -5,18 +5,11 @@
 //! written once runs on either. The kernel profile chooses the class
 //! (`cfs.fair`, see [`crate::kernels`]).
 
-use crate::cfs::{CfsRq, Entity, Placement, Tunables};
-use crate::eevdf::{EevdfRq, Features};
+use crate::cfs::CfsRq;
+use crate::eevdf::EevdfRq;
+pub use crate::sched_entity::FairClass;
+use crate::sched_entity::{Entity, Placement, Tunables};
 
-/// Which fair class a kernel has (the `cfs.fair` setting).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FairClass {
-    /// CFS: leftmost vruntime, wakeup granularity, sleeper credit.
-    #[default]
-    Cfs,
-    /// EEVDF with the features of one release.
-    Eevdf(Features),
-}
 
 #[derive(Debug, Clone)]
 pub enum FairRq {

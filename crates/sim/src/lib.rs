@@ -21,6 +21,7 @@ pub mod registry;
 pub mod rng;
 pub mod scenario;
 pub mod scenarios;
+pub mod sched_entity;
 pub mod size;
 pub mod summary;
 pub mod sync;

@@ -428,7 +428,7 @@ pub enum LoadTies {
     First,
 }
 
-/// The fair scheduling class a kernel runs (see [`crate::fair`]).
+/// The fair scheduling class a kernel runs (see [`crate::fair`]; [`crate::sched_entity::FairClass::of`] maps it).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub enum FairKind {
     #[default]
@@ -440,19 +440,6 @@ pub enum FairKind {
     Eevdf6_12,
     #[serde(rename = "eevdf-6.14")]
     Eevdf6_14,
-}
-
-impl FairKind {
-    pub fn class(self) -> crate::fair::FairClass {
-        use crate::eevdf::Features;
-        use crate::fair::FairClass;
-        match self {
-            FairKind::Cfs => FairClass::Cfs,
-            FairKind::Eevdf6_6 => FairClass::Eevdf(Features::LINUX_6_6),
-            FairKind::Eevdf6_12 => FairClass::Eevdf(Features::LINUX_6_12),
-            FairKind::Eevdf6_14 => FairClass::Eevdf(Features::LINUX_6_14),
-        }
-    }
 }
 
 /// Costs of virtualization and scheduling events, charged as time in which the
