@@ -21,7 +21,7 @@ from .atomic import write_atomic
 from .errors import UserError
 from .sweeps import PlannedRun, ProgressCallback, Store, SweepSpec, execute_runs, mean_ci95, plan
 
-# Paper names a [paper] table may give (the `PaperName` enum of scenario.rs).
+# Paper names a [paper] table may give (the `PaperName` enum of scenario/paper.rs).
 PAPERS = ("vsched", "irs", "uvf", "anubis", "tableau", "phenomena")
 FULL_SEEDS = [1, 2, 3, 4, 5]
 QUICK_SEEDS = [1, 2, 3]
@@ -63,7 +63,7 @@ class Experiment:
 
 def _sweep_value(value: float) -> int | float:
     """A swept number as the override gives it: integral values as integers, so that
-    integer fields take them (`sweep_literal` in scenario.rs)."""
+    integer fields take them (`sweep_literal` in scenario/paper.rs)."""
     return int(value) if float(value).is_integer() else value
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import tomli_w
 
 # The simulator's defaults the mapping divides out or respects; they are the
-# schema's defaults (crates/sim/src/scenario.rs) and are written into the twin
+# schema's defaults (crates/sim/src/scenario/) and are written into the twin
 # so that the file states them.
 SMT_FACTOR = 0.65
 # CFS bandwidth control accepts quotas of at least 1 ms (min_cfs_quota_period,

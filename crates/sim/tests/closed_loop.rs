@@ -46,7 +46,7 @@ fn most_in_flight(r: &Requests) -> usize {
     most as usize
 }
 
-/// Overheads the default scenario charges (scenario.rs `Overheads`): a
+/// Overheads the default scenario charges (scenario/host.rs `Overheads`): a
 /// request's reply-to-reply time is its service plus at least the NIC
 /// interrupt's handler and at most a handful of interrupts, wakeups and
 /// context switches (here under 20 us).

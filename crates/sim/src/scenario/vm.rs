@@ -1,0 +1,171 @@
+//! A VM's table (`[[vm]]`): vCPUs, pinning, IO backend and bandwidth.
+
+use super::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Vm {
+    pub name: String,
+    #[serde(default = "one")]
+    pub vcpus: u32,
+    /// Host CFS weight of each vCPU thread, or of the VM's cgroup with
+    /// `host.cfs.vm_groups`; 1024 is nice 0 (sched_prio_to_weight[20],
+    /// kernel/sched/core.c) and the default cpu.shares.
+    #[serde(default = "capacity_scale")]
+    pub weight: u32,
+    /// The EEVDF request of each vCPU thread on the host, in us, as
+    /// sched_setattr() sets it with sched_runtime (Linux 6.12 on; the
+    /// kernel clamps it to 0.1-100 ms). Linux 6.6 ignores it; CFS hosts
+    /// have no per-thread request and refuse it.
+    #[serde(default)]
+    pub host_slice_us: Option<f64>,
+    /// pCPU of each vCPU (one entry per vCPU). Mutually exclusive with `cpus`.
+    #[serde(default)]
+    pub pin: Vec<u32>,
+    /// pCPUs any vCPU of this VM may run on (default: all).
+    #[serde(default)]
+    pub cpus: Vec<u32>,
+    /// Soft affinity: pCPUs the VM's vCPUs prefer, within their hard
+    /// affinity (`pin`/`cpus`), as xl.cfg's `cpus_soft` sets it. Read by Xen
+    /// Credit, which tries them first when it tickles an idler and when it
+    /// steals work (the soft then hard balance steps of sched_credit.c);
+    /// empty means no preference.
+    #[serde(default)]
+    pub cpus_soft: Vec<u32>,
+    /// CFS bandwidth control (cpu.max) applied on the host.
+    pub bandwidth: Option<Bandwidth>,
+    /// Tableau reservation of each vCPU: utilization U (0 < U <= 1) and
+    /// maximum scheduling latency L. The same fields as the planner's input
+    /// (`vmsched plan` accepts a scenario file); absent U means a
+    /// weight-based fair share.
+    pub utilization: Option<f64>,
+    pub latency_ms: Option<f64>,
+    /// RTDS budget and period of each vCPU (`host.policy = "rtds"`); Xen's
+    /// defaults are 4 ms every 10 ms (RTDS_DEFAULT_BUDGET and
+    /// RTDS_DEFAULT_PERIOD, xen/common/sched_rt.c).
+    #[serde(default = "rtds_budget")]
+    pub rtds_budget_ms: f64,
+    #[serde(default = "rtds_period")]
+    pub rtds_period_ms: f64,
+    #[serde(default)]
+    pub guest: Guest,
+    #[serde(rename = "workload", default)]
+    pub workloads: Vec<Workload>,
+    /// Changes of a vCPU's hard affinity during the run, as `virsh vcpupin`
+    /// makes them (see [`PinChange`]).
+    #[serde(default)]
+    pub pin_changes: Vec<PinChange>,
+    /// The host thread that serves the VM's virtqueues (`paravirt::io_backend`).
+    #[serde(default, skip_serializing_if = "IoBackend::is_none")]
+    pub io_backend: IoBackend,
+}
+
+/// At `at_ms`, vCPU `vcpu` of the VM may run only on `pcpus` from then on:
+/// libvirt's `virsh vcpupin DOMAIN VCPU CPULIST` sets the vCPU thread's
+/// affinity with sched_setaffinity(), and the host scheduler moves the thread
+/// off a pCPU it may no longer use (__set_cpus_allowed_ptr(),
+/// kernel/sched/core.c). Host policies built on host CFS only.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinChange {
+    pub at_ms: f64,
+    pub vcpu: u32,
+    pub pcpus: Vec<u32>,
+}
+
+/// `[vm.io_backend]`: the host-side IO backend of the VM's virtio devices, a
+/// host thread the host policy schedules like a vCPU thread. `none` (the
+/// default) keeps the backend's processing inside the device latency, at no
+/// pCPU cost.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct IoBackend {
+    #[serde(default)]
+    pub kind: IoBackendKind,
+    /// CPU time (ns at capacity 1024) the thread spends taking one request
+    /// off the virtqueue and issuing it; default per kind
+    /// (`paravirt::io_backend::default_costs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_cpu_ns: Option<u64>,
+    /// CPU time (ns at capacity 1024) it spends on one completion: reaping
+    /// it, filling the used ring and signalling the irqfd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complete_cpu_ns: Option<u64>,
+    /// pCPUs the thread may run on; empty: those of the VM's vCPUs (its
+    /// `pin` entries, or `cpus`), as a QEMU or vhost thread inherits the
+    /// VM's cpuset unless the emulator threads are pinned elsewhere.
+    #[serde(default)]
+    pub affinity: Vec<u32>,
+}
+
+impl IoBackend {
+    pub fn is_none(&self) -> bool {
+        self.kind == IoBackendKind::None
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum IoBackendKind {
+    /// No backend thread: its work is part of the device latency.
+    #[default]
+    None,
+    /// A vhost worker kernel thread (drivers/vhost/vhost.c, vhost_worker()).
+    Vhost,
+    /// A QEMU iothread running the device's AioContext (virtio-blk dataplane).
+    Iothread,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bandwidth {
+    pub quota_ms: f64,
+    /// cpu.max period; 100 ms is the kernel default (default_cfs_period(),
+    /// kernel/sched/fair.c).
+    #[serde(default = "bw_period")]
+    pub period_ms: f64,
+    /// `vcpu`: one cgroup per vCPU thread; `vm`: one for the whole VM.
+    #[serde(default)]
+    pub per: BandwidthScope,
+    /// Offset of the first period start, to stagger vCPUs or VMs.
+    #[serde(default)]
+    pub phase_ms: f64,
+}
+fn bw_period() -> f64 {
+    100.0
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BandwidthScope {
+    #[default]
+    Vcpu,
+    Vm,
+}
+
+/// The IO backend threads: settings only where a backend runs, and a host
+/// policy that can schedule them.
+pub(super) fn check_io_backends(s: &Scenario) -> Result<(), ScenarioError> {
+    for (vi, vm) in s.vms.iter().enumerate() {
+        let b = &vm.io_backend;
+        let p = format!("vm[{vi}].io_backend");
+        if b.is_none() {
+            if *b != IoBackend::default() {
+                return Err(err(format!("{p}.kind"), "is `none` (no backend thread), so its other fields would be ignored; set kind = \"vhost\" or \"iothread\""));
+            }
+            continue;
+        }
+        // The Tableau table is planned for the VMs' vCPUs only: a thread it
+        // has no slots for would never run (Xen's backends run in dom0).
+        if s.host.policy == HostPolicyKind::Tableau {
+            return Err(err(format!("{p}.kind"), "the tableau policy schedules only the vCPUs it planned; a backend thread has no table slots"));
+        }
+        for (field, v) in [("submit_cpu_ns", b.submit_cpu_ns), ("complete_cpu_ns", b.complete_cpu_ns)] {
+            if v.is_some_and(|ns| ns > 1_000_000_000) {
+                return Err(err(format!("{p}.{field}"), "must be at most 1e9 ns (1 s of CPU per request)"));
+            }
+        }
+    }
+    Ok(())
+}
