@@ -14,8 +14,8 @@ use rand::Rng as _;
 use vmsched_sim::scenario::SyncKind;
 use vmsched_sim::workloads::{draw, us, ThreadSpec};
 
-use super::sync::{Barrier, FutexMutex, TicketLock};
-use super::{Cx, ThreadOutcome};
+use super::sync::{Barrier, FutexMutex, Lock, TicketLock};
+use super::{Cx, ThreadOutcome, Worker};
 use crate::os::now_ns;
 
 enum Locks {
@@ -59,20 +59,12 @@ pub fn start(cx: &Cx, specs: Vec<ThreadSpec>) -> (Handles, Box<dyn Fn() + Send +
             match &*locks {
                 Locks::None => {}
                 Locks::Spin(l) => {
-                    let lock = &l[worker.rng.random_range(0..l.len())];
-                    lock.lock();
-                    let done = worker.compute(cs);
-                    lock.unlock();
-                    if !done {
+                    if !critical_section(worker, l, cs) {
                         return;
                     }
                 }
                 Locks::Mutex(l) => {
-                    let lock = &l[worker.rng.random_range(0..l.len())];
-                    lock.lock();
-                    let done = worker.compute(cs);
-                    lock.unlock();
-                    if !done {
+                    if !critical_section(worker, l, cs) {
                         return;
                     }
                 }
@@ -96,4 +88,14 @@ pub fn start(cx: &Cx, specs: Vec<ThreadSpec>) -> (Handles, Box<dyn Fn() + Send +
         }
     });
     (handles, Box::new(move || barriers.iter().for_each(Barrier::break_all)))
+}
+
+/// A critical section of `cs` ns under one of `locks`, chosen at random;
+/// false when the run ended inside it.
+fn critical_section(worker: &mut Worker, locks: &[impl Lock], cs: u64) -> bool {
+    let lock = &locks[worker.rng.random_range(0..locks.len())];
+    lock.lock();
+    let done = worker.compute(cs);
+    lock.unlock();
+    done
 }

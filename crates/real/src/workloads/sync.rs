@@ -57,21 +57,28 @@ impl Barrier {
     }
 }
 
+/// A lock a critical section of the `parallel` workload takes: a spinlock or
+/// a futex mutex, as the scenario's `sync` says.
+pub trait Lock {
+    fn lock(&self);
+    fn unlock(&self);
+}
+
 #[derive(Default)]
 pub struct TicketLock {
     next: AtomicU32,
     serving: AtomicU32,
 }
 
-impl TicketLock {
-    pub fn lock(&self) {
+impl Lock for TicketLock {
+    fn lock(&self) {
         let ticket = self.next.fetch_add(1, Ordering::Relaxed);
         while self.serving.load(Ordering::Acquire) != ticket {
             std::hint::spin_loop();
         }
     }
 
-    pub fn unlock(&self) {
+    fn unlock(&self) {
         self.serving.fetch_add(1, Ordering::Release);
     }
 }
@@ -85,8 +92,10 @@ impl FutexMutex {
     pub fn new(spin_ns: u64) -> Self {
         FutexMutex { word: AtomicU32::new(0), spin_ns }
     }
+}
 
-    pub fn lock(&self) {
+impl Lock for FutexMutex {
+    fn lock(&self) {
         let spin_until = now_ns().saturating_add(self.spin_ns);
         while now_ns() < spin_until {
             if self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
@@ -107,7 +116,7 @@ impl FutexMutex {
         }
     }
 
-    pub fn unlock(&self) {
+    fn unlock(&self) {
         if self.word.fetch_sub(1, Ordering::Release) != 1 {
             self.word.store(0, Ordering::Release);
             futex_wake(&self.word, 1);
