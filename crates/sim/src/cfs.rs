@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-pub use crate::sched_entity::{calc_delta_fair, nice_weight, Entity, Placement, Tunables, NICE_0_LOAD, SCHED_NR_LATENCY, WEIGHT_IDLEPRIO};
+pub use crate::sched_entity::{calc_delta_fair, nice_weight, Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
 
 #[derive(Debug, Default, Clone)]
 pub struct CfsRq {
@@ -376,6 +376,33 @@ mod tests {
         assert!(!rq.wakeup_preempts(&e, 1, &t));
         rq.update_curr(&mut e, 100_000_001);
         assert!(rq.wakeup_preempts(&e, 1, &t));
+    }
+
+    /// The same wakeup at the 5.10 defaults of the 52-CPU testbed (no sysctl
+    /// written: 24 ms, 3 ms, 4 ms): the credit is 12 ms, 8 ms beyond the
+    /// wakeup granularity, so the sleeper preempts the lone hog at once.
+    #[test]
+    fn a_sleeper_credit_above_the_wakeup_granularity_preempts() {
+        let (_, mut e, mut rq) = first_ran_alone_until(100_000_000);
+        let t = Tunables::linux_default(52);
+        rq.enqueue(&mut e, 1, Placement::Wakeup, &t, 100_000_000);
+        assert_eq!(e[0].vruntime - e[1].vruntime, 12_000_000);
+        assert!(rq.wakeup_preempts(&e, 1, &t));
+    }
+
+    /// sched_nr_latency: 8 at the defaults of any CPU count; 3 once
+    /// sched_latency is written as 8 ms beside a 3 ms min_granularity, so four
+    /// entities stretch the period to 4 x 3 ms instead of sharing 8 ms.
+    #[test]
+    fn nr_latency_follows_the_written_tunables() {
+        for cpus in [1, 2, 4, 52] {
+            assert_eq!(Tunables::linux_default(cpus).nr_latency(), 8);
+        }
+        let t = Tunables { latency_ns: 8_000_000, min_granularity_ns: 3_000_000, wakeup_granularity_ns: 4_000_000, ..Tunables::linux_default(52) };
+        assert_eq!(t.nr_latency(), 3);
+        assert_eq!(t.period(3), 8_000_000);
+        assert_eq!(t.period(4), 12_000_000);
+        assert_eq!(Tunables::linux_default(52).period(4), 24_000_000);
     }
 
     /// Equal vruntimes run in the order they were queued, as the kernel's

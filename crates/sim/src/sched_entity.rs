@@ -22,9 +22,6 @@ const PRIO_TO_WEIGHT: [u64; 40] = [
 pub fn nice_weight(nice: i32) -> u64 {
     PRIO_TO_WEIGHT[(nice.clamp(-20, 19) + 20) as usize]
 }
-/// sched_nr_latency (fair.c): beyond this many runnable entities the period
-/// stretches to nr * min_granularity.
-pub const SCHED_NR_LATENCY: u64 = 8;
 /// Unscaled defaults (fair.c): sysctl_sched_latency = 6 ms,
 /// sysctl_sched_min_granularity = 0.75 ms, sysctl_sched_wakeup_granularity = 1 ms.
 const BASE_LATENCY_NS: u64 = 6_000_000;
@@ -111,9 +108,21 @@ impl Tunables {
         slice.max(floor)
     }
 
+    /// sched_nr_latency (kernel/sched/fair.c): beyond this many runnable
+    /// entities the period stretches to nr * min_granularity, and from this
+    /// many on a wakeup that preempts marks the last buddy. It boots as 8, the
+    /// quotient of the default tunables (6 ms / 0.75 ms, both scaled by the
+    /// same factor), and a write of any of the three sysctls sets it to
+    /// DIV_ROUND_UP(sched_latency, sched_min_granularity)
+    /// (sched_proc_update_handler(), Linux 5.10): 3 on the Anubis testbed
+    /// (8 ms / 3 ms). The quotient covers both cases.
+    pub fn nr_latency(&self) -> u64 {
+        self.latency_ns.div_ceil(self.min_granularity_ns)
+    }
+
     /// __sched_period()
     pub(crate) fn period(&self, nr: u64) -> u64 {
-        if nr > SCHED_NR_LATENCY {
+        if nr > self.nr_latency() {
             nr * self.min_granularity_ns
         } else {
             self.latency_ns

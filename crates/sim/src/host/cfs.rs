@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::sched_domain::{Domain, GroupStats, IdleType, Level, Migration};
 use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
-use crate::cfs::{Entity, Placement, Tunables, NICE_0_LOAD, SCHED_NR_LATENCY};
+use crate::cfs::{Entity, Placement, Tunables, NICE_0_LOAD};
 use crate::fair::{FairClass, FairRq};
 use crate::ids::{PcpuId, VcpuId, VmId};
 use crate::pelt::Pelt;
@@ -900,7 +900,7 @@ impl CfsCore {
         // when the entities meet at the thread level, the preempted one is
         // still queued, and the running thread's runqueue is crowded
         // (nr_running >= sched_nr_latency, check_preempt_wakeup()'s scale).
-        let crowded = self.rqs[self.rq_of[curr as usize] as usize].nr_running() as u64 >= SCHED_NR_LATENCY;
+        let crowded = self.rqs[self.rq_of[curr as usize] as usize].nr_running() as u64 >= self.tun.nr_latency();
         if preempts && crowded && self.is_vcpu(se) && self.ents[se as usize].on_rq && matches!(self.rqs[rq], FairRq::Cfs(_)) {
             self.mark_up(se, |rq, e| rq.as_cfs_mut().last = Some(e));
         }
@@ -2777,14 +2777,18 @@ mod tests {
     }
 
     /// set_last_buddy(): a wakeup that preempts the running vCPU on a
-    /// runqueue of sched_nr_latency (8) or more marks it as the last buddy;
-    /// on a shorter runqueue it does not.
+    /// runqueue of sched_nr_latency (8 at the default tunables) or more
+    /// marks it as the last buddy; on a shorter runqueue it does not.
     #[test]
     fn a_preempted_vcpu_becomes_the_last_buddy_on_a_crowded_runqueue() {
         let m = machine(1);
-        for (queued, marked) in [(8, true), (3, false)] {
+        // The Anubis testbed's written sysctls (8 ms, 3 ms, 4 ms) make
+        // sched_nr_latency 3: two queued vCPUs and the woken one are crowded
+        // there (check_preempt_wakeup() counts after the enqueue).
+        let testbed = Tunables { latency_ns: 8_000_000, min_granularity_ns: 3_000_000, wakeup_granularity_ns: 4_000_000, ..Tunables::linux_default(1) };
+        for (tun, queued, marked) in [(Tunables::linux_default(1), 8, true), (Tunables::linux_default(1), 3, false), (testbed, 2, true)] {
             let allowed = vec![vec![true]; queued + 1];
-            let mut h = HostCfs::new(Tunables::linux_default(1), 1, &vec![1024; queued + 1], &vec![0; queued + 1], vec![]);
+            let mut h = HostCfs::new(tun, 1, &vec![1024; queued + 1], &vec![0; queued + 1], vec![]);
             let mut out = HostOut::default();
             let idle: Vec<Option<VcpuId>> = vec![None];
             for v in 0..queued as u32 {
