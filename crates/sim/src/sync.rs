@@ -36,6 +36,14 @@ pub struct Barrier {
     pub spinners: Vec<TaskId>,
     pub waiters: Vec<TaskId>,
     pub bucket: u32,
+    /// A barrier built on a pthread mutex and condition variable: the hash
+    /// bucket lock of the mutex's futex, onto which the condition's
+    /// broadcast requeues the waiters (`None`: a futex barrier that wakes
+    /// them all at once).
+    pub mutex_bucket: Option<u32>,
+    /// Waiters requeued onto the mutex by the last broadcast, each woken
+    /// by the mutex unlock of the one woken before it.
+    pub requeued: VecDeque<TaskId>,
 }
 
 #[derive(Debug, Default)]
@@ -76,9 +84,21 @@ impl Objects for VmObjects<'_> {
         self.sync.mutexes.push(Mutex { spin_ns, bucket, ..Default::default() });
         (self.sync.mutexes.len() - 1) as u32
     }
-    fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64) -> u32 {
+    fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64, condvar: bool) -> u32 {
         let bucket = self.new_lock();
-        self.sync.barriers.push(Barrier { parties, arrived: 0, generation: 0, mode, spin_ns, spinners: Vec::new(), waiters: Vec::new(), bucket });
+        let mutex_bucket = condvar.then(|| self.new_lock());
+        self.sync.barriers.push(Barrier {
+            parties,
+            arrived: 0,
+            generation: 0,
+            mode,
+            spin_ns,
+            spinners: Vec::new(),
+            waiters: Vec::new(),
+            bucket,
+            mutex_bucket,
+            requeued: VecDeque::new(),
+        });
         (self.sync.barriers.len() - 1) as u32
     }
     fn semaphore(&mut self, initial: u32) -> u32 {

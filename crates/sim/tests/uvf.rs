@@ -207,6 +207,70 @@ fn an_xapic_ipi_leaves_after_two_preparing_exits() {
     assert_eq!(xapic, x2apic + 2 * exit);
 }
 
+/// Four threads of a Linux 3.2 guest, each pinned to a vCPU of its own on a
+/// pCPU of its own, meet at a blocking barrier; thread 0's grain is the
+/// longest, so it arrives last every time and wakes the other three.
+const BARRIER_FOUR: &str = r#"
+name = "barrier-four"
+duration_ms = 20
+[host]
+kernel = "linux-3.2"
+kvm.ple_gap = 0
+cores_per_socket = 4
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "four"
+vcpus = 4
+pin = [0, 1, 2, 3]
+[[vm.workload]]
+kind = "parallel"
+threads = 4
+pin_threads = true
+sync = "barrier"
+work_us = 300
+work_dist = "constant"
+imbalance = 0.5
+"#;
+
+/// (sent, source vCPU, target vCPU) of every reschedule IPI a vCPU sent, in
+/// sending order.
+fn reschedule_ipis(toml: &str, sets: &[&str]) -> Vec<(u64, i64, i64)> {
+    let s = vmsched_sim::parse(toml, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let opts = RunOptions { validate: true, record: true, trace_window: Some((0, u64::MAX)), ..Default::default() };
+    let out = run(s, &opts, &mut |_, _| {}).unwrap();
+    let irqs = out.tables.unwrap().irqs.unwrap();
+    let mut ipis: Vec<_> = (0..irqs.kind.len())
+        .filter(|&i| irqs.kind[i] == "reschedule" && irqs.src_vcpu[i] >= 0)
+        .map(|i| (irqs.sent_ns[i], irqs.src_vcpu[i], i64::from(irqs.dst_vcpu[i])))
+        .collect();
+    ipis.sort();
+    ipis
+}
+
+/// A futex barrier's last arriver wakes every waiter itself; a barrier on a
+/// pthread condition variable (glibc's requeueing broadcast) wakes one, and
+/// each woken waiter wakes the next from its own vCPU when it unlocks the
+/// mutex: a chain of wakeups, each under a bucket lock of its own waker.
+#[test]
+fn a_condvar_barrier_wakes_its_waiters_in_a_chain_through_the_mutex() {
+    let all_at_once = reschedule_ipis(BARRIER_FOUR, &[]);
+    assert!(all_at_once.len() >= 9, "{all_at_once:?}");
+    assert!(all_at_once.iter().all(|&(_, src, _)| src == 0), "{all_at_once:?}");
+    let chain = reschedule_ipis(BARRIER_FOUR, &["vm[0].workload[0].condvar_barrier=true"]);
+    assert!(chain.len() >= 9, "{chain:?}");
+    // Per episode: thread 0 wakes one waiter, that one the next, that one the last.
+    for episode in chain.chunks_exact(3) {
+        assert_eq!(episode[0].1, 0, "{chain:?}");
+        assert_eq!(episode[1].1, episode[0].2, "{chain:?}");
+        assert_eq!(episode[2].1, episode[1].2, "{chain:?}");
+        let woken: std::collections::BTreeSet<i64> = episode.iter().map(|e| e.2).collect();
+        assert_eq!(woken, [1, 2, 3].into_iter().collect(), "{chain:?}");
+    }
+    // Each link waits for its waker to be woken: the last waiter is woken
+    // later than with a single futex wake.
+    assert!(chain[2].0 > all_at_once[2].0, "{chain:?} vs {all_at_once:?}");
+}
+
 /// A pipeline whose single-threaded end stages (dedup's Fragment and
 /// ReorderAndOutput) take twice as long per item as a parallel stage: one
 /// item leaves per serial grain, and the parallel stages' threads wait on
@@ -248,6 +312,48 @@ fn serial_pipeline_stages_bound_throughput_and_idle_the_parallel_vcpus() {
     // 3.5 of the eight vCPUs.
     assert!(halted(&serial) > 0.4 * 8.0 * 200e6, "{}", halted(&serial));
     assert!(n(&serial["vms"][0]["wakeups"]) > 1_000.0);
+}
+
+/// vips 7.x's thread pool: one dispatcher hands items to two workers on a
+/// VM of four vCPUs with a pCPU each. Dispatching (200 us per item) slower
+/// than two workers' 100 us items bounds throughput to one item per 200 us,
+/// and the workers wait for the dispatcher with their vCPUs halted; a quick
+/// dispatcher (10 us) lets the two workers bound it (one item per 50 us).
+const DISPATCHED_POOL: &str = r#"
+name = "dispatched-pool"
+duration_ms = 200
+[host]
+kernel = "linux-3.2"
+kvm.ple_gap = 0
+cores_per_socket = 4
+[[vm]]
+guest.kernel = "linux-3.2"
+name = "pool"
+vcpus = 4
+pin = [0, 1, 2, 3]
+[[vm.workload]]
+kind = "pipeline"
+threads = 2
+stages = 1
+dispatch_us = 200
+work_us = 100
+work_dist = "constant"
+"#;
+
+#[test]
+fn a_dispatcher_feeds_its_pool_item_by_item() {
+    let slow = summary(DISPATCHED_POOL, &[]);
+    let quick = summary(DISPATCHED_POOL, &["vm[0].workload[0].dispatch_us=10.0"]);
+    let done = |s: &Value| n(&s["workloads"][0]["completed"]);
+    let halted = |s: &Value| s["vms"][0]["vcpus"].as_array().unwrap().iter().map(|v| n(&v["halted_ns"])).sum::<f64>();
+    // 200 ms / 200 us = 1,000 dispatches at most.
+    assert!(done(&slow) <= 1_000.0 && done(&slow) > 900.0, "{}", done(&slow));
+    // Two workers, 100 us each: at most 4,000; the hand-offs cost a little.
+    assert!(done(&quick) <= 4_000.0 && done(&quick) > 3_000.0, "{}", done(&quick));
+    // Slow dispatching: of four vCPUs, one dispatches, the two workers are
+    // busy half the time each: over half of the 800 ms of vCPU time halted.
+    assert!(halted(&slow) > 0.5 * 4.0 * 200e6, "{}", halted(&slow));
+    assert!(n(&slow["vms"][0]["wakeups"]) > 900.0, "{}", slow["vms"][0]["wakeups"]);
 }
 
 /// Fig. 7a's corunner, dedup, wakes its vCPUs item by item (its serial

@@ -93,6 +93,16 @@ fn workload_numbers_in_range() {
     let pipeline = "name='t'\nduration_ms=100\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='pipeline'\nthreads=4096\n";
     let e = refused(pipeline, &["vm[0].workload[0].stages=4294967295"]);
     assert_eq!(e.path, "vm[0].workload[0].stages", "{e}");
+    // A dispatcher feeds one pool, and is not combined with serial stages.
+    let pool = "name='t'\nduration_ms=100\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='pipeline'\ndispatch_us=5.0\nstages=1\n";
+    parse(pool, &[]).unwrap();
+    assert_eq!(refused(pool, &["vm[0].workload[0].stages=2"]).path, "vm[0].workload[0].stages");
+    assert_eq!(refused(pool, &["vm[0].workload[0].serial_work_us=10.0"]).path, "vm[0].workload[0].dispatch_us");
+    assert_eq!(refused(pool, &["vm[0].workload[0].dispatch_us=-1.0"]).path, "vm[0].workload[0].dispatch_us");
+    // Only a barrier whose waiters block has a condition variable.
+    assert_eq!(refused(parallel, &["vm[0].workload[0].condvar_barrier=true"]).path, "vm[0].workload[0].condvar_barrier");
+    assert_eq!(refused(parallel, &["vm[0].workload[0].sync=\"spin_barrier\"", "vm[0].workload[0].condvar_barrier=true"]).path, "vm[0].workload[0].condvar_barrier");
+    parse(parallel, &["vm[0].workload[0].sync=\"spin_block_barrier\"".into(), "vm[0].workload[0].condvar_barrier=true".into()]).unwrap();
     let stealing = "name='t'\nduration_ms=100\n[[vm]]\nname='a'\n[[vm.workload]]\nkind='work_stealing'\nsync='barrier'\n";
     assert_eq!(refused(stealing, &["vm[0].workload[0].sync=\"none\""]).path, "vm[0].workload[0].sync");
     assert_eq!(refused(stealing, &["vm[0].workload[0].sync=\"mutex\""]).path, "vm[0].workload[0].sync");

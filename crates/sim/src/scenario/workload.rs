@@ -123,6 +123,12 @@ pub struct Workload {
     /// Barrier programs: a second (departure) barrier after each barrier.
     #[serde(default)]
     pub departure_barrier: bool,
+    /// Blocking barrier programs: the barrier is a pthread mutex and
+    /// condition variable (PARSEC's parsec_barrier), so its waiters are woken
+    /// by glibc's requeueing broadcast and then one by one through the mutex,
+    /// instead of all at once by one futex wake.
+    #[serde(default)]
+    pub condvar_barrier: bool,
     /// Open-loop arrival rate (server, ping) or sequential reads per second cap.
     #[serde(default = "rate")]
     pub rate_per_s: f64,
@@ -139,6 +145,12 @@ pub struct Workload {
     /// ReorderAndOutput threads); 0: no serial stages.
     #[serde(default)]
     pub serial_work_us: f64,
+    /// Pipelines: work per item of a single dispatcher thread that hands
+    /// each item to an idle thread of the (single) parallel stage, whose
+    /// threads return to the idle pool when done (vips 7.x's threadgroup
+    /// under im_wbuffer()); 0: no dispatcher.
+    #[serde(default)]
+    pub dispatch_us: f64,
     /// Gaps shorter than this are not recorded by the latency probe.
     #[serde(default = "gap_us")]
     pub gap_threshold_us: f64,
@@ -340,7 +352,7 @@ pub(super) fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), Scena
             return Err(err(format!("{p}.{f}"), "must be a positive number"));
         }
     }
-    for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("serial_work_us", w.serial_work_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms.unwrap_or(0.0)), ("gap_threshold_us", w.gap_threshold_us), ("network_us", w.network_us)] {
+    for (f, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("serial_work_us", w.serial_work_us), ("dispatch_us", w.dispatch_us), ("imbalance", w.imbalance), ("tlb_shootdowns_per_s", w.tlb_shootdowns_per_s), ("start_ms", w.start_ms.unwrap_or(0.0)), ("gap_threshold_us", w.gap_threshold_us), ("network_us", w.network_us)] {
         if !(v >= 0.0 && v.is_finite()) {
             return Err(err(format!("{p}.{f}"), "must be a non-negative number"));
         }
@@ -362,8 +374,11 @@ pub(super) fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), Scena
             return Err(err(format!("{p}.tasks_per_thread"), format!("must be at least 1, and threads x tasks_per_thread at most {MAX_TASKS_PER_FRAME}")));
         }
     }
-    if w.kind == WorkloadKind::Pipeline && w.stages < 2 {
-        return Err(err(format!("{p}.stages"), "a pipeline needs at least 2 stages"));
+    if w.condvar_barrier && !matches!(w.sync, SyncKind::Barrier | SyncKind::SpinBlockBarrier) {
+        return Err(err(format!("{p}.condvar_barrier"), "only a barrier whose waiters block has a condition variable: give sync barrier or spin_block_barrier"));
+    }
+    if w.kind == WorkloadKind::Pipeline && w.stages < 2 && w.dispatch_us == 0.0 {
+        return Err(err(format!("{p}.stages"), "a pipeline needs at least 2 stages (or a dispatcher, dispatch_us, and 1)"));
     }
     Ok(())
 }
@@ -388,9 +403,9 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         WorkloadKind::Periodic => threaded!("work_us", "work_dist", "sleep_us"),
         WorkloadKind::Parallel => threaded!(
             "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",
-            "tlb_shootdowns_per_s", "work_stealing", "departure_barrier"
+            "tlb_shootdowns_per_s", "work_stealing", "departure_barrier", "condvar_barrier"
         ),
-        WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "serial_work_us", "tlb_shootdowns_per_s"),
+        WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "serial_work_us", "dispatch_us", "tlb_shootdowns_per_s"),
         WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog", "clients", "think_us", "reply_exit"),
         // Answered in the guest kernel's interrupt handler: no threads.
         WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
@@ -464,7 +479,7 @@ pub(super) fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> 
     for (field, v) in [("work_us", w.work_us), ("cs_us", w.cs_us), ("device_us", w.device_us)] {
         checked_ns(&f(field), v, 1e3, true)?;
     }
-    for (field, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("serial_work_us", w.serial_work_us), ("gap_threshold_us", w.gap_threshold_us)] {
+    for (field, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("serial_work_us", w.serial_work_us), ("dispatch_us", w.dispatch_us), ("gap_threshold_us", w.gap_threshold_us)] {
         checked_ns(&f(field), v, 1e3, false)?;
     }
     checked_ns(&f("network_us"), w.network_us, 1e3, false)?;
@@ -511,7 +526,14 @@ pub(super) fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> 
     let threads = match w.kind {
         WorkloadKind::Ping => 0,
         WorkloadKind::Pipeline => {
-            in_range(&f("stages"), w.stages as u64, 2, MAX_TASKS, "each stage has its own threads, at most PID_MAX_LIMIT in all")?;
+            if w.dispatch_us > 0.0 {
+                if w.serial_work_us > 0.0 {
+                    return Err(err(f("dispatch_us"), "a dispatcher hands items to a thread pool; serial stages around parallel ones are another pipeline: give one of dispatch_us and serial_work_us"));
+                }
+                in_range(&f("stages"), w.stages as u64, 1, 1, "a dispatcher feeds one pool of threads")?;
+            } else {
+                in_range(&f("stages"), w.stages as u64, 2, MAX_TASKS, "each stage has its own threads, at most PID_MAX_LIMIT in all")?;
+            }
             w.threads as u64 * w.stages as u64 + crate::workloads::pipeline::serial_threads(w) as u64
         }
         _ => w.threads as u64,

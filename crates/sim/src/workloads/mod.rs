@@ -70,7 +70,9 @@ pub enum BarrierMode {
 pub trait Objects {
     fn spinlock(&mut self) -> u32;
     fn mutex(&mut self, spin_ns: u64) -> u32;
-    fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64) -> u32;
+    /// `condvar`: built on a pthread mutex and condition variable
+    /// (`Workload::condvar_barrier`).
+    fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64, condvar: bool) -> u32;
     fn semaphore(&mut self, initial: u32) -> u32;
 }
 
@@ -264,9 +266,9 @@ pub fn sync_objects(w: &Workload, objs: &mut dyn Objects) -> (Option<u32>, Vec<u
     let spin = us(w.spin_us);
     match w.sync {
         SyncKind::None => (None, Vec::new()),
-        SyncKind::Barrier => (Some(objs.barrier(n, BarrierMode::Block, spin)), Vec::new()),
-        SyncKind::SpinBarrier => (Some(objs.barrier(n, BarrierMode::Spin, spin)), Vec::new()),
-        SyncKind::SpinBlockBarrier => (Some(objs.barrier(n, BarrierMode::SpinThenBlock, spin)), Vec::new()),
+        SyncKind::Barrier => (Some(objs.barrier(n, BarrierMode::Block, spin, w.condvar_barrier)), Vec::new()),
+        SyncKind::SpinBarrier => (Some(objs.barrier(n, BarrierMode::Spin, spin, w.condvar_barrier)), Vec::new()),
+        SyncKind::SpinBlockBarrier => (Some(objs.barrier(n, BarrierMode::SpinThenBlock, spin, w.condvar_barrier)), Vec::new()),
         SyncKind::Spinlock => (None, (0..w.locks).map(|_| objs.spinlock()).collect()),
         SyncKind::Mutex => (None, (0..w.locks).map(|_| objs.mutex(spin)).collect()),
     }

@@ -12,6 +12,18 @@
 //! `pkgs/kernels/dedup/src/encoder.c`: one thread each, whatever `-t`): when
 //! they are the bottleneck, the parallel stages' threads wait on their
 //! queues, and their vCPUs halt and are woken item by item.
+//!
+//! With `dispatch_us`, a single dispatcher thread stands before one
+//! parallel stage instead: it waits for an idle thread of the pool (the
+//! `threads` credits), spends `dispatch_us` on the item and hands it over;
+//! the pool's thread computes it and returns to the idle pool. This is vips
+//! 7.x's threadgroup driven by im_wbuffer() (libsrc/iofuncs/threadgroup.c,
+//! im_wbuffer.c: wbuffer_fill() takes an idle thread with
+//! im_threadgroup_get(), which waits on the `idle` semaphore, and starts it
+//! with im_threadgroup_trigger(), an up of that thread's `go` semaphore;
+//! the worker ups `idle` when its tile is done), the thread pool PARSEC 2.1's
+//! vips predates (libvips's threadpool.c replaced it in 7.22, 2010). The
+//! strip writes of im_wbuffer()'s write-behind thread are left out.
 
 use std::collections::VecDeque;
 
@@ -34,10 +46,13 @@ pub struct Pipeline {
     step: Vec<Step>,
 }
 
-/// Threads of the serial stages a pipeline has besides its parallel ones.
+/// Threads of the serial stages (or the dispatcher) a pipeline has besides
+/// its parallel ones.
 pub fn serial_threads(w: &Workload) -> u32 {
     if w.serial_work_us > 0.0 {
         2
+    } else if w.dispatch_us > 0.0 {
+        1
     } else {
         0
     }
@@ -46,6 +61,9 @@ pub fn serial_threads(w: &Workload) -> u32 {
 /// (threads, mean work in ns) of each stage, in order.
 fn stage_plan(w: &Workload) -> Vec<(u32, f64)> {
     let parallel = (0..w.stages).map(|_| (w.threads, us(w.work_us) as f64));
+    if w.dispatch_us > 0.0 {
+        return std::iter::once((1, us(w.dispatch_us) as f64)).chain(parallel).collect();
+    }
     if serial_threads(w) == 0 {
         return parallel.collect();
     }

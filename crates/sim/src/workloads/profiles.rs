@@ -28,8 +28,8 @@ pub struct WorkloadProfile {
 pub const PROFILES: &[WorkloadProfile] = &[
     WorkloadProfile {
         name: "streamcluster",
-        description: "PARSEC streamcluster: 8 threads, in-house spin-then-block barrier spinning about 0.1 ms with arrival and departure barriers (ASPLOS'13 section 4.2), fine-grained: several barriers per ms (Fig. 5); kernel time is futex-queue lock spinning, no TLB shootdowns (Table 1: 0.02% TLB, 10.35% lock). Grain 300 us: an approximation of Fig. 5's 2-4 barriers per ms",
-        settings: &[("kind", "'parallel'"), ("threads", "8"), ("sync", "'spin_block_barrier'"), ("spin_us", "100.0"), ("departure_barrier", "true"), ("work_us", "300.0")],
+        description: "PARSEC streamcluster: 8 threads, in-house spin-then-block barrier spinning about 0.1 ms with arrival and departure barriers (ASPLOS'13 section 4.2), fine-grained: several barriers per ms (Fig. 5); kernel time is futex-queue lock spinning, no TLB shootdowns (Table 1: 0.02% TLB, 10.35% lock). The barrier is PARSEC's parsec_barrier (streamcluster's parsec_barrier.cpp, ENABLE_SPIN_BARRIER): a pthread mutex and condition variable whose last arriver broadcasts. Grain 300 us: an approximation of Fig. 5's 2-4 barriers per ms",
+        settings: &[("kind", "'parallel'"), ("threads", "8"), ("sync", "'spin_block_barrier'"), ("spin_us", "100.0"), ("departure_barrier", "true"), ("condvar_barrier", "true"), ("work_us", "300.0")],
     },
     WorkloadProfile {
         name: "facesim",
@@ -53,8 +53,8 @@ pub const PROFILES: &[WorkloadProfile] = &[
     },
     WorkloadProfile {
         name: "vips",
-        description: "PARSEC vips: 8 threads, TLB-shootdown intensive at 1350 IPIs/s/vCPU (section 3.1.1; Table 1: 41.35% TLB, 4.32% lock on the mm semaphore's wait-queue lock). Grain 500 us: an approximation",
-        settings: &[("kind", "'parallel'"), ("threads", "8"), ("sync", "'mutex'"), ("work_us", "500.0"), ("tlb_shootdowns_per_s", "192.9")],
+        description: "PARSEC vips: 8 worker threads fed tile by tile by one dispatcher thread (vips 7.x's threadgroup under im_wbuffer(): the dispatcher waits for an idle worker and starts it on the next tile, and a worker that is done goes idle until started again), TLB-shootdown intensive at 1350 IPIs/s/vCPU (section 3.1.1; Table 1: 41.35% TLB, 4.32% lock on the mm semaphore's wait-queue lock, left out). Tile 500 us and 5 us of dispatching per tile: approximations (docs/uvf.md sweeps the dispatch work)",
+        settings: &[("kind", "'pipeline'"), ("threads", "8"), ("stages", "1"), ("dispatch_us", "5.0"), ("work_us", "500.0"), ("tlb_shootdowns_per_s", "192.9")],
     },
     WorkloadProfile {
         name: "x264",

@@ -148,7 +148,7 @@ mod tests {
         fn mutex(&mut self, _: u64) -> u32 {
             0
         }
-        fn barrier(&mut self, _: u32, _: BarrierMode, _: u64) -> u32 {
+        fn barrier(&mut self, _: u32, _: BarrierMode, _: u64, _: bool) -> u32 {
             7
         }
         fn semaphore(&mut self, _: u32) -> u32 {

@@ -144,6 +144,20 @@ impl World {
                 self.wake_from_task(w, t, v);
                 true
             }
+            KStep::RequeueBarrier(b) => {
+                let mut waiters = std::mem::take(&mut self.sync.barriers[b as usize].waiters).into_iter();
+                if let Some(first) = waiters.next() {
+                    self.sync.barriers[b as usize].requeued = waiters.collect();
+                    self.wake_requeued(b, first, t, v);
+                }
+                true
+            }
+            KStep::WakeRequeued(b) => {
+                if let Some(w) = self.sync.barriers[b as usize].requeued.pop_front() {
+                    self.wake_requeued(b, w, t, v);
+                }
+                true
+            }
             KStep::IcrWrite(Icr::Reschedule(to)) => {
                 self.send_ipi(v, to, irq::Kind::Reschedule, irq::What::Resched);
                 true
@@ -220,8 +234,31 @@ impl World {
                     for s in spinners {
                         self.release_spinner(s, v);
                     }
-                    if has_waiters {
-                        self.futex_path(t, bucket, KStep::WakeBarrier(b));
+                    if !has_waiters {
+                        return true;
+                    }
+                    match self.sync.barriers[b as usize].mutex_bucket {
+                        // pthread_cond_broadcast(): glibc's FUTEX_CMP_REQUEUE
+                        // (nptl pthread_cond_broadcast.S) wakes one waiter and
+                        // moves the rest onto the mutex's futex; futex_requeue()
+                        // holds both hash buckets' locks throughout
+                        // (double_lock_hb(), kernel/futex.c).
+                        Some(mutex_bucket) => {
+                            let q = &mut self.tasks[t as usize].kseq;
+                            for step in [
+                                KStep::Op(Op::Lock(bucket)),
+                                KStep::Op(Op::Lock(mutex_bucket)),
+                                KStep::RequeueBarrier(b),
+                                KStep::Op(Op::Unlock(mutex_bucket)),
+                                KStep::Op(Op::Unlock(bucket)),
+                            ]
+                            .into_iter()
+                            .rev()
+                            {
+                                q.push_front(step);
+                            }
+                        }
+                        None => self.futex_path(t, bucket, KStep::WakeBarrier(b)),
                     }
                     return true;
                 }
@@ -648,6 +685,23 @@ impl World {
             task.preempt_count += 1;
         }
         self.spin(t, v, SpinOn::TlbAcks, None)
+    }
+
+    /// Task `t` on `v` wakes `w`, a waiter of condition-variable barrier `b`.
+    /// Woken, `w` returns from pthread_cond_wait() holding the barrier's
+    /// mutex, which glibc's __pthread_mutex_cond_lock() marks contended; its
+    /// pthread_mutex_unlock() then calls futex_wake() on the mutex, under the
+    /// mutex bucket's lock, and wakes the next requeued waiter.
+    fn wake_requeued(&mut self, b: u32, w: TaskId, t: TaskId, v: VcpuId) {
+        let barrier = &self.sync.barriers[b as usize];
+        if !barrier.requeued.is_empty() {
+            let mutex_bucket = barrier.mutex_bucket.expect("only condition-variable barriers requeue");
+            let q = &mut self.tasks[w as usize].kseq;
+            q.push_front(KStep::Op(Op::Unlock(mutex_bucket)));
+            q.push_front(KStep::WakeRequeued(b));
+            q.push_front(KStep::Op(Op::Lock(mutex_bucket)));
+        }
+        self.wake_from_task(w, t, v);
     }
 
     /// Task `t` on `v` wakes `w` in a kernel path (futex_wake(), a

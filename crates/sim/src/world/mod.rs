@@ -174,6 +174,12 @@ enum KStep {
     /// One waiter of a barrier woken (xAPIC guests wake them one by one, each
     /// IPI's accesses in turn).
     WakeWaiter(TaskId),
+    /// futex_requeue() of a condition-variable barrier's broadcast: wake
+    /// its first waiter, move the others onto the mutex.
+    RequeueBarrier(u32),
+    /// futex_wake() on a condition-variable barrier's mutex: wake the next
+    /// requeued waiter.
+    WakeRequeued(u32),
     /// An xAPIC guest's ICR write, after its preparing accesses: the IPI leaves.
     IcrWrite(Icr),
     /// The IO request leaves once the submission exit is over.
