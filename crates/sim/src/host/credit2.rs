@@ -25,7 +25,7 @@
 //! change runqueues only by balance_load()); no soft affinity (Xen 4.10);
 //! every domain's replenishment timer starts at time 0.
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
+use super::{DecisionCosts, SchedLocks, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 use crate::scenario::Credit2Runqueue;
@@ -222,6 +222,8 @@ impl Credit2 {
             });
         }
         let n = b.pcpus as usize;
+        let locks = if prm.lock_contention { SchedLocks::shared(rq_of_pcpu.clone()) } else { SchedLocks::per_pcpu(n) };
+        let costs = DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us, locks);
         Credit2 {
             vcs,
             rqs,
@@ -229,7 +231,7 @@ impl Credit2 {
             pcpu: PcpuBook::new(n),
             ratelimit_ns: (prm.ratelimit_us * 1e3).round() as u64,
             migrate_resist: (prm.migrate_resist_us * 1e3).round() as i64,
-            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+            costs,
             caps,
             cap_period_ns,
         }
@@ -589,6 +591,10 @@ impl HostPolicy for Credit2 {
         "credit2"
     }
 
+    fn host_metrics(&self) -> Option<serde_json::Value> {
+        self.costs.lock_metrics()
+    }
+
     /// The replenishment timers of capped domains (set when the cap is set,
     /// csched2_dom_cntl()).
     fn start(&mut self, _view: &HostView, out: &mut HostOut) {
@@ -600,7 +606,7 @@ impl HostPolicy for Credit2 {
     }
 
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
-        self.costs.charge_wakeup(out, self.vcs[v as usize].cpu);
+        self.costs.charge_wakeup(out, view.now, self.vcs[v as usize].cpu);
         self.update_load(self.vcs[v as usize].rq, Some(v), 1, view.now);
         self.runq_insert(v);
         self.tickle(view, out, v);
@@ -706,7 +712,7 @@ impl HostPolicy for Credit2 {
             self.tickle(view, out, c);
         }
         let slice = next.map(|n| (T_SLICE, now + self.runtime(n, now, prev == Some(n))));
-        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
+        self.pcpu.end(out, &mut self.costs, now, p, prev, next, switched_out, slice);
         // After a reset, balance_load() (with the chosen vCPU already marked
         // as scheduled here: if it is moved, this pCPU schedules again).
         if reset {
