@@ -508,9 +508,10 @@ impl DecisionCosts {
 /// work are next free. Work on a pCPU runs after the work already charged
 /// there (a pCPU does one thing at a time); locked work also waits until
 /// its lock is free, spinning (spin_lock() in schedule() and vcpu_wake()).
-/// Xen's spinlocks are ticket locks (xen/common/spinlock.c, since Xen 4.5):
-/// the lock is granted in the order it was asked for, and a pCPU spinning
-/// for it asks for nothing else, so a request waits at most one hold of
+/// Xen's spinlocks are ticket locks (xen/common/spinlock.c, "use ticket
+/// locks for spin locks", 2015, Xen 4.6): the lock is granted in the order
+/// it was asked for, and a pCPU spins for it with interrupts off, asking for
+/// nothing else meanwhile, so a request waits at most one hold of
 /// each other pCPU sharing the lock. The engine does not hold back a
 /// spinning pCPU's events, so when the operations asked of a lock need more
 /// than all of its time (`held_ns` over the run's length above 1), that
