@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import api, scoring
+from . import api, planner_claims, scoring
 from .atomic import write_atomic
 from .errors import UserError
 from .sweeps import PlannedRun, ProgressCallback, Store, SweepSpec, execute_runs, mean_ci95, plan
@@ -556,6 +556,9 @@ def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = 
         rows = compare_kernels(rows, versus_rows, kernel, versus_kernel)
     elif kernel:
         rows = [row | {"kernel": kernel} for row in rows]
+    if paper in (planner_claims.PAPER, "all") and not kernel:
+        # The planner's claims (Figs. 3 and 4) run no simulation and no kernel.
+        rows += planner_rows(quick, {row["id"] for row in rows})
     failures = []
     for on, run in every_run:
         record = store.load(run.task.key)
@@ -567,6 +570,16 @@ def reproduce(paper: str = "all", quick: bool = False, out: str | Path | None = 
     write_atomic(out / "reproduce-summary.json", json.dumps(result.summary, indent=1) + "\n")
     write_atomic(out / "reproduce.html", reproduce_html(result))
     return result
+
+
+def planner_rows(quick: bool, taken_ids: set[str]) -> list[dict]:
+    """The Tableau planner's scored rows (planner_claims.py), whose ids must not be
+    those of registered scenario claims."""
+    rows = planner_claims.rows(quick)
+    clash = sorted(taken_ids & {row["id"] for row in rows})
+    if clash:
+        raise UserError(f"planner claims: id `{clash[0]}` is also the id of a scenario's [paper] claim")
+    return rows
 
 
 def _summaries(experiment: Experiment, runs: list[PlannedRun], store: Store) -> dict:

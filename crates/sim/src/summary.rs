@@ -151,6 +151,10 @@ pub fn summarize(w: &World) -> Value {
         })
         .collect();
     let busy: u64 = w.pcpu_busy_ns.iter().sum();
+    let mut host = json!({"policy": w.host_name(), "kernel": w.scenario.host.kernel, "pcpus": w.machine.pcpus, "busy_ns": busy});
+    if let Some(m) = w.host_metrics() {
+        host[w.host_name()] = m;
+    }
     json!({
         "scenario": w.scenario.name,
         "description": w.scenario.description,
@@ -158,7 +162,7 @@ pub fn summarize(w: &World) -> Value {
         "duration_ns": w.end,
         "events": w.events,
         "events_superseded": w.events_superseded,
-        "host": {"policy": w.host_name(), "kernel": w.scenario.host.kernel, "pcpus": w.machine.pcpus, "busy_ns": busy},
+        "host": host,
         "vms": vms,
         "workloads": workloads,
         "locks": locks,

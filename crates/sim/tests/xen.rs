@@ -540,3 +540,31 @@ fn tableau_switches_tables_at_a_wrap_around() {
     let bad = text.replace("vm='a'\nutilization=0.6", "vm='a'\nutilization=0.9");
     assert_eq!(vmsched_sim::parse(&bad, &[]).unwrap_err().path, "host.tableau.changes[0]");
 }
+
+/// The schedule lock RTDS shares between all pCPUs (sched_rt.c): four hogs
+/// with one period and budget on four pCPUs exhaust their budgets and
+/// replenish at the same instants, so the four pCPUs decide at once and
+/// three of them wait for the lock each time. The wait shows in the summary
+/// and comes out of the hogs' work; with `lock_contention = false` nothing
+/// waits. Credit2's runqueue lock does the same for the pCPUs of a runqueue.
+#[test]
+fn shared_schedule_locks_make_simultaneous_decisions_wait() {
+    let run_of = |policy: &str, params: &str| {
+        let mut text = format!("name='t'\nduration_ms=1000\n[host]\npolicy='{policy}'\ncores_per_socket=4\n{FREE}[host.{policy}]\nschedule_us=20\nwakeup_us=0\nmigrate_us=0\n{params}");
+        for i in 0..4 {
+            text += &format!("[[vm]]\nname='h{i}'\nrtds_budget_ms=1\nrtds_period_ms=2\n[[vm.workload]]\nkind='hog'\nwork_us=100\n");
+        }
+        let s = vmsched_sim::parse(&text, &[]).unwrap_or_else(|e| panic!("{e}"));
+        let out = run(s, &RunOptions { duration_ns: Some(200 * MS), ..Default::default() }, &mut |_, _| {}).unwrap().summary;
+        let done: u64 = out["workloads"].as_array().unwrap().iter().map(|w| w["completed"].as_u64().unwrap()).sum();
+        (out["host"][policy]["sched_lock_wait_ns"].as_u64(), done)
+    };
+    for policy in ["rtds", "credit2"] {
+        let extra = if policy == "credit2" { "runqueue='all'\n" } else { "" };
+        let (wait, done) = run_of(policy, extra);
+        let (no_wait, done_alone) = run_of(policy, &format!("{extra}lock_contention=false\n"));
+        assert!(wait.is_some_and(|w| w > 0), "{policy}: {wait:?}");
+        assert_eq!(no_wait, None, "{policy}");
+        assert!(done < done_alone, "{policy}: {done} chunks of work with the shared lock, {done_alone} without");
+    }
+}

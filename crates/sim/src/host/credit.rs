@@ -31,7 +31,7 @@
 
 use super::coscheduling::{Coschedule, RelaxedCo};
 use super::irs::IrsSender;
-use super::{keeps_running_until_notified, DecisionCosts, Exit, Hcall, HostOut, HostPolicy, HostView, PcpuBook};
+use super::{keeps_running_until_notified, DecisionCosts, SchedLocks, Exit, Hcall, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -235,7 +235,7 @@ impl Credit {
             last_tickle: 0,
             idle_bias: vec![n as PcpuId - 1; n],
             migration_delay_ns: (prm.migration_delay_us * 1e3).round() as u64,
-            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us, SchedLocks::per_pcpu(b.pcpus as usize)),
             activations: None,
             coscheduling: None,
         }
@@ -672,7 +672,7 @@ impl HostPolicy for Credit {
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let vc = &mut self.vcs[v as usize];
         vc.awake = true;
-        self.costs.charge_wakeup(out, vc.cpu);
+        self.costs.charge_wakeup(out, view.now, vc.cpu);
         if vc.parked {
             return;
         }
@@ -710,7 +710,7 @@ impl HostPolicy for Credit {
             let runtime = now - self.vcs[c as usize].running_since;
             if self.ratelimit_ns > 0 && runtime < self.ratelimit_ns && !self.vcs[c as usize].yielding && !self.costopped(c) {
                 let slice = if runtime < MIN_TIMER_NS { MIN_TIMER_NS } else { self.ratelimit_ns - runtime };
-                self.pcpu.end(out, &self.costs, p, prev, Some(c), switched_out, Some((T_SLICE, now + slice)));
+                self.pcpu.end(out, &mut self.costs, now, p, prev, Some(c), switched_out, Some((T_SLICE, now + slice)));
                 return Some(c);
             }
             self.runq_insert(c);
@@ -732,7 +732,7 @@ impl HostPolicy for Credit {
         if let (Some(c), Some(sa)) = (runnable_prev, &self.activations) {
             if head != Some(c) && keeps_running_until_notified(view, out, c, || sa.warning(view, c)) {
                 self.runq_remove(c);
-                self.pcpu.end(out, &self.costs, p, prev, Some(c), switched_out, None);
+                self.pcpu.end(out, &mut self.costs, now, p, prev, Some(c), switched_out, None);
                 return Some(c);
             }
         }
@@ -761,7 +761,7 @@ impl HostPolicy for Credit {
             }
         }
         let slice = next.map(|_| (T_SLICE, now + self.tslice_ns));
-        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
+        self.pcpu.end(out, &mut self.costs, now, p, prev, next, switched_out, slice);
         // context_saved() of the vCPU switched out.
         if let Some(c) = prev.filter(|&c| next != Some(c)) {
             self.vcs[c as usize].last_run = now;

@@ -25,7 +25,7 @@
 //! change runqueues only by balance_load()); no soft affinity (Xen 4.10);
 //! every domain's replenishment timer starts at time 0.
 
-use super::{DecisionCosts, HostOut, HostPolicy, HostView, PcpuBook};
+use super::{DecisionCosts, SchedLocks, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 use crate::scenario::Credit2Runqueue;
@@ -222,6 +222,8 @@ impl Credit2 {
             });
         }
         let n = b.pcpus as usize;
+        let locks = if prm.lock_contention { SchedLocks::shared(rq_of_pcpu.clone()) } else { SchedLocks::per_pcpu(n) };
+        let costs = DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us, locks);
         Credit2 {
             vcs,
             rqs,
@@ -229,7 +231,7 @@ impl Credit2 {
             pcpu: PcpuBook::new(n),
             ratelimit_ns: (prm.ratelimit_us * 1e3).round() as u64,
             migrate_resist: (prm.migrate_resist_us * 1e3).round() as i64,
-            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+            costs,
             caps,
             cap_period_ns,
         }
@@ -589,6 +591,10 @@ impl HostPolicy for Credit2 {
         "credit2"
     }
 
+    fn host_metrics(&self) -> Option<serde_json::Value> {
+        self.costs.lock_metrics()
+    }
+
     /// The replenishment timers of capped domains (set when the cap is set,
     /// csched2_dom_cntl()).
     fn start(&mut self, _view: &HostView, out: &mut HostOut) {
@@ -600,7 +606,7 @@ impl HostPolicy for Credit2 {
     }
 
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
-        self.costs.charge_wakeup(out, self.vcs[v as usize].cpu);
+        self.costs.charge_wakeup(out, view.now, self.vcs[v as usize].cpu);
         self.update_load(self.vcs[v as usize].rq, Some(v), 1, view.now);
         self.runq_insert(v);
         self.tickle(view, out, v);
@@ -706,7 +712,7 @@ impl HostPolicy for Credit2 {
             self.tickle(view, out, c);
         }
         let slice = next.map(|n| (T_SLICE, now + self.runtime(n, now, prev == Some(n))));
-        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
+        self.pcpu.end(out, &mut self.costs, now, p, prev, next, switched_out, slice);
         // After a reset, balance_load() (with the chosen vCPU already marked
         // as scheduled here: if it is moved, this pCPU schedules again).
         if reset {
@@ -739,6 +745,148 @@ impl HostPolicy for Credit2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::Machine;
+
+    /// A load of `x` vCPUs in LOAD_PRECISION_SHIFT fixed point.
+    fn fp(x: f64) -> i64 {
+        (x * (1 << LOAD_PRECISION_SHIFT) as f64) as i64
+    }
+
+    const NOW: u64 = 1 << 40;
+
+    /// Two runqueues of two pCPUs each (pCPUs 0-1 and 2-3), balanced from
+    /// pCPU 0. `members[r]` are (vCPU, average load) assigned to runqueue r,
+    /// queued, not running; `rq_avg[r]` is the runqueue's average. Every
+    /// average is as of NOW, so balance_load()'s updates leave them as set.
+    fn two_runqueues(members: [&[(VcpuId, f64)]; 2], rq_avg: [f64; 2]) -> Credit2 {
+        let n = members[0].len() + members[1].len();
+        let last = (NOW >> LOAD_GRANULARITY_SHIFT) as i64;
+        let mut vcs = vec![None; n];
+        let rqs = (0..2)
+            .map(|r| {
+                for &(v, avg) in members[r] {
+                    vcs[v as usize] = Some(Vc {
+                        weight: 256,
+                        credit: CREDIT_INIT,
+                        burn_from: 0,
+                        rq: r,
+                        cpu: 2 * r as PcpuId,
+                        on_runq: true,
+                        running_since: 0,
+                        tickled_cpu: None,
+                        load: LoadAvg { avg: fp(avg), last },
+                        migrate_to: None,
+                        dom: v as usize,
+                        budget: 0,
+                        parked: false,
+                    });
+                }
+                let ids: Vec<VcpuId> = members[r].iter().map(|&(v, _)| v).collect();
+                Runqueue {
+                    pcpus: vec![2 * r as PcpuId, 2 * r as PcpuId + 1],
+                    members: ids.clone(),
+                    queue: ids.clone(),
+                    max_weight: 256,
+                    nr_runnable: ids.len() as i64,
+                    load: LoadAvg { avg: fp(rq_avg[r]), last },
+                    pick_bias: 2 * r as PcpuId,
+                }
+            })
+            .collect();
+        Credit2 {
+            vcs: vcs.into_iter().map(|v| v.expect("every vCPU in a runqueue")).collect(),
+            rqs,
+            rq_of_pcpu: vec![0, 0, 1, 1],
+            pcpu: PcpuBook::new(4),
+            ratelimit_ns: 0,
+            migrate_resist: 0,
+            costs: DecisionCosts::default(),
+            caps: vec![None; n],
+            cap_period_ns: 10_000_000,
+        }
+    }
+
+    /// The runqueue of each vCPU after one balance_load() from pCPU 0, with
+    /// `allowed` pCPU masks per vCPU.
+    fn balanced(c: &mut Credit2, allowed: &[Vec<bool>]) -> Vec<usize> {
+        let m = Machine::new(&toml::from_str("sockets=2\ncores_per_socket=2").unwrap());
+        let running = vec![None; 4];
+        let view = HostView::new(NOW, &m, allowed, &running);
+        c.balance_load(&view, &mut HostOut::default(), 0);
+        c.vcs.iter().map(|vc| vc.rq).collect()
+    }
+
+    fn anywhere(n: usize) -> Vec<Vec<bool>> {
+        vec![vec![true; 4]; n]
+    }
+
+    /// balance_load()'s choices worked by hand (consider_load(): the gap
+    /// |(l - push + pull) - (o + push - pull)|, the least gap wins, the first
+    /// found on ties, nothing that does not narrow the current gap).
+    /// Runqueue 0 at 3.0 (a 1.0, b 0.75, c 1.25) against runqueue 1 at 0.5
+    /// (d 0.5), overloaded (3.0 >= 2 pCPUs), so a gap over 1/8 balances:
+    /// pushing c leaves 1.75 against 1.75, gap 0; the best swap (c for d)
+    /// leaves 1.0. c moves alone.
+    #[test]
+    fn balance_load_pushes_the_vcpu_that_evens_the_runqueues() {
+        let mut c = two_runqueues([&[(0, 1.0), (1, 0.75), (2, 1.25)], &[(3, 0.5)]], [3.0, 0.5]);
+        assert_eq!(balanced(&mut c, &anywhere(4)), vec![0, 0, 1, 1]);
+        // With c pinned to runqueue 0's pCPUs the next best push is a (gap
+        // 0.5), better than b (1.0) or any swap (a for d: 1.5).
+        let mut c = two_runqueues([&[(0, 1.0), (1, 0.75), (2, 1.25)], &[(3, 0.5)]], [3.0, 0.5]);
+        let mut allowed = anywhere(4);
+        allowed[2] = vec![true, true, false, false];
+        assert_eq!(balanced(&mut c, &allowed), vec![1, 0, 0, 1]);
+    }
+
+    /// Runqueue 0 at 3.0 (a 2.0) against 1.0 (d 1.5): pushing a leaves a
+    /// gap of 2.0, no better than the 2.0 there is; pulling d, 5.0; swapping
+    /// them, |2.5 - 1.5| = 1.0. Both move.
+    #[test]
+    fn balance_load_swaps_when_no_single_move_narrows_the_gap_as_much() {
+        let mut c = two_runqueues([&[(0, 2.0)], &[(1, 1.5)]], [3.0, 1.0]);
+        assert_eq!(balanced(&mut c, &anywhere(2)), vec![1, 0]);
+        assert!(c.rqs[0].members == [1] && c.rqs[1].members == [0]);
+    }
+
+    /// The balancing runqueue is the lighter one: 1.0 (a 0.25) against 3.0
+    /// (d 1.0, e 0.5). Pushing a widens the gap (|0.75 - 3.25| = 2.5);
+    /// pulling d leaves 2.0 against 2.0, gap 0, which no swap beats.
+    #[test]
+    fn balance_load_pulls_from_the_busier_runqueue() {
+        let mut c = two_runqueues([&[(0, 0.25)], &[(1, 1.0), (2, 0.5)]], [1.0, 3.0]);
+        assert_eq!(balanced(&mut c, &anywhere(3)), vec![0, 0, 1]);
+    }
+
+    /// Below full load (the larger average under the runqueues' 2 pCPUs) the
+    /// tolerance is a whole vCPU: at 1.5 against 0.75 pushing a (0.375)
+    /// would even them, but the gap of 0.75 is tolerated. At or above full
+    /// load an eighth is enough: at 2.5 against 2.0, a (0.25) moves.
+    #[test]
+    fn balance_load_tolerates_less_than_a_vcpu_below_full_load() {
+        let mut c = two_runqueues([&[(0, 0.375), (1, 0.75)], &[]], [1.5, 0.75]);
+        assert_eq!(balanced(&mut c, &anywhere(2)), vec![0, 0]);
+        let mut c = two_runqueues([&[(0, 0.25), (1, 1.0)], &[(2, 1.0)]], [2.5, 2.0]);
+        assert_eq!(balanced(&mut c, &anywhere(3)), vec![1, 0, 1]);
+    }
+
+    /// A running vCPU chosen to move is only flagged (the move happens when
+    /// it leaves its pCPU, CSFLAG_runq_migrate_request) and its pCPU asked
+    /// to reschedule.
+    #[test]
+    fn balance_load_flags_a_running_vcpu_and_reschedules_its_pcpu() {
+        let mut c = two_runqueues([&[(0, 1.0), (1, 0.75), (2, 1.25)], &[(3, 0.5)]], [3.0, 0.5]);
+        c.runq_remove(2);
+        c.pcpu.curr[1] = Some(2);
+        let m = Machine::new(&toml::from_str("sockets=2\ncores_per_socket=2").unwrap());
+        let running = c.pcpu.curr.clone();
+        let allowed = anywhere(4);
+        let view = HostView::new(NOW, &m, &allowed, &running);
+        let mut out = HostOut::default();
+        c.balance_load(&view, &mut out, 0);
+        assert_eq!((c.vcs[2].rq, c.vcs[2].migrate_to), (0, Some(1)));
+        assert_eq!(out.resched, vec![1]);
+    }
 
     /// __update_runq_load(): with W = 2^20 units of 1024 ns and 18
     /// fractional bits, a count of 1 held for half a window moves an empty

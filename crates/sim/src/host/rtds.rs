@@ -6,7 +6,7 @@
 //! replenishment timer), and wakeups tickle an idle pCPU or the one running
 //! the latest deadline (runq_tickle()).
 
-use super::{DecisionCosts, Guarantee, HostOut, HostPolicy, HostView, PcpuBook};
+use super::{DecisionCosts, SchedLocks, Guarantee, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -90,7 +90,7 @@ impl Rtds {
             runq: Vec::new(),
             pcpu: PcpuBook::new(n),
             extratime: prm.extratime,
-            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us, if prm.lock_contention { SchedLocks::global(n) } else { SchedLocks::per_pcpu(n) }),
         }
     }
 
@@ -179,6 +179,10 @@ impl HostPolicy for Rtds {
         "rtds"
     }
 
+    fn host_metrics(&self) -> Option<serde_json::Value> {
+        self.costs.lock_metrics()
+    }
+
     fn start(&mut self, _view: &HostView, _out: &mut HostOut) {}
 
     /// rt_vcpu_wake(): a vCPU past its deadline starts a new period; it
@@ -188,7 +192,7 @@ impl HostPolicy for Rtds {
         self.update_deadline(v, view.now);
         self.arm_replenishment(out, v);
         let last = self.vcs[v as usize].cpu;
-        self.costs.charge_wakeup(out, last);
+        self.costs.charge_wakeup(out, view.now, last);
         if self.has_budget(v) {
             self.runq_insert(v);
             self.tickle(view, out, v, Some(last));
@@ -231,7 +235,7 @@ impl HostPolicy for Rtds {
             self.vcs[n as usize].cpu = p;
         }
         let slice = next.map(|n| (T_BUDGET, now + self.vcs[n as usize].cur_budget));
-        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, slice);
+        self.pcpu.end(out, &mut self.costs, now, p, prev, next, switched_out, slice);
         next
     }
 

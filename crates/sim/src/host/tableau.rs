@@ -25,7 +25,7 @@
 
 use vmsched_plan::Table;
 
-use super::{DecisionCosts, Guarantee, HostOut, HostPolicy, HostView, PcpuBook};
+use super::{DecisionCosts, SchedLocks, Guarantee, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
 
@@ -102,7 +102,7 @@ impl Tableau {
             turn: vec![None; n],
             cut_turn: vec![None; n],
             capped: prm.capped,
-            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us),
+            costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us, SchedLocks::per_pcpu(b.pcpus as usize)),
         };
         t.map_entries();
         t
@@ -246,7 +246,7 @@ impl HostPolicy for Tableau {
             self.pcpu.curr[p as usize].is_none().then_some(p)
         });
         if let Some(p) = target {
-            self.costs.charge_wakeup(out, p);
+            self.costs.charge_wakeup(out, view.now, p);
             out.resched.push(p);
         }
     }
@@ -317,7 +317,7 @@ impl HostPolicy for Tableau {
                 self.wanted_by[n as usize] = None;
             }
         }
-        self.pcpu.end(out, &self.costs, p, prev, next, switched_out, Some((T_BOUNDARY, until)));
+        self.pcpu.end(out, &mut self.costs, now, p, prev, next, switched_out, Some((T_BOUNDARY, until)));
         next
     }
 

@@ -776,6 +776,14 @@ pub struct Credit2Params {
     pub wakeup_us: f64,
     #[serde(default = "credit2_migrate_us")]
     pub migrate_us: f64,
+    /// pCPUs that share a schedule lock wait for one another: a decision
+    /// or wakeup waits, spinning, while another pCPU holds the lock (Table
+    /// 1's Schedule and Wakeup are the hold times, measured inside the lock;
+    /// host/mod.rs, `DecisionCosts`). The pCPUs of a runqueue share its lock
+    /// (init_pdata(): schedule_lock = &rqd->lock, sched_credit2.c). Off: every pCPU
+    /// behaves as if its lock were its own.
+    #[serde(default = "super::guest::yes")]
+    pub lock_contention: bool,
     /// Credit2 has caps (budgets replenished every `cap_period_ms`): Xen 4.10
     /// and later (the `xen-4.10` kernel profile sets it); Xen 4.9 had none.
     #[serde(default)]
@@ -836,6 +844,14 @@ pub struct RtdsParams {
     pub wakeup_us: f64,
     #[serde(default = "rtds_migrate_us")]
     pub migrate_us: f64,
+    /// pCPUs that share a schedule lock wait for one another: a decision
+    /// or wakeup waits, spinning, while another pCPU holds the lock (Table
+    /// 1's Schedule and Wakeup are the hold times, measured inside the lock;
+    /// host/mod.rs, `DecisionCosts`). Every pCPU shares one global lock
+    /// (rt_alloc_pdata(): schedule_lock = &prv->lock, sched_rt.c). Off: every pCPU
+    /// behaves as if its lock were its own.
+    #[serde(default = "super::guest::yes")]
+    pub lock_contention: bool,
 }
 fn rtds_schedule_us() -> f64 {
     2.86

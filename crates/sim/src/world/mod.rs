@@ -858,6 +858,11 @@ impl World {
     pub fn host_vm_metrics(&self, vm: VmId) -> Option<serde_json::Value> {
         self.host.vm_metrics(vm)
     }
+
+    /// The host policy's own host-wide counters, if it keeps any.
+    pub fn host_metrics(&self) -> Option<serde_json::Value> {
+        self.host.host_metrics()
+    }
 }
 
 /// `x.ceil() as u64`, the same for every input (NaN and negatives give 0,
