@@ -25,6 +25,9 @@ const ROW_BYTES: f64 = 400.0;
 /// start and completion (a ping is answered in the handler: arrival, interrupt).
 const SERVER_EVENTS_PER_REQUEST: f64 = 5.0;
 const PING_EVENTS_PER_REQUEST: f64 = 2.0;
+/// A TailBench request: the sleep's timer, its interrupt, the wake-up, the
+/// service's start and end.
+const TAILBENCH_EVENTS_PER_REQUEST: f64 = 5.0;
 /// Events per unit of work that ends in a synchronization (a barrier, lock,
 /// semaphore or device wait): the compute end, the wake-up and the switch.
 const SYNC_EVENTS_PER_UNIT: f64 = 3.0;
@@ -155,6 +158,7 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                 WorkloadKind::Pipeline | WorkloadKind::WorkStealing => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
                 WorkloadKind::DiskRead => units_per_s(w.work_us + w.device_us) * DISK_READ_EVENTS,
                 WorkloadKind::Server => arrivals_per_s * SERVER_EVENTS_PER_REQUEST,
+                WorkloadKind::Tailbench => w.rate_per_s * TAILBENCH_EVENTS_PER_REQUEST,
                 WorkloadKind::Ping => w.rate_per_s * PING_EVENTS_PER_REQUEST,
                 WorkloadKind::LatencyProbe => running / PROBE_LOOP_S,
             };
@@ -164,7 +168,7 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
             if h.kvm.ple_gap > 0 && h.kvm.ple_window_grow <= 1 && busy_waits {
                 per_second += running * PLE_SPINNING_SHARE * h.kvm.tsc_mhz as f64 * 1e6 / h.kvm.ple_window.max(1) as f64;
             }
-            if matches!(w.kind, WorkloadKind::Server | WorkloadKind::Ping) {
+            if matches!(w.kind, WorkloadKind::Server | WorkloadKind::Tailbench | WorkloadKind::Ping) {
                 requests_per_second += arrivals_per_s;
             } else if !matches!(w.kind, WorkloadKind::Hog | WorkloadKind::Filler) {
                 requests_per_second += units_per_s(w.work_us);

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use vmsched_sim::scenario::{fields_read, WorkloadKind};
 use vmsched_sim::{run, RunOptions};
 
-const KINDS: &[&str] = &["hog", "filler", "bursty", "periodic", "parallel", "pipeline", "server", "ping", "disk_read", "latency_probe"];
+const KINDS: &[&str] = &["hog", "filler", "bursty", "periodic", "parallel", "pipeline", "server", "tailbench", "ping", "disk_read", "latency_probe"];
 const SYNCS: &[&str] = &["none", "barrier", "spin_barrier", "spin_block_barrier", "spinlock", "mutex"];
 const POLICIES: &[&str] = &["normal", "idle", "fifo", "rr"];
 

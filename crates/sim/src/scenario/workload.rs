@@ -260,6 +260,8 @@ pub enum WorkloadKind {
     Parallel,
     Pipeline,
     Server,
+    /// A TailBench application in the harness's integrated mode.
+    Tailbench,
     Ping,
     DiskRead,
     LatencyProbe,
@@ -287,6 +289,7 @@ impl WorkloadKind {
             WorkloadKind::Parallel => "parallel",
             WorkloadKind::Pipeline => "pipeline",
             WorkloadKind::Server => "server",
+            WorkloadKind::Tailbench => "tailbench",
             WorkloadKind::Ping => "ping",
             WorkloadKind::DiskRead => "disk_read",
             WorkloadKind::LatencyProbe => "latency_probe",
@@ -407,6 +410,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         ),
         WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "serial_work_us", "dispatch_us", "tlb_shootdowns_per_s"),
         WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog", "clients", "think_us", "reply_exit"),
+        WorkloadKind::Tailbench => threaded!("work_us", "work_dist", "rate_per_s"),
         // Answered in the guest kernel's interrupt handler: no threads.
         WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
         WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),

@@ -13,6 +13,7 @@ pub mod ping;
 pub mod profiles;
 pub mod pipeline;
 pub mod server;
+pub mod tailbench;
 pub mod work_stealing;
 
 use rand::Rng as _;
@@ -242,6 +243,7 @@ pub fn build(w: &Workload, label: &str, vcpus: u32, objs: &mut dyn Objects) -> B
         WorkloadKind::Periodic => Box::new(periodic::Periodic::new(w)),
         WorkloadKind::Pipeline => Box::new(pipeline::Pipeline::new(w, objs)),
         WorkloadKind::Server => Box::new(server::Server::new(w, objs)),
+        WorkloadKind::Tailbench => Box::new(tailbench::Tailbench::new(w)),
         WorkloadKind::Ping => Box::new(ping::Ping::new(w)),
         WorkloadKind::DiskRead => Box::new(disk_read::DiskRead::new(w)),
         WorkloadKind::LatencyProbe => Box::new(latency_probe::LatencyProbe::new(w)),

@@ -122,6 +122,13 @@ pub const PROFILES: &[WorkloadProfile] = &[
         description: "Apache httpd under the Apache benchmark ab as the IRS paper ran it (Middleware'17 section 5.3): MaxClients 512, so 512 worker threads in a 4-vCPU VM, each request a small static file and independent of the others (no synchronization). Service time 100 us (exponential) and 30000 requests/s (75% of four vCPUs): approximations; ab's 1000 concurrent connections keep the server busy, modelled as open-loop Poisson arrivals on the NIC's vCPU 0",
         settings: &[("kind", "'server'"), ("threads", "512"), ("work_us", "100.0"), ("rate_per_s", "30000.0")],
     },
+    // TailBench applications (Kasture and Sanchez, IISWC'16) as vSched
+    // (EuroSys'25, 2.3 and 5.4) ran them.
+    WorkloadProfile {
+        name: "masstree",
+        description: "TailBench Masstree (mttest_integrated -jN mycsba masstree) in the harness's integrated mode: N server threads take generation times from one Poisson schedule and sleep until them (kind tailbench). 1000 requests/s and one thread are the TailBench masstree/run.sh defaults (TBENCH_QPS=1000, NTHREADS=1); the vSched paper gives neither its QPS (only that it was reduced, 2.3) nor its thread count, so scenarios sweep both. Service 0.36 ms, constant: vSched Table 3's p95 service time without BVS or best-effort tasks (0.32-0.39 ms across its settings, so the distribution is narrow); the shape of the distribution below its p95 is not published in the vSched paper",
+        settings: &[("kind", "'tailbench'"), ("threads", "1"), ("rate_per_s", "1000.0"), ("work_us", "360.0"), ("work_dist", "'constant'")],
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static WorkloadProfile> {

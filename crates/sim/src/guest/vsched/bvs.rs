@@ -1,6 +1,7 @@
 //! Biased vCPU selection (vSched §3.2, Figure 8): a small latency-sensitive
 //! task is placed on a vCPU where it starts soon, first fit, before Linux's
-//! own search. Rules as in the public vSched code: a task with utilization at
+//! own search. Rules as in the public vSched code (the average is the one
+//! vcap publishes, 0 when the capacities are alike: `published_average`): a task with utilization at
 //! most 10% that is not SCHED_IDLE takes an (idle or SCHED_IDLE-only) vCPU
 //! at once if its capacity exceeds 1000; else a vCPU running only
 //! SCHED_IDLE work if its capacity is above average or (state check) it ran
@@ -26,7 +27,7 @@ pub fn select(k: &LinuxKernel, view: &GuestView, probes: &Probers, t: u32, state
     }
     let caps = probes.capacities()?;
     let allowed: Vec<u32> = (0..k.nr_vcpus()).filter(|&w| task.allowed[w as usize]).collect();
-    let average = allowed.iter().map(|&w| caps[w as usize]).sum::<f64>() / allowed.len().max(1) as f64;
+    let average = Probers::published_average(&caps, |w| task.allowed[w]);
     let sched_idle_only = |w: u32| k.sched_idle_cpu(w);
     let idle = |w: u32| k.is_idle(view, w);
     let free: Vec<u32> = allowed.iter().copied().filter(|&w| idle(w) || sched_idle_only(w)).collect();

@@ -78,7 +78,7 @@ impl Ivh {
     /// vCPU, else that idle vCPU (first fit in the public hook's scan order).
     fn target(k: &LinuxKernel, view: &GuestView, probes: &Probers, caps: &[f64], v: u32, allowed: &[bool]) -> Option<u32> {
         let n = k.nr_vcpus();
-        let average = caps.iter().sum::<f64>() / caps.len() as f64;
+        let average = Probers::published_average(caps, |_| true);
         let latency = |w: u32| probes.vcpus[w as usize].latency_us;
         let mut best_sched_idle: Option<u32> = None;
         for w in (1..n).map(|i| (v + i) % n).filter(|&w| allowed[w as usize]) {

@@ -35,6 +35,10 @@ use crate::guest::GuestView;
 use crate::scenario::VschedParams;
 use crate::workloads::Op;
 
+/// vcapacity's `get_finalized_data()`: the average capacity is published
+/// only when the vCPUs' capacities (fractions of a core) vary more than this.
+const PUBLISHED_AVERAGE_MIN_VARIANCE: f64 = 0.1;
+
 /// Work of one light-phase chunk (ns at capacity 1024): the light prober
 /// only needs to stay runnable; the chunk bounds its event count.
 pub const LIGHT_CHUNK_NS: u64 = 1_000_000;
@@ -246,5 +250,45 @@ impl Probers {
 
     pub fn capacities(&self) -> Option<Vec<f64>> {
         self.vcpus.iter().map(|s| s.capacity).collect()
+    }
+
+    /// The average capacity vcap publishes for BVS and IVH to compare with
+    /// (vcapacity's `get_finalized_data()` writes it to
+    /// `/proc/vav_capacity_write`, the hooks' `average_capacity`): the mean
+    /// over the vCPUs it counts (`counted`), but 0 unless the capacities, as
+    /// fractions of a whole core, have a sample variance above 0.1
+    /// (`if(variance>0.1) ... else average_capacity = 0`). With capacities
+    /// alike every vCPU is thus "above the average": BVS then takes any
+    /// SCHED_IDLE-only vCPU and otherwise the idle vCPU of lowest latency
+    /// among all.
+    pub fn published_average(caps: &[f64], counted: impl Fn(usize) -> bool) -> f64 {
+        let fractions: Vec<f64> = caps.iter().map(|c| c / CAPACITY_SCALE).collect();
+        if fractions.len() < 2 {
+            return 0.0;
+        }
+        let mean = fractions.iter().sum::<f64>() / fractions.len() as f64;
+        let variance = fractions.iter().map(|f| (f - mean).powi(2)).sum::<f64>() / (fractions.len() - 1) as f64;
+        if variance <= PUBLISHED_AVERAGE_MIN_VARIANCE {
+            return 0.0;
+        }
+        let (sum, n) = caps.iter().enumerate().filter(|&(i, _)| counted(i)).fold((0.0, 0usize), |(s, n), (_, c)| (s + c, n + 1));
+        if n == 0 { 0.0 } else { sum / n as f64 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Probers;
+
+    /// Capacities alike (a variance of the core fractions of at most 0.1)
+    /// publish 0; widely spread ones the mean of the counted vCPUs.
+    #[test]
+    fn published_average_is_zero_unless_capacities_vary_widely() {
+        assert_eq!(Probers::published_average(&[512.0, 520.0, 1024.0, 1000.0], |_| true), 0.0);
+        // Fractions 1, 1, 0.05, 0.05: sample variance 0.30.
+        let caps = [1024.0, 1024.0, 51.2, 51.2];
+        assert!((Probers::published_average(&caps, |_| true) - 537.6).abs() < 1e-9);
+        assert_eq!(Probers::published_average(&caps, |i| i < 2), 1024.0);
+        assert_eq!(Probers::published_average(&[1024.0], |_| true), 0.0);
     }
 }
