@@ -116,6 +116,9 @@ pub fn summarize(w: &World) -> Value {
         if let Some(b) = w.io_backend_report(vm_id as u32) {
             vm_json["io_backend"] = b;
         }
+        if let Some(noise) = w.guest_noise_report(vm_id as u32) {
+            vm_json["noise"] = noise;
+        }
         vms.push(vm_json);
     }
     let workloads: Vec<Value> = w
@@ -151,6 +154,10 @@ pub fn summarize(w: &World) -> Value {
         })
         .collect();
     let busy: u64 = w.pcpu_busy_ns.iter().sum();
+    let mut host = json!({"policy": w.host_name(), "kernel": w.scenario.host.kernel, "pcpus": w.machine.pcpus, "busy_ns": busy});
+    if let Some(noise) = w.host_noise_report() {
+        host["noise"] = noise;
+    }
     json!({
         "scenario": w.scenario.name,
         "description": w.scenario.description,
@@ -158,7 +165,7 @@ pub fn summarize(w: &World) -> Value {
         "duration_ns": w.end,
         "events": w.events,
         "events_superseded": w.events_superseded,
-        "host": {"policy": w.host_name(), "kernel": w.scenario.host.kernel, "pcpus": w.machine.pcpus, "busy_ns": busy},
+        "host": host,
         "vms": vms,
         "workloads": workloads,
         "locks": locks,

@@ -1,5 +1,5 @@
 //! The sources of timing variability (`[timing]`): tick handlers in a
-//! seeded order, skew_tick, guest tick phases and start-up spread.
+//! seeded order, skew_tick, guest tick phases, start-up spread and OS noise.
 
 mod common;
 
@@ -90,10 +90,68 @@ fn start_ms_stays_exact_under_a_spread() {
 /// Same scenario and seed, byte-identical summary, with every source on.
 #[test]
 fn every_source_on_is_deterministic() {
-    let sets = ["duration_ms=300", "timing.skew_tick=true", "timing.start_spread_ms=100"];
+    let sets = ["duration_ms=300", "timing.skew_tick=true", "timing.start_spread_ms=100", "timing.noise=true"];
     let a = summary(TWO_VMS_THREE_PCPUS, &sets);
     let b = summary(TWO_VMS_THREE_PCPUS, &sets);
+    assert!(n(&a["host"]["noise"]["kworker_runs"]) > 0.0, "noise on: {}", a["host"]);
     assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
-    let other = summary(TWO_VMS_THREE_PCPUS, &["duration_ms=300", "timing.skew_tick=true", "timing.start_spread_ms=100", "seed=2"]);
+    let other = summary(TWO_VMS_THREE_PCPUS, &["duration_ms=300", "timing.skew_tick=true", "timing.start_spread_ms=100", "timing.noise=true", "seed=2"]);
     assert_ne!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&other).unwrap());
+}
+
+/// One VM of two CPU-bound threads alone on two pCPUs: every CPU is always
+/// busy, so every housekeeping run lands on a running entity.
+const BUSY_VM: &str = "name = 't'\nduration_ms = 2000\n[host]\ncores_per_socket = 2\n[timing]\nnoise = true\n\
+    [[vm]]\nname = 'a'\nvcpus = 2\n[[vm.workload]]\nkind = 'hog'\nthreads = 2\n";
+
+/// The rates a kernel profile sets are the rates the run realises: over
+/// seeds and rates, each source's count lies within five standard
+/// deviations of its Poisson mean (rate x CPUs x seconds).
+#[test]
+fn noise_rates_of_the_profile_are_realised() {
+    for (seed, softirq, kworker) in [(1, 302.0, 37.0), (2, 1000.0, 5.0), (3, 50.0, 200.0), (4, 302.0, 37.0)] {
+        let sets = [
+            format!("seed={seed}"),
+            format!("host.noise.softirq_per_s={softirq}"),
+            format!("host.noise.kworker_per_s={kworker}"),
+            format!("vm[0].guest.noise.softirq_per_s={softirq}"),
+            format!("vm[0].guest.noise.kworker_per_s={kworker}"),
+        ];
+        let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        let s = summary_unchecked(BUSY_VM, &sets);
+        let within = |what: &str, count: f64, rate: f64| {
+            let mean = rate * 2.0 * 2.0;
+            assert!((count - mean).abs() <= 5.0 * mean.sqrt() + 1.0, "seed {seed}: {what} {count}, expected {mean} +- {:.0}", 5.0 * mean.sqrt());
+        };
+        within("host softirq runs", n(&s["host"]["noise"]["softirq_runs"]), softirq);
+        within("host kworker runs", n(&s["host"]["noise"]["kworker_runs"]), kworker);
+        within("guest softirq runs", n(&s["vms"][0]["noise"]["softirq_runs"]), softirq);
+        let kworkers = s["workloads"].as_array().unwrap().iter().find(|w| w["kind"] == "os_noise").expect("the guest's kworkers");
+        within("guest kworker runs", n(&kworkers["completed"]), kworker);
+        // The housekeeping takes its time from the hogs.
+        let quiet = summary_unchecked(BUSY_VM, &[sets[0], "timing.noise=false"]);
+        assert!(n(&s["workloads"][0]["completed"]) < n(&quiet["workloads"][0]["completed"]), "seed {seed}");
+    }
+}
+
+/// `timing.noise = false`: no housekeeping anywhere, whatever the profile's
+/// rates, and nothing of it in the summary.
+#[test]
+fn noise_off_leaves_no_trace() {
+    let s = summary(BUSY_VM, &["duration_ms=300", "timing.noise=false"]);
+    assert!(s["host"].get("noise").is_none() && s["vms"][0].get("noise").is_none(), "{}", s["host"]);
+    assert!(s["workloads"].as_array().unwrap().iter().all(|w| w["kind"] != "os_noise"));
+}
+
+/// An idle guest's kworkers wake its vCPUs: with noise every vCPU of an
+/// idle VM runs now and then; without, it stays halted.
+#[test]
+fn kworkers_wake_idle_vcpus() {
+    let idle = "name = 't'\nduration_ms = 500\n[[vm]]\nname = 'a'\nvcpus = 2\n";
+    let quiet = summary(idle, &["timing.noise=false"]);
+    let noisy = summary(idle, &["timing.noise=true"]);
+    for v in 0..2 {
+        assert_eq!(n(&quiet["vms"][0]["vcpus"][v]["cpu_time_ns"]), 0.0);
+        assert!(n(&noisy["vms"][0]["vcpus"][v]["cpu_time_ns"]) > 0.0, "vCPU {v} never woke");
+    }
 }
