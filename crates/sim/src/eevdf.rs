@@ -798,7 +798,8 @@ impl EevdfRq {
         if (avg, wsum) != (self.avg_vruntime, self.avg_load) {
             return Err(format!("avg_vruntime/avg_load are {}/{}, the entities give {avg}/{wsum}", self.avg_vruntime, self.avg_load));
         }
-        if in_tree.windows(2).any(|w| (ents[w[0] as usize].eevdf.deadline, w[0]) >= (ents[w[1] as usize].eevdf.deadline, w[1])) {
+        let order = |id: u32| (ents[id as usize].eevdf.deadline, self.tree.nodes[id as usize].seq);
+        if in_tree.windows(2).any(|w| order(w[0]) >= order(w[1])) {
             return Err("the tree is not in deadline order".into());
         }
         for &id in &in_tree {

@@ -488,8 +488,8 @@ pub struct Timing {
     pub tick_jitter_us: f64,
     /// OS noise: the housekeeping work of the host's and each guest's
     /// kernel (`host.noise`, `vm.guest.noise`, set by the kernel profiles;
-    /// docs/model.md "OS noise"). `false`: every idle period perfectly idle
-    /// and every slice perfectly clean.
+    /// docs/model.md "OS noise"). `false` (the default for now, see there):
+    /// every idle period perfectly idle and every slice perfectly clean.
     #[serde(default)]
     pub noise: bool,
 }

@@ -185,10 +185,12 @@ impl World {
         self.schedule(self.now + delay, Event::HostKworker(p));
     }
 
-    /// Entity `v` loses `ns` to housekeeping work, if it runs (a vCPU in a
+    /// vCPU `v` loses `ns` to housekeeping work, if it runs (a vCPU in a
     /// halt-poll window is idle in the guest: nothing of its is delayed).
+    /// An IO backend thread on the pCPU is not delayed: its jobs are short
+    /// and its own CPU time is what its report gives.
     fn take_for_noise(&mut self, v: VcpuId, ns: u64) -> bool {
-        if ns == 0 || self.host_state(v) != HostState::Running || self.vcpus[v as usize].pv.poll.is_some() {
+        if ns == 0 || v >= self.guest_vcpus || self.host_state(v) != HostState::Running || self.vcpus[v as usize].pv.poll.is_some() {
             return false;
         }
         self.account(v);
