@@ -59,7 +59,7 @@ fn kernels() -> PyResult<String> {
     };
     let list: Vec<serde_json::Value> = vmsched_sim::kernels::PROFILES
         .iter()
-        .map(|p| serde_json::json!({"name": p.name, "description": p.description, "sets": {"host": parse(p.host), "guest": parse(p.guest)}}))
+        .map(|p| serde_json::json!({"name": p.name, "description": p.description, "sets": {"host": parse(&[p.host, p.noise].concat()), "guest": parse(&[p.guest, p.noise].concat())}}))
         .collect();
     serde_json::to_string(&list).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }

@@ -36,26 +36,34 @@ struct Node {
     /// min(vruntime) over this node's subtree: lets the pick prune subtrees
     /// without an eligible entity (min_vruntime_update()).
     min_vruntime: u64,
+    /// The tree's insertion count when the entity was queued: among equal
+    /// deadlines the earlier queued comes first.
+    seq: u64,
     linked: bool,
 }
 
 /// The runqueue's entities (the current one excluded, as Linux keeps it out
-/// of the tree) ordered by (deadline, id), augmented with the subtree minimum
-/// vruntime: the tree of Linux 6.12 ("sched/eevdf: Sort the rbtree by
-/// virtual deadline", v6.8). Linux 6.6 keys its tree by vruntime and augments
-/// it with min_deadline; both return the earliest eligible deadline in
-/// O(log n) and differ only in how they break equal deadlines, which this
-/// model breaks by entity index. A treap with priorities hashed from the
-/// entity index stands in for the rbtree (deterministic, O(log n) expected).
+/// of the tree) ordered by (deadline, queueing order), augmented with the
+/// subtree minimum vruntime: the tree of Linux 6.12 ("sched/eevdf: Sort the
+/// rbtree by virtual deadline", v6.8). Linux 6.6 keys its tree by vruntime
+/// and augments it with min_deadline; both return the earliest eligible
+/// deadline in O(log n) and differ only in how they break equal deadlines.
+/// This model breaks them as 6.8's rbtree does: `rb_add_augmented_cached()`
+/// with `__entity_less()` (a strict `deadline_gt()`) puts a new entity to
+/// the right of equal keys, so the earlier queued comes first (as CFS's
+/// timeline, `cfs.rs`). A treap with priorities hashed from the entity
+/// index stands in for the rbtree (deterministic, O(log n) expected).
 #[derive(Debug, Clone)]
 struct DeadlineTree {
     nodes: Vec<Node>,
     root: u32,
+    /// Insertions so far (the next entity's `seq`).
+    inserted: u64,
 }
 
 impl Default for DeadlineTree {
     fn default() -> Self {
-        DeadlineTree { nodes: Vec::new(), root: NIL }
+        DeadlineTree { nodes: Vec::new(), root: NIL, inserted: 0 }
     }
 }
 
@@ -69,8 +77,8 @@ fn treap_priority(id: u32) -> u64 {
 }
 
 impl DeadlineTree {
-    fn key(&self, n: u32) -> (u64, u32) {
-        (self.nodes[n as usize].deadline, n)
+    fn key(&self, n: u32) -> (u64, u64) {
+        (self.nodes[n as usize].deadline, self.nodes[n as usize].seq)
     }
 
     fn min_of(&self, n: u32) -> Option<u64> {
@@ -89,7 +97,7 @@ impl DeadlineTree {
     }
 
     /// Splits `t` into keys < `key` and keys >= `key`.
-    fn split(&mut self, t: u32, key: (u64, u32)) -> (u32, u32) {
+    fn split(&mut self, t: u32, key: (u64, u64)) -> (u32, u32) {
         if t == NIL {
             return (NIL, NIL);
         }
@@ -128,12 +136,14 @@ impl DeadlineTree {
 
     fn insert(&mut self, id: u32, deadline: u64, vruntime: u64) {
         if self.nodes.len() <= id as usize {
-            let blank = Node { left: NIL, right: NIL, prio: 0, deadline: 0, vruntime: 0, min_vruntime: 0, linked: false };
+            let blank = Node { left: NIL, right: NIL, prio: 0, deadline: 0, vruntime: 0, min_vruntime: 0, seq: 0, linked: false };
             self.nodes.resize(id as usize + 1, blank);
         }
         debug_assert!(!self.nodes[id as usize].linked, "entity {id} inserted twice");
-        self.nodes[id as usize] = Node { left: NIL, right: NIL, prio: treap_priority(id), deadline, vruntime, min_vruntime: vruntime, linked: true };
-        let (a, b) = self.split(self.root, (deadline, id));
+        let seq = self.inserted;
+        self.inserted += 1;
+        self.nodes[id as usize] = Node { left: NIL, right: NIL, prio: treap_priority(id), deadline, vruntime, min_vruntime: vruntime, seq, linked: true };
+        let (a, b) = self.split(self.root, (deadline, seq));
         let left = self.merge(a, id);
         self.root = self.merge(left, b);
     }
@@ -788,7 +798,8 @@ impl EevdfRq {
         if (avg, wsum) != (self.avg_vruntime, self.avg_load) {
             return Err(format!("avg_vruntime/avg_load are {}/{}, the entities give {avg}/{wsum}", self.avg_vruntime, self.avg_load));
         }
-        if in_tree.windows(2).any(|w| (ents[w[0] as usize].eevdf.deadline, w[0]) >= (ents[w[1] as usize].eevdf.deadline, w[1])) {
+        let order = |id: u32| (ents[id as usize].eevdf.deadline, self.tree.nodes[id as usize].seq);
+        if in_tree.windows(2).any(|w| order(w[0]) >= order(w[1])) {
             return Err("the tree is not in deadline order".into());
         }
         for &id in &in_tree {
@@ -857,6 +868,20 @@ mod tests {
         assert_eq!((e[0].eevdf.deadline, e[1].eevdf.deadline), (O + 1_500_000, O + 1_500_000));
         let runs = run(&mut q, &mut e, 0, 12 * MS);
         assert_eq!(runs, vec![(0, 0, 1_500_000), (1, 1_500_000, 3 * MS), (0, 3 * MS, 6 * MS), (1, 6 * MS, 9 * MS), (0, 9 * MS, 12 * MS)]);
+    }
+
+    /// Equal deadlines run in the order the entities were queued, whatever
+    /// their ids, as 6.8's deadline-sorted rbtree keeps them.
+    #[test]
+    fn equal_deadlines_run_in_queueing_order() {
+        let mut e = ents(&[1024, 1024, 1024]);
+        let mut q = rq(Features::LINUX_6_12);
+        for id in [2, 0, 1] {
+            q.enqueue(&mut e, id, Placement::New, 0);
+        }
+        assert!(e.iter().all(|x| x.eevdf.deadline == e[0].eevdf.deadline));
+        assert_eq!(q.queued(&e).collect::<Vec<_>>(), [2, 0, 1]);
+        assert_eq!(q.pick(&mut e, 0), Some(2));
     }
 
     /// Weights 2:1 with one 3 ms request each: the heavy task's request is
@@ -1149,11 +1174,13 @@ mod tests {
     }
 
     /// Brute force: the eligible entity (curr included) with the earliest
-    /// (deadline, index).
+    /// deadline; among equal deadlines the earliest queued, and the current
+    /// entity (out of the tree) last.
     fn brute_pick(q: &EevdfRq, e: &[Entity], members: impl Iterator<Item = u32>) -> Option<u32> {
         let mut all: Vec<u32> = members.filter(|&i| e[i as usize].on_rq).collect();
         all.retain(|&i| q.eligible(e, i));
-        all.into_iter().min_by_key(|&i| (e[i as usize].eevdf.deadline, i))
+        let order = |i: u32| if q.tree.contains(i) { q.tree.nodes[i as usize].seq } else { u64::MAX };
+        all.into_iter().min_by_key(|&i| (e[i as usize].eevdf.deadline, order(i)))
     }
 
     proptest! {

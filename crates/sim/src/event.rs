@@ -17,6 +17,8 @@ pub enum Event {
     HostTick,
     /// One pCPU's host tick, with `skew_tick` offsets.
     HostTickOn(PcpuId),
+    /// A host kworker runs on a pCPU (OS noise, `world::noise`).
+    HostKworker(PcpuId),
     /// A host policy's own timer (slice end, bandwidth refill, ...).
     HostTimer(u64),
     /// The guest timer tick of a VM's vCPUs; it fires on each vCPU only

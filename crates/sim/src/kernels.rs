@@ -20,6 +20,9 @@ pub struct KernelProfile {
     pub host: &'static [Setting],
     /// Defaults for a VM's `guest` table when the guest runs this kernel.
     pub guest: &'static [Setting],
+    /// The kernel's housekeeping work per CPU (`noise.*`), written into the
+    /// `host` and the `guest` table alike.
+    pub noise: &'static [Setting],
 }
 
 /// The profile a scenario gets when it names none: the Linux release whose
@@ -127,78 +130,103 @@ const HOST_6_12: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEM
 const GUEST_6_14: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, EEVDF_6_14];
 const HOST_6_14: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, EEVDF_6_14, NEWIDLE_DOMAIN_COST, BUSY_INTERVAL_JIFFY, NOHZ_STATS];
 
+/// Linux's housekeeping work per CPU, measured on a Linux 6.18 KVM guest
+/// (2 vCPUs, load average 14, 13.65 s; docs/model.md "OS noise"):
+/// softirqs from /proc/softirqs (TIMER 70, RCU 212, SCHED 20 per second and
+/// CPU; NET_RX and BLOCK are device work, which the workloads model
+/// themselves), their length from the gaps a spinning thread sees
+/// (`vmsched real run` of a `latency_probe`: median gap 2.2 us), the per-CPU
+/// kernel threads (kworker/N, ksoftirqd/N, migration/N) from their
+/// /proc/PID/schedstat (37 runs per second and CPU, 80 us each). No
+/// measurement per release exists, so every Linux profile has these; the
+/// unbound kworkers and the RCU grace-period thread, which follow the
+/// machine's IO and fork rate, are left out.
+const LINUX_NOISE: &[Setting] = &[("noise.softirq_per_s", "302.0"), ("noise.softirq_us", "2.2"), ("noise.kworker_per_s", "37.0"), ("noise.kworker_us", "80.0")];
+
 pub const PROFILES: &[KernelProfile] = &[
     KernelProfile {
         name: "linux-3.2",
         description: "Linux 3.2 host (KVM) and guest, the testbed of the demand-based coordinated scheduling paper (ASPLOS'13, section 5)",
         host: HOST_3_2,
         guest: GUEST_3_2,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "linux-3.18",
         description: "Linux 3.18.4 guest (and dom0), the testbed of the IRS paper (Middleware'17, section 5)",
         host: HOST_3_18,
         guest: GUEST_3_18,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "linux-4.4",
         description: "Linux 4.4.0 guest (Ubuntu 16.04.3), the testbed of the Tableau paper (EuroSys'18, section 7)",
         host: HOST_4_4,
         guest: GUEST_4_4,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "linux-4.14",
         description: "Linux 4.14.0 guest (Ubuntu 18.04), the guests of the Anubis paper (SoCC'23, section 6)",
         host: HOST_4_14,
         guest: GUEST_4_4,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "linux-5.10",
         description: "Linux 5.10.90 host (KVM), the host of the Anubis paper (SoCC'23, section 6)",
         host: HOST_5_10,
         guest: GUEST_5_10,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "linux-6.1",
         description: "Linux 6.1.36 host (KVM) and guest, the testbed of the vSched paper (EuroSys'25, section 5.1)",
         host: HOST_6_1,
         guest: GUEST_6_1,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "linux-6.5",
         description: "Linux 6.5 host (KVM) and guest: the last CFS release, whose fair.c the model follows (default)",
         host: HOST_6_1,
         guest: GUEST_6_1,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "linux-6.6",
         description: "Linux 6.6 host (KVM) and guest: the first EEVDF release (cfs.fair = eevdf-6.6); paravirtual features as 6.5",
         host: HOST_6_6,
         guest: GUEST_6_6,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "linux-6.12",
         description: "Linux 6.12 host (KVM) and guest: EEVDF completed with delayed dequeue, custom slices and PREEMPT_SHORT (cfs.fair = eevdf-6.12); paravirtual features as 6.5",
         host: HOST_6_12,
         guest: GUEST_6_12,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "linux-6.14",
         description: "Linux 6.14 host (KVM) and guest: 6.12's EEVDF with PICK_BUDDY, so yield_to()'s next buddy is picked when eligible (cfs.fair = eevdf-6.14); paravirtual features as 6.5",
         host: HOST_6_14,
         guest: GUEST_6_14,
+        noise: LINUX_NOISE,
     },
     KernelProfile {
         name: "xen-4.9",
         description: "Xen 4.9 hypervisor, the host of the Tableau paper (EuroSys'18, section 7.2): none of KVM's host features (a halting vCPU blocks at once, hvm_hlt(); no halt polling), for host.policy = credit | credit2 | rtds | tableau",
         host: &[],
         guest: &[],
+        noise: &[],
     },
     KernelProfile {
         name: "xen-4.10",
         description: "Xen 4.10 hypervisor: as xen-4.9, and Credit2 has caps (per-domain budgets replenished every 10 ms, sched_credit2.c)",
         host: &[("credit2.caps", "true")],
         guest: &[],
+        noise: &[],
     },
 ];
 
@@ -263,7 +291,7 @@ fn apply(table: &mut toml::Table, path: &str, level: Level) -> Result<(), Scenar
         Level::Host => profile.host,
         Level::Guest => profile.guest,
     };
-    for (key, value) in settings {
+    for (key, value) in settings.iter().chain(profile.noise) {
         set_default(table, key, value);
     }
     Ok(())
@@ -299,7 +327,7 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for p in PROFILES {
             assert!(seen.insert(p.name), "duplicate profile {}", p.name);
-            for (key, value) in p.host.iter().chain(p.guest) {
+            for (key, value) in p.host.iter().chain(p.guest).chain(p.noise) {
                 let mut t = toml::Table::new();
                 set_default(&mut t, key, value);
                 assert!(!t.is_empty(), "{}: {key}", p.name);

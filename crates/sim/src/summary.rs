@@ -116,6 +116,9 @@ pub fn summarize(w: &World) -> Value {
         if let Some(b) = w.io_backend_report(vm_id as u32) {
             vm_json["io_backend"] = b;
         }
+        if let Some(noise) = w.guest_noise_report(vm_id as u32) {
+            vm_json["noise"] = noise;
+        }
         vms.push(vm_json);
     }
     let workloads: Vec<Value> = w
@@ -154,6 +157,9 @@ pub fn summarize(w: &World) -> Value {
     let mut host = json!({"policy": w.host_name(), "kernel": w.scenario.host.kernel, "pcpus": w.machine.pcpus, "busy_ns": busy});
     if let Some(m) = w.host_metrics() {
         host[w.host_name()] = m;
+    }
+    if let Some(noise) = w.host_noise_report() {
+        host["noise"] = noise;
     }
     json!({
         "scenario": w.scenario.name,

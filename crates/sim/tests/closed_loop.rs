@@ -11,6 +11,9 @@ use vmsched_sim::{run, RunOptions};
 const SERVER: &str = r#"
 name = "closed-loop"
 duration_ms = 100
+# Hand-worked on a quiet machine: no OS noise.
+[timing]
+noise = false
 [host]
 cores_per_socket = 4
 [[vm]]

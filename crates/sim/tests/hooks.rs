@@ -225,6 +225,9 @@ impl LinuxHooks for OneLlc {
 const LLC: &str = r#"
 name = "llc"
 duration_ms = 300
+# Hand-worked on a quiet machine: no OS noise.
+[timing]
+noise = false
 [host]
 cores_per_socket = 4
 [[vm]]

@@ -34,6 +34,9 @@ fn workload<'a>(s: &'a Value, name: &str) -> &'a Value {
 const ONE_PCPU: &str = r#"
 name = "io-backend-exact"
 duration_ms = 2
+# Hand-worked on a quiet machine: no OS noise.
+[timing]
+noise = false
 [host]
 cores_per_socket = 1
 [host.kvm]
@@ -100,6 +103,9 @@ fn without_a_backend_the_read_takes_its_device_time_only() {
 const SPLIT: &str = r#"
 name = "io-backend-split"
 duration_ms = 400
+# Hand-worked on a quiet machine: no OS noise.
+[timing]
+noise = false
 [host]
 cores_per_socket = 2
 [[vm]]

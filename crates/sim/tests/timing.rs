@@ -1,5 +1,5 @@
 //! The sources of timing variability (`[timing]`): tick handlers in a
-//! seeded order, skew_tick, guest tick phases and start-up spread.
+//! seeded order, skew_tick, guest tick phases, start-up spread and OS noise.
 
 mod common;
 
@@ -59,10 +59,11 @@ fn skewed_ticks_keep_the_pcpus_busy() {
 /// Workloads without `start_ms` start at seeded instants within the
 /// window: two VMs, each alone on its pCPU with a CPU-bound thread, run for
 /// the run's length less their own offsets, which differ from each other
-/// and from seed to seed.
+/// and from seed to seed (without OS noise, whose kworkers would run the
+/// vCPUs before their workloads start).
 #[test]
 fn workloads_start_at_seeded_offsets_within_the_window() {
-    let text = "name = 't'\nduration_ms = 100\n[host]\ncores_per_socket = 2\n[timing]\nstart_spread_ms = 50\n\
+    let text = "name = 't'\nduration_ms = 100\n[host]\ncores_per_socket = 2\n[timing]\nstart_spread_ms = 50\nnoise = false\n\
         [[vm]]\nname = 'a'\npin = [0]\n[[vm.workload]]\nkind = 'hog'\n\
         [[vm]]\nname = 'b'\npin = [1]\n[[vm.workload]]\nkind = 'hog'\n";
     let offsets = |seed: &str| -> Vec<f64> {
@@ -80,7 +81,7 @@ fn workloads_start_at_seeded_offsets_within_the_window() {
 /// A workload's own `start_ms` stays exact under a start-up spread.
 #[test]
 fn start_ms_stays_exact_under_a_spread() {
-    let text = "name = 't'\nduration_ms = 100\n[timing]\nstart_spread_ms = 50\n\
+    let text = "name = 't'\nduration_ms = 100\n[timing]\nstart_spread_ms = 50\nnoise = false\n\
         [[vm]]\nname = 'a'\n[[vm.workload]]\nkind = 'hog'\nstart_ms = 60\n";
     let s = summary(text, &[]);
     let cpu = n(&s["vms"][0]["cpu_time_ns"]);
@@ -90,10 +91,110 @@ fn start_ms_stays_exact_under_a_spread() {
 /// Same scenario and seed, byte-identical summary, with every source on.
 #[test]
 fn every_source_on_is_deterministic() {
-    let sets = ["duration_ms=300", "timing.skew_tick=true", "timing.start_spread_ms=100"];
+    let sets = ["duration_ms=300", "timing.skew_tick=true", "timing.start_spread_ms=100", "timing.noise=true", "timing.tick_jitter_us=28"];
     let a = summary(TWO_VMS_THREE_PCPUS, &sets);
     let b = summary(TWO_VMS_THREE_PCPUS, &sets);
+    assert!(n(&a["host"]["noise"]["kworker_runs"]) > 0.0, "noise on: {}", a["host"]);
     assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
-    let other = summary(TWO_VMS_THREE_PCPUS, &["duration_ms=300", "timing.skew_tick=true", "timing.start_spread_ms=100", "seed=2"]);
+    let other = summary(TWO_VMS_THREE_PCPUS, &["duration_ms=300", "timing.skew_tick=true", "timing.start_spread_ms=100", "timing.noise=true", "timing.tick_jitter_us=28", "seed=2"]);
     assert_ne!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&other).unwrap());
+}
+
+/// One VM of two CPU-bound threads alone on two pCPUs: every CPU is always
+/// busy, so every housekeeping run lands on a running entity.
+const BUSY_VM: &str = "name = 't'\nduration_ms = 2000\n[host]\ncores_per_socket = 2\n[timing]\nnoise = true\n\
+    [[vm]]\nname = 'a'\nvcpus = 2\n[[vm.workload]]\nkind = 'hog'\nthreads = 2\n";
+
+/// The rates a kernel profile sets are the rates the run realises: over
+/// seeds and rates, each source's count lies within five standard
+/// deviations of its Poisson mean (rate x CPUs x seconds).
+#[test]
+fn noise_rates_of_the_profile_are_realised() {
+    for (seed, softirq, kworker) in [(1, 302.0, 37.0), (2, 1000.0, 5.0), (3, 50.0, 200.0), (4, 302.0, 37.0)] {
+        let sets = [
+            format!("seed={seed}"),
+            format!("host.noise.softirq_per_s={softirq}"),
+            format!("host.noise.kworker_per_s={kworker}"),
+            format!("vm[0].guest.noise.softirq_per_s={softirq}"),
+            format!("vm[0].guest.noise.kworker_per_s={kworker}"),
+        ];
+        let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        let s = summary_unchecked(BUSY_VM, &sets);
+        let within = |what: &str, count: f64, rate: f64| {
+            let mean = rate * 2.0 * 2.0;
+            assert!((count - mean).abs() <= 5.0 * mean.sqrt() + 1.0, "seed {seed}: {what} {count}, expected {mean} +- {:.0}", 5.0 * mean.sqrt());
+        };
+        within("host softirq runs", n(&s["host"]["noise"]["softirq_runs"]), softirq);
+        within("host kworker runs", n(&s["host"]["noise"]["kworker_runs"]), kworker);
+        within("guest softirq runs", n(&s["vms"][0]["noise"]["softirq_runs"]), softirq);
+        let kworkers = s["workloads"].as_array().unwrap().iter().find(|w| w["kind"] == "os_noise").expect("the guest's kworkers");
+        within("guest kworker runs", n(&kworkers["completed"]), kworker);
+        // The housekeeping takes its time from the hogs.
+        let quiet = summary_unchecked(BUSY_VM, &[sets[0], "timing.noise=false"]);
+        assert!(n(&s["workloads"][0]["completed"]) < n(&quiet["workloads"][0]["completed"]), "seed {seed}");
+    }
+}
+
+/// `timing.noise = false`: no housekeeping anywhere, whatever the profile's
+/// rates, and nothing of it in the summary.
+#[test]
+fn noise_off_leaves_no_trace() {
+    let s = summary(BUSY_VM, &["duration_ms=300", "timing.noise=false"]);
+    assert!(s["host"].get("noise").is_none() && s["vms"][0].get("noise").is_none(), "{}", s["host"]);
+    assert!(s["workloads"].as_array().unwrap().iter().all(|w| w["kind"] != "os_noise"));
+}
+
+/// An idle guest's kworkers wake its vCPUs: with noise every vCPU of an
+/// idle VM runs now and then; without, it stays halted.
+#[test]
+fn kworkers_wake_idle_vcpus() {
+    let idle = "name = 't'\nduration_ms = 500\n[[vm]]\nname = 'a'\nvcpus = 2\n";
+    let quiet = summary(idle, &["timing.noise=false"]);
+    let noisy = summary(idle, &["timing.noise=true"]);
+    for v in 0..2 {
+        assert_eq!(n(&quiet["vms"][0]["vcpus"][v]["cpu_time_ns"]), 0.0);
+        assert!(n(&noisy["vms"][0]["vcpus"][v]["cpu_time_ns"]) > 0.0, "vCPU {v} never woke");
+    }
+}
+
+/// uvf-fig7b's three identical VMs run in lockstep on a quiet machine: each
+/// VM's vCPUs are coscheduled, so a TLB shootdown finds its recipients
+/// running (pending a few ns on average, at most a few us: the handler
+/// waits only for an overhead in progress). OS noise breaks the lockstep:
+/// recipients are found preempted for whole slices (hundreds of us), often
+/// enough to raise the mean pending time of all shootdowns fortyfold.
+#[test]
+fn noise_breaks_the_lockstep_of_uvf_fig7b() {
+    let toml = vmsched_sim::scenarios::find("uvf-fig7b").expect("built-in").toml;
+    let tlb_pending = |noise: &str| -> (f64, f64) {
+        let s = summary_unchecked(toml, &["duration_ms=500", noise]);
+        let (mut count, mut total, mut max) = (0.0, 0.0, 0.0f64);
+        for vm in s["vms"].as_array().unwrap() {
+            let t = &vm["interrupts"]["pending_ns_by_kind"]["tlb_shootdown"];
+            count += n(&t["count"]);
+            total += n(&t["count"]) * n(&t["mean"]);
+            max = max.max(n(&t["max"]));
+        }
+        (total / count, max)
+    };
+    let (quiet_mean, quiet_max) = tlb_pending("timing.noise=false");
+    let (noisy_mean, noisy_max) = tlb_pending("timing.noise=true");
+    assert!(quiet_max < 10_000.0, "quiet: a recipient waited {quiet_max} ns");
+    assert!(noisy_max > 100_000.0, "with noise no recipient was found preempted (longest wait {noisy_max} ns)");
+    assert!(noisy_mean > 40.0 * quiet_mean, "mean pending {noisy_mean:.1} ns with noise, {quiet_mean:.1} without");
+}
+
+/// Bad noise and lateness settings are refused with the field named.
+#[test]
+fn bad_noise_and_lateness_settings_name_their_field() {
+    let base = "name = 't'\nduration_ms = 10\n[[vm]]\nname = 'a'\n";
+    for (set, path) in [
+        ("host.noise.softirq_per_s=-1", "host.noise.softirq_per_s"),
+        ("vm[0].guest.noise.kworker_us=0", "vm[0].guest.noise.kworker_us"),
+        ("host.noise.kworker_us=5000", "host.noise.kworker_us"),
+        ("timing.tick_jitter_us=4000", "timing.tick_jitter_us"),
+    ] {
+        let e = vmsched_sim::parse(base, &[set.to_string()]).unwrap_err();
+        assert_eq!(e.path, path, "{set}: {e}");
+    }
 }

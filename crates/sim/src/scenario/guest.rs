@@ -71,6 +71,9 @@ pub struct Guest {
     /// The guest kernel's paravirtual side (see [`GuestPv`]).
     #[serde(default)]
     pub pv: GuestPv,
+    /// The guest kernel's housekeeping work (with `timing.noise`).
+    #[serde(default)]
+    pub noise: super::Noise,
 }
 fn rr_timeslice() -> f64 {
     100.0

@@ -55,6 +55,9 @@ pub struct Host {
     /// The hypervisor's paravirtual side (see [`HostKvm`]).
     #[serde(default)]
     pub kvm: HostKvm,
+    /// The host kernel's housekeeping work (with `timing.noise`).
+    #[serde(default)]
+    pub noise: Noise,
     /// Parameters of host policy `irs` (IRS's SA sender).
     #[serde(default)]
     pub irs: crate::host::irs::IrsParams,
@@ -478,6 +481,46 @@ pub struct Timing {
     /// another rather than at one instant. 0: all at time 0.
     #[serde(default)]
     pub start_spread_ms: f64,
+    /// Mean lateness of each host tick's hrtimer interrupt (exponentially
+    /// distributed, drawn per tick and pCPU), in us; 0: every tick on time.
+    /// Each pCPU's tick becomes its own event (as with `skew_tick`).
+    #[serde(default)]
+    pub tick_jitter_us: f64,
+    /// OS noise: the housekeeping work of the host's and each guest's
+    /// kernel (`host.noise`, `vm.guest.noise`, set by the kernel profiles;
+    /// docs/model.md "OS noise"). `false` (the default for now, see there):
+    /// every idle period perfectly idle and every slice perfectly clean.
+    #[serde(default)]
+    pub noise: bool,
+}
+
+/// The housekeeping work of one kernel, per CPU (`host.noise`,
+/// `vm.guest.noise`): interrupt work raised from the tick (timer and RCU
+/// softirqs) and per-CPU kernel threads (kworkers). Zero rates: none. The
+/// kernel profiles set the measured rates (`crate::kernels`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Noise {
+    /// Softirq runs per second on a busy CPU (TIMER, RCU and SCHED in
+    /// /proc/softirqs). They run at the exit of the tick interrupt, so a
+    /// CPU's tick handler does Poisson(softirq_per_s / HZ) of them.
+    #[serde(default)]
+    pub softirq_per_s: f64,
+    /// Mean CPU time of one softirq run (exponentially distributed).
+    #[serde(default)]
+    pub softirq_us: f64,
+    /// Wakeups per second of the CPU's kworkers (a Poisson process).
+    #[serde(default)]
+    pub kworker_per_s: f64,
+    /// Mean CPU time of one kworker run (exponentially distributed).
+    #[serde(default)]
+    pub kworker_us: f64,
+}
+
+impl Noise {
+    pub fn is_quiet(&self) -> bool {
+        self.softirq_per_s == 0.0 && self.kworker_per_s == 0.0
+    }
 }
 
 impl Default for Timing {

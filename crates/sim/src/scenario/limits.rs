@@ -125,9 +125,15 @@ pub(super) fn check_limits(s: &Scenario) -> Result<(), ScenarioError> {
     if spread >= duration_ns {
         return Err(err("timing.start_spread_ms", format!("{} ms is not shorter than the run ({} ms): a workload could start after its end", s.timing.start_spread_ms, s.duration_ms)));
     }
+    let jitter = checked_ns("timing.tick_jitter_us", s.timing.tick_jitter_us, 1e3, false)?;
+    if jitter * u64::from(h.hz) >= 1_000_000_000 {
+        return Err(err("timing.tick_jitter_us", format!("{} us is not shorter than the host tick: ticks would overtake one another", s.timing.tick_jitter_us)));
+    }
+    check_noise("host.noise", &h.noise)?;
     for (vi, vm) in s.vms.iter().enumerate() {
         let p = format!("vm[{vi}]");
         check_name(&format!("{p}.name"), &vm.name, true)?;
+        check_noise(&format!("{p}.guest.noise"), &vm.guest.noise)?;
         in_range(&format!("{p}.vcpus"), vm.vcpus, 1, MAX_VCPUS, "KVM_MAX_VCPUS")?;
         in_range(&format!("{p}.weight"), vm.weight, MIN_WEIGHT, MAX_WEIGHT, "the kernel's MIN_SHARES..MAX_SHARES")?;
         if let Some(bw) = &vm.bandwidth {
@@ -251,6 +257,21 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
         // 1024 times below the average.
         if !(v.straggler_factor > 0.0 && v.straggler_factor <= MAX_CAPACITY as f64) {
             return Err(err(format!("{vp}.straggler_factor"), format!("{} is outside (0, {MAX_CAPACITY}] (capacities lie in 1..={MAX_CAPACITY})", v.straggler_factor)));
+        }
+    }
+    Ok(())
+}
+
+/// Noise rates are per second of one CPU, at most one event per
+/// microsecond; a source with a rate has a positive duration.
+fn check_noise(path: &str, n: &super::Noise) -> Result<(), ScenarioError> {
+    for (rate, r, mean, m) in [("softirq_per_s", n.softirq_per_s, "softirq_us", n.softirq_us), ("kworker_per_s", n.kworker_per_s, "kworker_us", n.kworker_us)] {
+        if !r.is_finite() || !(0.0..=1e6).contains(&r) {
+            return Err(err(format!("{path}.{rate}"), format!("must be a rate in 0..=1e6 per second (got {r:?})")));
+        }
+        let ns = checked_ns(&format!("{path}.{mean}"), m, 1e3, r > 0.0)?;
+        if ns > MAX_OVERHEAD_NS {
+            return Err(err(format!("{path}.{mean}"), format!("{m} us is a tick's worth of time or more; housekeeping runs are microseconds to a few hundred")));
         }
     }
     Ok(())

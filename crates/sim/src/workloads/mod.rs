@@ -7,6 +7,7 @@ pub mod bursty;
 pub mod disk_read;
 pub mod hog;
 pub mod latency_probe;
+pub mod noise;
 pub mod parallel;
 pub mod periodic;
 pub mod ping;

@@ -182,6 +182,38 @@ impl World {
                 });
             }
         }
+        // Each guest kernel's kworkers (OS noise), running from boot.
+        if scenario.timing.noise {
+            for (vi, vm) in scenario.vms.iter().enumerate().filter(|(_, vm)| vm.guest.noise.kworker_per_s > 0.0) {
+                let label = format!("{}/os_noise", vm.name);
+                let (program, threads) = workloads::noise::Kworkers::new(&vm.guest.noise, &label, vm.vcpus);
+                let widx = wls.len() as u32;
+                let mut ids = Vec::new();
+                for (thread, spec) in threads.into_iter().enumerate() {
+                    let local = vms[vi].guest.add_task(spec.policy, spec.rt_priority, spec.allowed);
+                    let id = tasks.len() as u32;
+                    vms[vi].tasks.push(id);
+                    let home = vms[vi].first_vcpu + vms[vi].guest.task_cpu(local);
+                    tasks.push(Task::new(vi as u32, local, widx, thread as u32, spec.name, home, None));
+                    ids.push(id);
+                }
+                wls.push(WorkloadState {
+                    name: label.clone(),
+                    kind: "os_noise",
+                    vm: vi as u32,
+                    program: Some(Box::new(program)),
+                    rng: stream(scenario.seed, &format!("workload/{label}")),
+                    metrics: WorkloadMetrics { record_rows: opts.record, ..Default::default() },
+                    tasks: ids,
+                    irq_vcpu: vms[vi].first_vcpu,
+                    start_ns: 0,
+                    stop_ns: None,
+                    client_requests: Vec::new(),
+                    // Kernel threads touch little of their own: no refill charged.
+                    placement: Default::default(),
+                });
+            }
+        }
         // The threads each guest policy runs itself (vSched's probers), as
         // one more workload of the VM, started with the others at time 0.
         for (vi, vm) in vms.iter_mut().enumerate() {
@@ -234,7 +266,8 @@ impl World {
             host,
             host_tick_ns: 1_000_000_000 / scenario.host.hz as u64,
             tick_order: super::timing::TickOrder::new(&scenario.timing, scenario.seed, np),
-            skew_tick: scenario.timing.skew_tick,
+            noise: super::noise::NoiseSources::new(&scenario, 1_000_000_000 / scenario.host.hz as u64, &vms.iter().map(|vm| vm.guest.tick_ns()).collect::<Vec<_>>()),
+            own_ticks: super::timing::OwnTicks::new(&scenario.timing, scenario.seed, np, 1_000_000_000 / scenario.host.hz as u64),
             allowed,
             vcpus,
             vms,
@@ -270,9 +303,10 @@ impl World {
             let acts = with_guest!(self, vm, |g, view| g.start(&view));
             self.apply_guest_acts(vm, acts);
         }
-        if self.skew_tick {
-            for p in 0..self.machine.pcpus {
-                self.schedule(self.host_tick_ns + timing::skew_offset(self.host_tick_ns, self.machine.pcpus, p), Event::HostTickOn(p));
+        if let Some(ticks) = self.own_ticks.as_mut() {
+            let first: Vec<u64> = (0..self.machine.pcpus).map(|p| ticks.next(p)).collect();
+            for (p, at) in first.into_iter().enumerate() {
+                self.schedule(at, Event::HostTickOn(p as crate::ids::PcpuId));
             }
         } else {
             self.schedule(self.host_tick_ns, Event::HostTick);
@@ -282,6 +316,7 @@ impl World {
             let first = timing::first_guest_tick(&self.scenario.timing, self.scenario.seed, vm as usize, tick);
             self.schedule(first, Event::GuestTick(vm));
         }
+        self.start_noise();
         let changes: Vec<u64> = self.scenario.host.capacity_changes.iter().map(|c| ms(c.at_ms)).collect();
         for (i, at) in changes.into_iter().enumerate() {
             self.schedule(at, Event::CapacityChange(i as u32));

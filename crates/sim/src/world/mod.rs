@@ -19,6 +19,7 @@ mod guest_glue;
 mod host_glue;
 mod io_backend;
 mod irq;
+mod noise;
 pub mod record;
 mod timing;
 mod validate;
@@ -306,8 +307,11 @@ pub struct World {
     host_tick_ns: u64,
     /// The order of the tick handlers that fall at one instant.
     tick_order: timing::TickOrder,
-    /// `timing.skew_tick`: each pCPU's host tick is its own event, offset.
-    skew_tick: bool,
+    /// With `timing.skew_tick` or `timing.tick_jitter_us`: each pCPU's host
+    /// tick is its own event, offset and late.
+    own_ticks: Option<timing::OwnTicks>,
+    /// OS noise: softirqs after ticks, host kworkers (`timing.noise`).
+    noise: noise::NoiseSources,
     allowed: Vec<crate::host::Affinity>,
     pub vcpus: Vec<Vcpu>,
     pub vms: Vec<VmState>,
@@ -696,9 +700,13 @@ impl World {
                 self.tick_order.put_pcpus(order);
             }
             Event::HostTickOn(p) => {
-                self.schedule(self.now + self.host_tick_ns, ev);
+                // A tick later than a whole period (the lateness's tail) is
+                // followed at once by the next.
+                let next = self.own_ticks.as_mut().expect("ticks per pCPU").next(p);
+                self.schedule(next.max(self.now), ev);
                 self.host_tick(p);
             }
+            Event::HostKworker(p) => self.host_kworker(p),
             Event::HostTimer(token) => self.host_call(|h, view, out| h.timer(view, out, token)),
             Event::ActivationTimeout(v, gen) => self.activation_timeout(v, gen),
             Event::GuestTimer(vm, token) => self.guest_timer(vm, token),
@@ -710,7 +718,10 @@ impl World {
                     match self.host_state(v) {
                         // A polling vCPU is idle (NO_HZ): no tick.
                         HostState::Running if self.vcpus[v as usize].pv.poll.is_some() => {}
-                        HostState::Running => self.guest_tick(v),
+                        HostState::Running => {
+                            self.guest_tick(v);
+                            self.guest_tick_softirqs(v, vm);
+                        }
                         HostState::Preempted => self.vcpus[v as usize].tick_pending = true,
                         HostState::Halted => {}
                     }
@@ -767,6 +778,7 @@ impl World {
     fn host_tick(&mut self, p: PcpuId) {
         self.host_call(|h, view, out| h.tick(view, out, p));
         self.drain_rescheds();
+        self.host_tick_softirqs(p);
     }
 
     /// The vCPU and its new affinity of the `i`-th pin change (counted over

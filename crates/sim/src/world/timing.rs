@@ -6,6 +6,7 @@
 
 use rand::seq::SliceRandom;
 use rand::Rng as _;
+use rand_distr::{Distribution as _, Exp};
 
 use crate::ids::{PcpuId, VcpuId};
 use crate::rng::{stream, Rng};
@@ -77,6 +78,39 @@ pub(super) fn skew_offset(tick_ns: u64, pcpus: u32, p: PcpuId) -> u64 {
     (tick_ns / 2) / pcpus as u64 * p as u64
 }
 
+/// The host ticks as separate events per pCPU, where they do not all fall
+/// at one instant: with `skew_tick` offsets, and with the expiry lateness of
+/// each tick's hrtimer (`timing.tick_jitter_us`).
+pub(super) struct OwnTicks {
+    tick_ns: u64,
+    offsets: Vec<u64>,
+    /// Each pCPU's tick instant before offset and lateness.
+    nominal: Vec<u64>,
+    lateness: Option<(Exp<f64>, Rng)>,
+}
+
+impl OwnTicks {
+    /// None: the pCPUs tick together (one event per tick).
+    pub(super) fn new(timing: &Timing, seed: u64, pcpus: u32, tick_ns: u64) -> Option<Self> {
+        let lateness = (timing.tick_jitter_us > 0.0).then(|| (Exp::new(1.0 / (timing.tick_jitter_us * 1e3)).expect("a positive lateness"), stream(seed, "timing/tick-jitter")));
+        (timing.skew_tick || lateness.is_some()).then(|| OwnTicks {
+            tick_ns,
+            offsets: (0..pcpus).map(|p| if timing.skew_tick { skew_offset(tick_ns, pcpus, p) } else { 0 }).collect(),
+            nominal: vec![0; pcpus as usize],
+            lateness,
+        })
+    }
+
+    /// When pCPU `p`'s next tick handler runs: its next tick instant, plus
+    /// its skew offset, plus a drawn lateness.
+    pub(super) fn next(&mut self, p: PcpuId) -> u64 {
+        let nominal = &mut self.nominal[p as usize];
+        *nominal += self.tick_ns;
+        let late = self.lateness.as_mut().map_or(0, |(exp, rng)| exp.sample(rng).round() as u64);
+        *nominal + self.offsets[p as usize] + late
+    }
+}
+
 /// The first guest tick of VM `vm`: one period in, or, with a seeded phase,
 /// anywhere in (0, period].
 pub(super) fn first_guest_tick(timing: &Timing, seed: u64, vm: usize, tick_ns: u64) -> u64 {
@@ -128,6 +162,25 @@ mod tests {
         let mut drawn = start_order(&timing, 7, 10);
         drawn.sort();
         assert_eq!(drawn, (0..10).collect::<Vec<_>>());
+    }
+
+    /// Late ticks stay in their own period on average: the n-th tick of a
+    /// pCPU comes at n ticks plus its offset plus a lateness of the mean
+    /// given, and never early.
+    #[test]
+    fn late_ticks_keep_their_period() {
+        let timing = Timing { tick_jitter_us: 20.0, skew_tick: true, ..Timing::default() };
+        let mut ticks = OwnTicks::new(&timing, 5, 4, 1_000_000).unwrap();
+        let mut late = 0u64;
+        for n in 1..=10_000u64 {
+            let at = ticks.next(3);
+            let on_time = n * 1_000_000 + 375_000;
+            assert!(at >= on_time);
+            late += at - on_time;
+        }
+        let mean = late as f64 / 10_000.0;
+        assert!((mean - 20_000.0).abs() < 1_000.0, "mean lateness {mean} ns");
+        assert!(OwnTicks::new(&Timing::default(), 5, 4, 1_000_000).is_none());
     }
 
     #[test]
