@@ -173,8 +173,10 @@ pub struct AnubisParams {
     /// (check_preempt_tick(): `debts_tmp > 50000000`).
     #[serde(default = "anubis_pay_threshold")]
     pub pay_threshold_ns: u64,
-    /// Debt at which boosting stops: tong.h check_debts() caps the debt it
-    /// reads at 5 s (the paper: "fully dynamically configurable", 5.3).
+    /// Debt at which boosting stops (the paper: "fully dynamically
+    /// configurable", 5.3). 5 s is the cap of tong.h check_debts(), which the
+    /// prototype keeps commented out; its live check stops boosts and
+    /// extensions above `my_yield_time`, 100 s (fair.c check_preempt_tick()).
     #[serde(default = "anubis_max_debt")]
     pub max_debt_ns: u64,
     /// Debt above which introspection's mismatch counts
