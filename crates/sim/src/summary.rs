@@ -116,6 +116,9 @@ pub fn summarize(w: &World) -> Value {
         if let Some(b) = w.io_backend_report(vm_id as u32) {
             vm_json["io_backend"] = b;
         }
+        if let Some(d) = w.dom0_report(vm_id as u32) {
+            vm_json["dom0"] = d;
+        }
         vms.push(vm_json);
     }
     let workloads: Vec<Value> = w

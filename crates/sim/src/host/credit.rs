@@ -672,7 +672,7 @@ impl HostPolicy for Credit {
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let vc = &mut self.vcs[v as usize];
         vc.awake = true;
-        self.costs.charge_wakeup(out, vc.cpu);
+        self.costs.charge_wakeup(out, view, vc.cpu);
         if vc.parked {
             return;
         }

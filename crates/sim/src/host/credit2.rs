@@ -600,7 +600,7 @@ impl HostPolicy for Credit2 {
     }
 
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
-        self.costs.charge_wakeup(out, self.vcs[v as usize].cpu);
+        self.costs.charge_wakeup(out, view, self.vcs[v as usize].cpu);
         self.update_load(self.vcs[v as usize].rq, Some(v), 1, view.now);
         self.runq_insert(v);
         self.tickle(view, out, v);

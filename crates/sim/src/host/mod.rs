@@ -455,9 +455,14 @@ impl DecisionCosts {
         }
     }
 
-    pub fn charge_wakeup(&self, out: &mut HostOut, p: PcpuId) {
+    /// Charges the processing of a wakeup of a vCPU whose pCPU is `p`: on
+    /// the waker's pCPU when a vCPU sent it (an event-channel notification
+    /// or an IPI: evtchn_send() and vcpu_kick() run vcpu_wake() in the
+    /// sender's hypercall, xen/common/event_channel.c and schedule.c, Xen
+    /// 4.9), else on `p` (a timer or device interrupt handled there).
+    pub fn charge_wakeup(&self, out: &mut HostOut, view: &HostView, p: PcpuId) {
         if self.wakeup_ns > 0 {
-            out.charge.push((p, self.wakeup_ns));
+            out.charge.push((view.waker.unwrap_or(p), self.wakeup_ns));
         }
     }
 }
@@ -519,5 +524,25 @@ impl PcpuBook {
     pub fn slice_due(&self, token: u64) -> Option<PcpuId> {
         let p = (token & 0xffff) as usize;
         ((token & !SLICE_TOKEN_KIND) >> 16 == self.gen[p]).then_some(p as PcpuId)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A wakeup sent by a vCPU is processed on the sender's pCPU; one from a
+    /// timer or device, on the woken vCPU's.
+    #[test]
+    fn a_wakeup_is_charged_to_the_wakers_pcpu() {
+        let scenario = crate::parse("name='t'\nduration_ms=1\n[host]\ncores_per_socket=3\n[[vm]]\nname='a'\n", &[]).unwrap();
+        let machine = Machine::new(&scenario.host);
+        let (allowed, running_on) = (vec![vec![true; 3]], vec![None; 3]);
+        let view = HostView::new(0, &machine, &allowed, &running_on);
+        let costs = DecisionCosts::from_us(0.0, 2.12, 0.0);
+        let mut out = HostOut::default();
+        costs.charge_wakeup(&mut out, &view, 1);
+        costs.charge_wakeup(&mut out, &HostView { waker: Some(2), ..view }, 1);
+        assert_eq!(out.charge, vec![(1, 2120), (2, 2120)]);
     }
 }
