@@ -105,22 +105,22 @@ pub struct SplitDrivers {
     pub workload: u32,
     pub blkback_ns: u64,
     pub netback_ns: u64,
-    /// Per VM: its (blkback, netback) thread indices into `threads`; None
-    /// for dom0 itself and for VMs with direct IO.
-    pub of_vm: Vec<Option<[u32; 2]>>,
+    /// Per VM: its blkback and netback thread indices into `threads`; None
+    /// for dom0 itself and for a device the VM has of its own.
+    pub of_vm: Vec<[Option<u32>; 2]>,
     pub threads: Vec<BackendThread>,
     pub counters: Counters,
 }
 
 impl SplitDrivers {
-    /// Whether VM `vm`'s IO goes through dom0.
-    pub fn carries(&self, vm: VmId) -> bool {
-        self.of_vm[vm as usize].is_some()
+    /// Whether VM `vm`'s IO of kind `side` goes through dom0.
+    pub fn carries(&self, vm: VmId, side: Side) -> bool {
+        self.of_vm[vm as usize][side as usize].is_some()
     }
 
     /// The thread of VM `vm` that does `job`.
     pub fn thread_for(&self, vm: VmId, job: Job) -> u32 {
-        self.of_vm[vm as usize].expect("the VM's IO goes through dom0")[job.side() as usize]
+        self.of_vm[vm as usize][job.side() as usize].expect("the VM's IO goes through dom0")
     }
 
     /// dom0 CPU time of `job`, in ns at capacity 1024.
@@ -168,7 +168,7 @@ mod tests {
             workload: 0,
             blkback_ns: blk,
             netback_ns: net,
-            of_vm: vec![Some([0, 1]), None],
+            of_vm: vec![[Some(0), Some(1)], [None, None]],
             threads: vec![thread(0, 0), thread(1, 1)],
             counters: Counters::default(),
         }
@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn a_thread_waits_then_works_each_job_in_order_at_its_sides_cost() {
         let mut d = drivers(7, 3);
-        assert!(d.carries(0) && !d.carries(1));
+        assert!(d.carries(0, Side::Block) && d.carries(0, Side::Net) && !d.carries(1, Side::Net));
         assert_eq!(d.next(0), (None, Step::Wait(0)));
         let (a, b) = (Job::BlockSubmit { task: 4, device_ns: 9 }, Job::BlockComplete { task: 5 });
         assert_eq!(d.thread_for(0, a), 0);

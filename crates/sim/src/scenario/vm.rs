@@ -64,12 +64,20 @@ pub struct Vm {
     /// (`paravirt::xen_split_driver`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dom0: Option<Dom0>,
-    /// The VM's devices are assigned to it directly (an SR-IOV virtual
-    /// function, as the Tableau paper's section 7.4 gives every VM): its
-    /// packets and block requests bypass dom0. Without a dom0 VM in the
-    /// scenario every VM's IO is direct.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub direct_io: bool,
+    /// The VM's devices assigned to it directly, whose IO bypasses dom0:
+    /// `net` (an SR-IOV virtual function, as the Tableau paper's section 7.4
+    /// gives every VM) and `block`. Without a dom0 VM in the scenario every
+    /// VM's IO is direct.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direct_io: Vec<DirectDevice>,
+}
+
+/// A device kind a VM may have of its own (`direct_io`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DirectDevice {
+    Net,
+    Block,
 }
 
 /// `[vm.dom0]`: the VM is dom0. Each other VM whose IO is not direct gets two
@@ -224,7 +232,7 @@ pub(super) fn check_dom0(s: &Scenario) -> Result<(), ScenarioError> {
         return Err(err(format!("vm[{second}].dom0"), format!("vm[{}] is dom0 already; a host has one", dom0s[0])));
     }
     let Some(&d) = dom0s.first() else {
-        if let Some(i) = s.vms.iter().position(|vm| vm.direct_io) {
+        if let Some(i) = s.vms.iter().position(|vm| !vm.direct_io.is_empty()) {
             return Err(err(format!("vm[{i}].direct_io"), "no VM is dom0 (`[vm.dom0]`), so every VM's IO is direct already"));
         }
         return Ok(());
@@ -240,7 +248,7 @@ pub(super) fn check_dom0(s: &Scenario) -> Result<(), ScenarioError> {
     if !xen {
         return Err(err(p, "dom0 is Xen's driver domain: the host policy must be a Xen one (credit, credit2, rtds, tableau, or irs on credit)"));
     }
-    if vm.direct_io {
+    if !vm.direct_io.is_empty() {
         return Err(err(format!("vm[{d}].direct_io"), "dom0 owns the devices; direct_io is for the other VMs"));
     }
     if !vm.io_backend.is_none() {

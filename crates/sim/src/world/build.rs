@@ -19,7 +19,7 @@ use crate::rng::stream;
 use crate::guest::GuestPolicy;
 use crate::host::{Affinity, HostPolicy};
 use crate::registry;
-use crate::scenario::{BandwidthScope, Guest, Scenario, WorkloadKind};
+use crate::scenario::{BandwidthScope, DirectDevice, Guest, Scenario, WorkloadKind};
 use crate::sync::{SyncObjects, VmObjects};
 use crate::workloads::{self, WorkloadMetrics};
 
@@ -310,7 +310,8 @@ impl World {
 }
 
 /// dom0's back end threads (`paravirt::xen_split_driver`): a blkback and a
-/// netback kernel thread in dom0 for each other VM whose IO is not direct,
+/// netback kernel thread in dom0 for each other VM, but for the devices it
+/// has of its own (`direct_io`),
 /// as one more workload of dom0, started with the others at time 0.
 fn build_dom0(scenario: &Scenario, vms: &mut [VmState], tasks: &mut Vec<Task>, wls: &mut Vec<WorkloadState>, sync: &mut SyncObjects) -> Option<SplitDrivers> {
     let d = scenario.vms.iter().position(|vm| vm.dom0.is_some())?;
@@ -320,24 +321,25 @@ fn build_dom0(scenario: &Scenario, vms: &mut [VmState], tasks: &mut Vec<Task>, w
     let nv = vms[d].nv as usize;
     let mut ids = Vec::new();
     let mut threads = Vec::new();
-    let mut of_vm = vec![None; vms.len()];
+    let mut of_vm = vec![[None; 2]; vms.len()];
     for (vi, vm) in scenario.vms.iter().enumerate() {
-        if vi == d || vm.direct_io {
+        if vi == d {
             continue;
         }
-        let mut pair = [0; 2];
-        for (side, back) in ["blkback", "netback"].into_iter().enumerate() {
+        for (side, back, device) in [(0, "blkback", DirectDevice::Block), (1, "netback", DirectDevice::Net)] {
+            if vm.direct_io.contains(&device) {
+                continue;
+            }
             let local = vms[d].guest.add_task(crate::scenario::Policy::Normal, 0, vec![true; nv]);
             let id = tasks.len() as u32;
             vms[d].tasks.push(id);
             let home = vms[d].first_vcpu + vms[d].guest.task_cpu(local);
-            pair[side] = threads.len() as u32;
+            of_vm[vi][side] = Some(threads.len() as u32);
             tasks.push(Task::new(d as u32, local, widx, threads.len() as u32, format!("{label}/{back}.{}", vm.name), home, None));
             ids.push(id);
             let sem = crate::workloads::Objects::semaphore(&mut VmObjects { sync, vm: d as u32 }, 0);
             threads.push(BackendThread { task: id, sem, jobs: Default::default(), current: None, waiting: false });
         }
-        of_vm[vi] = Some(pair);
     }
     wls.push(WorkloadState {
         name: label.clone(),

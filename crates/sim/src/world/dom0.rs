@@ -6,13 +6,13 @@
 use super::{irq, World};
 use crate::event::Event;
 use crate::ids::{TaskId, VcpuId, VmId};
-use crate::paravirt::xen_split_driver::{Job, Step};
+use crate::paravirt::xen_split_driver::{Job, Side, Step};
 use crate::workloads::Op;
 
 impl World {
-    /// Whether VM `vm`'s IO goes through dom0.
-    pub(super) fn through_dom0(&self, vm: VmId) -> bool {
-        self.dom0.as_ref().is_some_and(|d| d.carries(vm))
+    /// Whether VM `vm`'s IO of kind `side` goes through dom0.
+    pub(super) fn through_dom0(&self, vm: VmId, side: Side) -> bool {
+        self.dom0.as_ref().is_some_and(|d| d.carries(vm, side))
     }
 
     /// Whether workload `w` is dom0's back end threads.
@@ -46,7 +46,7 @@ impl World {
     /// straight out of the VM's own NIC.
     pub(super) fn transmit(&mut self, w: u32, reply: u64, v: VcpuId) {
         let vm = self.workloads[w as usize].vm;
-        if self.through_dom0(vm) {
+        if self.through_dom0(vm, Side::Net) {
             self.account(v);
             self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
             self.dom0_notify(vm, Job::NetTransmit { workload: w, payload: Some(reply) }, Some(v));

@@ -153,7 +153,7 @@ impl World {
             KStep::IoWait { device_ns, irq_vcpu } => {
                 let vm = self.tasks[t as usize].vm;
                 self.tasks[t as usize].io_irq_vcpu = self.vms[vm as usize].first_vcpu + irq_vcpu;
-                if self.through_dom0(vm) {
+                if self.through_dom0(vm, crate::paravirt::xen_split_driver::Side::Block) {
                     self.dom0_notify(vm, crate::paravirt::xen_split_driver::Job::BlockSubmit { task: t, device_ns }, Some(v));
                 } else if self.backend(vm).is_some() {
                     self.backend_submit(vm, t, device_ns, v);
@@ -279,7 +279,7 @@ impl World {
                 self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
                 self.host_exit(v, io_backend::SUBMISSION_EXIT);
                 let (vm, w) = (self.tasks[t as usize].vm, self.tasks[t as usize].workload);
-                if self.through_dom0(vm) {
+                if self.through_dom0(vm, crate::paravirt::xen_split_driver::Side::Net) {
                     // The reply goes out through netback: dom0's CPU and
                     // scheduling, outside the request's latency (counted
                     // when the worker hands it on).

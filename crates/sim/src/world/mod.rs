@@ -719,7 +719,7 @@ impl World {
             Event::IrqRaise(id) => self.irq_arrives(id),
             Event::DeviceDone(t) => {
                 let vm = self.tasks[t as usize].vm;
-                if self.through_dom0(vm) {
+                if self.through_dom0(vm, crate::paravirt::xen_split_driver::Side::Block) {
                     // The disk interrupts dom0, whose blkback responds.
                     self.dom0_notify(vm, crate::paravirt::xen_split_driver::Job::BlockComplete { task: t }, None);
                 } else if self.backend(vm).is_some() {
@@ -813,7 +813,7 @@ impl World {
     /// workload's vCPU, or dom0, whose netback passes it on.
     fn packet_arrives(&mut self, w: u32, payload: u64) {
         let vm = self.workloads[w as usize].vm;
-        if self.through_dom0(vm) {
+        if self.through_dom0(vm, crate::paravirt::xen_split_driver::Side::Net) {
             self.dom0_notify(vm, crate::paravirt::xen_split_driver::Job::NetReceive { workload: w, payload }, None);
         } else {
             let v = self.workloads[w as usize].irq_vcpu;
