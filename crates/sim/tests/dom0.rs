@@ -198,8 +198,10 @@ fn an_event_channel_wakeup_is_processed_on_the_senders_pcpu() {
 
 #[test]
 fn bad_dom0_settings_are_refused_with_their_field() {
-    let e = parse_err(DISK, &["vm[1].dom0.irq_vcpu=1"]);
-    assert!(e.contains("vm[1].dom0.irq_vcpu") && e.contains("1 vCPUs"), "{e}");
+    let e = parse_err(DISK, &["vm[1].dom0.irq_vcpus=[1]"]);
+    assert!(e.contains("vm[1].dom0.irq_vcpus") && e.contains("1 vCPUs"), "{e}");
+    let e = parse_err(DISK, &["vm[1].dom0.irq_vcpus=[]"]);
+    assert!(e.contains("vm[1].dom0.irq_vcpus"), "{e}");
     let e = parse_err(DISK, &["vm[0].pin=[1]"]);
     assert!(e.contains("vm[0].pin") && e.contains("dedicated to dom0"), "{e}");
     let e = parse_err(DISK, &["vm[1].pin=[]"]);

@@ -75,6 +75,8 @@ impl Job {
 pub struct BackendThread {
     /// The dom0 task that runs it.
     pub task: TaskId,
+    /// Engine id of the dom0 vCPU its event channels are bound to.
+    pub evtchn_vcpu: u32,
     /// The semaphore its notifications post (one unit per job).
     pub sem: u32,
     /// Jobs notified, in arrival order.
@@ -99,8 +101,6 @@ pub struct Counters {
 #[derive(Debug, Clone)]
 pub struct SplitDrivers {
     pub vm: VmId,
-    /// Engine id of the dom0 vCPU the event channels are bound to.
-    pub irq_vcpu: u32,
     /// The workload index of the back end threads.
     pub workload: u32,
     pub blkback_ns: u64,
@@ -161,10 +161,9 @@ mod tests {
     use super::*;
 
     fn drivers(blk: u64, net: u64) -> SplitDrivers {
-        let thread = |task, sem| BackendThread { task, sem, jobs: VecDeque::new(), current: None, waiting: false };
+        let thread = |task, sem| BackendThread { task, evtchn_vcpu: 1, sem, jobs: VecDeque::new(), current: None, waiting: false };
         SplitDrivers {
             vm: 1,
-            irq_vcpu: 1,
             workload: 0,
             blkback_ns: blk,
             netback_ns: net,

@@ -91,12 +91,14 @@ pub struct Dom0 {
     /// Tableau paper's "four cores dedicated to dom0", section 7.2).
     #[serde(default = "yes")]
     pub dedicated: bool,
-    /// The dom0 vCPU that takes the event-channel notifications and the
-    /// devices' interrupts: Linux binds a new event channel to vCPU 0
-    /// (bind_evtchn_to_cpu(evtchn, 0) in drivers/xen/events/events_base.c,
-    /// xen_irq_info_common_setup()) until irqbalance moves it.
-    #[serde(default)]
-    pub irq_vcpu: u32,
+    /// The dom0 vCPUs that take the event-channel notifications and the
+    /// devices' interrupts, the k-th guest's on `irq_vcpus[k % len]`. Linux
+    /// binds a new event channel to vCPU 0 (bind_evtchn_to_cpu(evtchn, 0)
+    /// in drivers/xen/events/events_base.c, xen_irq_info_common_setup()),
+    /// the default `[0]`; irqbalance, where it runs in dom0, spreads them
+    /// (e.g. `[0, 1, 2, 3]`).
+    #[serde(default = "vcpu_zero")]
+    pub irq_vcpus: Vec<u32>,
     /// dom0 CPU time (us at capacity 1024) blkback spends on one block
     /// request, taking it off the ring and issuing it; and as much again on
     /// its completion (the response and the notification). No source gives
@@ -113,6 +115,10 @@ pub struct Dom0 {
 
 fn yes() -> bool {
     true
+}
+
+fn vcpu_zero() -> Vec<u32> {
+    vec![0]
 }
 
 /// At `at_ms`, vCPU `vcpu` of the VM may run only on `pcpus` from then on:
@@ -254,8 +260,11 @@ pub(super) fn check_dom0(s: &Scenario) -> Result<(), ScenarioError> {
     if !vm.io_backend.is_none() {
         return Err(err(format!("vm[{d}].io_backend"), "a Xen host has no KVM IO backend threads; dom0's back ends carry the IO"));
     }
-    if cfg.irq_vcpu >= vm.vcpus {
-        return Err(err(format!("{p}.irq_vcpu"), format!("dom0 has {} vCPUs (0 to {})", vm.vcpus, vm.vcpus - 1)));
+    if cfg.irq_vcpus.is_empty() {
+        return Err(err(format!("{p}.irq_vcpus"), "needs at least one dom0 vCPU"));
+    }
+    if let Some(v) = cfg.irq_vcpus.iter().find(|&&v| v >= vm.vcpus) {
+        return Err(err(format!("{p}.irq_vcpus"), format!("vCPU {v}: dom0 has {} vCPUs (0 to {})", vm.vcpus, vm.vcpus - 1)));
     }
     for (f, us) in [("blkback_us", cfg.blkback_us), ("netback_us", cfg.netback_us)] {
         if !(0.0..=1e6).contains(&us) {

@@ -322,10 +322,8 @@ fn build_dom0(scenario: &Scenario, vms: &mut [VmState], tasks: &mut Vec<Task>, w
     let mut ids = Vec::new();
     let mut threads = Vec::new();
     let mut of_vm = vec![[None; 2]; vms.len()];
-    for (vi, vm) in scenario.vms.iter().enumerate() {
-        if vi == d {
-            continue;
-        }
+    for (k, (vi, vm)) in scenario.vms.iter().enumerate().filter(|&(vi, _)| vi != d).enumerate() {
+        let evtchn_vcpu = vms[d].first_vcpu + cfg.irq_vcpus[k % cfg.irq_vcpus.len()];
         for (side, back, device) in [(0, "blkback", DirectDevice::Block), (1, "netback", DirectDevice::Net)] {
             if vm.direct_io.contains(&device) {
                 continue;
@@ -338,7 +336,7 @@ fn build_dom0(scenario: &Scenario, vms: &mut [VmState], tasks: &mut Vec<Task>, w
             tasks.push(Task::new(d as u32, local, widx, threads.len() as u32, format!("{label}/{back}.{}", vm.name), home, None));
             ids.push(id);
             let sem = crate::workloads::Objects::semaphore(&mut VmObjects { sync, vm: d as u32 }, 0);
-            threads.push(BackendThread { task: id, sem, jobs: Default::default(), current: None, waiting: false });
+            threads.push(BackendThread { task: id, evtchn_vcpu, sem, jobs: Default::default(), current: None, waiting: false });
         }
     }
     wls.push(WorkloadState {
@@ -349,7 +347,7 @@ fn build_dom0(scenario: &Scenario, vms: &mut [VmState], tasks: &mut Vec<Task>, w
         rng: stream(scenario.seed, &format!("workload/{label}")),
         metrics: WorkloadMetrics::default(),
         tasks: ids,
-        irq_vcpu: vms[d].first_vcpu + cfg.irq_vcpu,
+        irq_vcpu: vms[d].first_vcpu + cfg.irq_vcpus[0],
         start_ns: 0,
         stop_ns: None,
         client_requests: Vec::new(),
@@ -357,7 +355,6 @@ fn build_dom0(scenario: &Scenario, vms: &mut [VmState], tasks: &mut Vec<Task>, w
     });
     Some(SplitDrivers {
         vm: d as u32,
-        irq_vcpu: vms[d].first_vcpu + cfg.irq_vcpu,
         workload: widx,
         blkback_ns: workloads::us(cfg.blkback_us),
         netback_ns: workloads::us(cfg.netback_us),

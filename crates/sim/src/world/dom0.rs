@@ -30,7 +30,7 @@ impl World {
         if from.is_some() {
             d.counters.notifications_in += 1;
         }
-        let to = d.irq_vcpu;
+        let to = d.threads[th as usize].evtchn_vcpu;
         self.raise_now_from(from, to, irq::Kind::Device, irq::What::Evtchn(th));
     }
 
