@@ -185,7 +185,8 @@ impl Credit {
             .iter()
             .map(|vm| {
                 let cap = match (prm.capped, vm.utilization) {
-                    (true, Some(u)) => (u * 100.0 * vm.vcpus as f64).round() as i64,
+                    // Capped runs cap the guests; dom0 is not a guest.
+                    (true, Some(u)) if vm.dom0.is_none() => (u * 100.0 * vm.vcpus as f64).round() as i64,
                     _ => 0,
                 };
                 Dom { weight: vm.weight as i64, cap, active: Vec::new() }

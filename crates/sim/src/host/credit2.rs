@@ -189,7 +189,8 @@ impl Credit2 {
             .vms
             .iter()
             .map(|vm| match (prm.capped, vm.utilization) {
-                (true, Some(u)) => {
+                // Capped runs cap the guests; dom0 is not a guest.
+                (true, Some(u)) if vm.dom0.is_none() => {
                     // csched2_dom_cntl(): tot_budget = period * cap / 100; the
                     // pool starts full.
                     let cap_percent = (u * 100.0 * vm.vcpus as f64).round() as i64;
