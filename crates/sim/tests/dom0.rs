@@ -230,3 +230,29 @@ fn tableau_dedicates_dom0s_cores_and_dom0_carries_the_reads() {
     assert!(u(&d["block_requests"]) >= 15, "{d}");
     assert!(f(&workload(&s, "guest/seqrd")["latency_ns"]["mean"]) >= 106_000.0);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+    /// On an otherwise idle host with no scheduler or virtualization costs, a
+    /// read through dom0 takes its device time plus blkback's work twice, for
+    /// any of these, whichever Xen policy runs it; and dom0 runs that work (and
+    /// at most one job more, under way when the run ends).
+    #[test]
+    fn a_read_through_dom0_takes_device_time_plus_twice_blkbacks(blk_us in 0u32..50, device_us in 1u32..300, policy in 0usize..3) {
+        let policy = ["credit", "credit2", "rtds"][policy];
+        let text = DISK
+            .replace("blkback_us = 3", &format!("blkback_us = {blk_us}"))
+            .replace("device_us = 100", &format!("device_us = {device_us}"))
+            .replace("[host.credit]", "[host.credit2]\nschedule_us = 0\nwakeup_us = 0\nmigrate_us = 0\n[host.rtds]\nschedule_us = 0\nwakeup_us = 0\nmigrate_us = 0\n[host.credit]");
+        let s = sim(&text, &[&format!("host.policy=\"{policy}\"")], 2);
+        let lat = &workload(&s, "guest/seqrd")["latency_ns"];
+        let want = 1000 * (device_us + 2 * blk_us) as u64;
+        proptest::prop_assert_eq!(u(&lat["max"]), want, "{}", lat);
+        let reads = u(&workload(&s, "guest/seqrd")["completed"]);
+        let issued = u(&vm(&s, "dom0")["dom0"]["block_requests"]);
+        proptest::prop_assert!(issued == reads || issued == reads + 1);
+        // The run may end in the middle of one more job.
+        let (dom0_cpu, done) = (u(&vm(&s, "dom0")["cpu_time_ns"]), 1000 * blk_us as u64 * (issued + reads));
+        proptest::prop_assert!(dom0_cpu >= done && dom0_cpu <= done + 1000 * blk_us as u64, "dom0 ran {} ns for {} ns of jobs", dom0_cpu, done);
+    }
+}
