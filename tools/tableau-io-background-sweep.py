@@ -2,6 +2,7 @@
 """Figs. 5 and 6 against the I/O background's open parameter:
 
     tools/tableau-io-background-sweep.py [--scenario tableau-fig5-bg-io] [--work-us 20 50 100 ...]
+                                         [--backend-us 0 5 ...] [--irq-vcpus 0 0,1,2,3 ...]
                                          [--variants ...] [--seeds 1 2 3]
 
 The paper names the background (`stress -i`, section 7.2) but not how long each
@@ -13,7 +14,15 @@ driver, which the paper does not describe. `tableau-fig6-bg-io` models it as
 `work_us` set to each value (device wait unchanged), per variant and seed, and
 prints the vantage VM's mean and maximum latency (Fig. 6: ping round trip;
 Fig. 5: the redis-cli probe's delay) and the largest background VM's CPU share,
-as a Markdown table."""
+as a Markdown table.
+
+dom0 (the scenarios' last VM) carries the background's block requests and the
+pings; two of its settings are open too and are swept the same way:
+`--backend-us`, the CPU its blkback and netback threads spend per request or
+packet (`vm.dom0.blkback_us` and `netback_us`, set alike), and `--irq-vcpus`,
+the dom0 vCPUs the event channels are bound to (`vm.dom0.irq_vcpus`: `0` is
+Linux's default, `0,1,2,3` what irqbalance would spread them over). The
+table then also gives dom0's CPU time in vCPUs (its CPU time over the run)."""
 from __future__ import annotations
 
 import argparse
@@ -25,10 +34,19 @@ from vmsched.variants import scenario_variants
 SCENARIOS = ("tableau-fig6-bg-io", "tableau-fig5-bg-io")
 
 
+def shown(setting) -> str:
+    """A swept setting as the table shows it: the scenario's own when not swept."""
+    return "scenario's" if setting is None else f"{setting:g}" if isinstance(setting, float) else str(setting)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=SCENARIOS, default=SCENARIOS[0])
     parser.add_argument("--work-us", type=float, nargs="+", default=[20, 50, 100, 200, 300, 500, 1000])
+    parser.add_argument("--backend-us", type=float, nargs="+", default=[None],
+                        help="dom0's blkback and netback CPU per request or packet (default: the scenario's)")
+    parser.add_argument("--irq-vcpus", nargs="+", default=[None],
+                        help="dom0 vCPUs for the event channels, comma-separated, e.g. 0 or 0,1,2,3 (default: the scenario's)")
     parser.add_argument("--variants", nargs="+", default=["credit-uncapped", "credit-capped", "credit2-uncapped"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--duration", default=None, help="simulated time (default: the scenario's 5 s)")
@@ -36,21 +54,31 @@ def main() -> None:
     scenario = api.load_scenario(args.scenario)
     config = api.normalize(scenario)
     variants = {v.name: v.overrides for v in scenario_variants(scenario, config)}
-    background = [i for i, vm in enumerate(config["vm"]) if vm["workload"][0]["kind"] == "disk_read"]
-    print("| variant | work_us | mean latency (ms) | max latency (ms), per seed | largest background share |")
-    print("|---|---|---|---|---|")
+    background = [i for i, vm in enumerate(config["vm"]) if vm.get("workload") and vm["workload"][0]["kind"] == "disk_read"]
+    dom0 = next(i for i, vm in enumerate(config["vm"]) if vm.get("dom0") is not None)
+    print("| variant | work_us | dom0 backend_us | dom0 irq_vcpus | mean latency (ms) | max latency (ms), per seed "
+          "| largest background share | dom0 busy (vCPUs) |")
+    print("|---|---|---|---|---|---|---|---|")
     for variant in args.variants:
         for work_us in args.work_us:
-            means, maxima, shares = [], [], []
-            for seed in args.seeds:
-                overrides = variants[variant] + [f"vm[{i}].workload[0].work_us={work_us:g}" for i in background]
-                summary = api.run(scenario, seed=seed, set=overrides, duration=args.duration, record=False).summary
-                vantage = summary["workloads"][0]["latency_ns"]
-                means.append(vantage["mean"] / 1e6)
-                maxima.append(vantage["max"] / 1e6)
-                shares.append(max(summary["vms"][i]["share"] for i in background))
-            print(f"| {variant} | {work_us:g} | {statistics.fmean(means):.3f} | "
-                  f"{' / '.join(f'{m:.3g}' for m in maxima)} | {max(shares):.2f} |")
+            for backend_us in args.backend_us:
+                for irq in args.irq_vcpus:
+                    dom0_sets = []
+                    if backend_us is not None:
+                        dom0_sets += [f"vm[{dom0}].dom0.blkback_us={backend_us:g}", f"vm[{dom0}].dom0.netback_us={backend_us:g}"]
+                    if irq is not None:
+                        dom0_sets.append(f"vm[{dom0}].dom0.irq_vcpus=[{irq}]")
+                    means, maxima, shares, busy = [], [], [], []
+                    for seed in args.seeds:
+                        overrides = variants[variant] + dom0_sets + [f"vm[{i}].workload[0].work_us={work_us:g}" for i in background]
+                        summary = api.run(scenario, seed=seed, set=overrides, duration=args.duration, record=False).summary
+                        vantage = summary["workloads"][0]["latency_ns"]
+                        means.append(vantage["mean"] / 1e6)
+                        maxima.append(vantage["max"] / 1e6)
+                        shares.append(max(summary["vms"][i]["share"] for i in background))
+                        busy.append(summary["vms"][dom0]["share"])
+                    print(f"| {variant} | {work_us:g} | {shown(backend_us)} | {shown(irq)} | {statistics.fmean(means):.3f} | "
+                          f"{' / '.join(f'{m:.3g}' for m in maxima)} | {max(shares):.2f} | {statistics.fmean(busy):.2f} |")
 
 
 if __name__ == "__main__":

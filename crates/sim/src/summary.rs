@@ -119,6 +119,9 @@ pub fn summarize(w: &World) -> Value {
         if let Some(noise) = w.guest_noise_report(vm_id as u32) {
             vm_json["noise"] = noise;
         }
+        if let Some(d) = w.dom0_report(vm_id as u32) {
+            vm_json["dom0"] = d;
+        }
         vms.push(vm_json);
     }
     let workloads: Vec<Value> = w

@@ -185,7 +185,8 @@ impl Credit {
             .iter()
             .map(|vm| {
                 let cap = match (prm.capped, vm.utilization) {
-                    (true, Some(u)) => (u * 100.0 * vm.vcpus as f64).round() as i64,
+                    // Capped runs cap the guests; dom0 is not a guest.
+                    (true, Some(u)) if vm.dom0.is_none() => (u * 100.0 * vm.vcpus as f64).round() as i64,
                     _ => 0,
                 };
                 Dom { weight: vm.weight as i64, cap, active: Vec::new() }
@@ -672,7 +673,7 @@ impl HostPolicy for Credit {
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let vc = &mut self.vcs[v as usize];
         vc.awake = true;
-        self.costs.charge_wakeup(out, view.now, vc.cpu);
+        self.costs.charge_wakeup(out, view, vc.cpu);
         if vc.parked {
             return;
         }

@@ -189,7 +189,8 @@ impl Credit2 {
             .vms
             .iter()
             .map(|vm| match (prm.capped, vm.utilization) {
-                (true, Some(u)) => {
+                // Capped runs cap the guests; dom0 is not a guest.
+                (true, Some(u)) if vm.dom0.is_none() => {
                     // csched2_dom_cntl(): tot_budget = period * cap / 100; the
                     // pool starts full.
                     let cap_percent = (u * 100.0 * vm.vcpus as f64).round() as i64;
@@ -606,7 +607,7 @@ impl HostPolicy for Credit2 {
     }
 
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
-        self.costs.charge_wakeup(out, view.now, self.vcs[v as usize].cpu);
+        self.costs.charge_wakeup(out, view, self.vcs[v as usize].cpu);
         self.update_load(self.vcs[v as usize].rq, Some(v), 1, view.now);
         self.runq_insert(v);
         self.tickle(view, out, v);

@@ -477,11 +477,17 @@ impl DecisionCosts {
         }
     }
 
-    /// Charges processing a wakeup on `p` at `now`, under `p`'s schedule lock.
-    pub fn charge_wakeup(&mut self, out: &mut HostOut, now: u64, p: PcpuId) {
-        let ns = self.locks.work(p, now, self.wakeup_ns, true, self.max_hold());
+    /// Charges the processing of a wakeup of a vCPU whose pCPU is `p` at
+    /// `view.now`, under the schedule lock of the pCPU that processes it: the
+    /// waker's pCPU when a vCPU sent it (an event-channel notification or an
+    /// IPI: evtchn_send() and vcpu_kick() run vcpu_wake() in the sender's
+    /// hypercall, xen/common/event_channel.c and schedule.c, Xen 4.9), else
+    /// `p` (a timer or device interrupt handled there).
+    pub fn charge_wakeup(&mut self, out: &mut HostOut, view: &HostView, p: PcpuId) {
+        let on = view.waker.unwrap_or(p);
+        let ns = self.locks.work(on, view.now, self.wakeup_ns, true, self.max_hold());
         if ns > 0 {
-            out.charge.push((p, ns));
+            out.charge.push((on, ns));
         }
     }
 
@@ -645,9 +651,19 @@ mod tests {
         out.charge.iter().map(|&(q, ns)| if q == p { ns } else { panic!("charged on {q}, not {p}") }).sum()
     }
 
+    /// A machine of `pcpus` pCPUs with one VM, for views built in tests.
+    fn machine(pcpus: usize) -> Machine {
+        let scenario = crate::parse(&format!("name='t'\nduration_ms=1\n[host]\ncores_per_socket={pcpus}\n[[vm]]\nname='a'\n"), &[]).unwrap();
+        Machine::new(&scenario.host)
+    }
+
+    /// ns charged by a wakeup of a vCPU on `p` from a timer or device (no
+    /// waking vCPU) at `now`.
     fn wake(c: &mut DecisionCosts, now: u64, p: PcpuId) -> u64 {
+        let m = machine(p as usize + 1);
+        let (allowed, running_on) = (vec![vec![true; p as usize + 1]], vec![None; p as usize + 1]);
         let mut out = HostOut::default();
-        c.charge_wakeup(&mut out, now, p);
+        c.charge_wakeup(&mut out, &HostView::new(now, &m, &allowed, &running_on), p);
         out.charge.iter().map(|&(_, ns)| ns).sum()
     }
 
@@ -717,5 +733,19 @@ mod tests {
         let mut c = DecisionCosts::from_us(1.0, 0.0, 0.0, SchedLocks::shared(vec![0, 0, 1, 1]));
         let charged: Vec<u64> = (0..4).map(|p| decide(&mut c, 0, p, false)).collect();
         assert_eq!(charged, vec![1000, 2000, 1000, 2000]);
+    }
+
+    /// A wakeup sent by a vCPU is processed on the sender's pCPU; one from a
+    /// timer or device, on the woken vCPU's.
+    #[test]
+    fn a_wakeup_is_charged_to_the_wakers_pcpu() {
+        let machine = machine(3);
+        let (allowed, running_on) = (vec![vec![true; 3]], vec![None; 3]);
+        let view = HostView::new(0, &machine, &allowed, &running_on);
+        let mut costs = DecisionCosts::from_us(0.0, 2.12, 0.0, SchedLocks::per_pcpu(3));
+        let mut out = HostOut::default();
+        costs.charge_wakeup(&mut out, &view, 1);
+        costs.charge_wakeup(&mut out, &HostView { waker: Some(2), ..view }, 1);
+        assert_eq!(out.charge, vec![(1, 2120), (2, 2120)]);
     }
 }

@@ -192,7 +192,7 @@ impl HostPolicy for Rtds {
         self.update_deadline(v, view.now);
         self.arm_replenishment(out, v);
         let last = self.vcs[v as usize].cpu;
-        self.costs.charge_wakeup(out, view.now, last);
+        self.costs.charge_wakeup(out, view, last);
         if self.has_budget(v) {
             self.runq_insert(v);
             self.tickle(view, out, v, Some(last));

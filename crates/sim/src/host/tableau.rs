@@ -246,7 +246,7 @@ impl HostPolicy for Tableau {
             self.pcpu.curr[p as usize].is_none().then_some(p)
         });
         if let Some(p) = target {
-            self.costs.charge_wakeup(out, view.now, p);
+            self.costs.charge_wakeup(out, view, p);
             out.resched.push(p);
         }
     }

@@ -12,6 +12,7 @@ pub mod ple;
 pub mod pv_spinlock;
 pub mod pv_tlb;
 pub mod sched_yield;
+pub mod xen_split_driver;
 
 use crate::scenario::{HostKvm, Vm};
 pub use halt_poll::{HaltPoll, Poll, Poller};

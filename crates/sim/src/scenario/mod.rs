@@ -388,6 +388,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         }
     }
     check_io_backends(s)?;
+    check_dom0(s)?;
     check_xen(s)?;
     if let Some(paper) = &s.paper {
         check_paper(paper, s)?;

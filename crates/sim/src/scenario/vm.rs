@@ -59,6 +59,66 @@ pub struct Vm {
     /// The host thread that serves the VM's virtqueues (`paravirt::io_backend`).
     #[serde(default, skip_serializing_if = "IoBackend::is_none")]
     pub io_backend: IoBackend,
+    /// `[vm.dom0]`: this VM is Xen's driver domain (dom0), whose Linux
+    /// kernel runs the split drivers' back ends for every other VM
+    /// (`paravirt::xen_split_driver`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dom0: Option<Dom0>,
+    /// The VM's devices assigned to it directly, whose IO bypasses dom0:
+    /// `net` (an SR-IOV virtual function, as the Tableau paper's section 7.4
+    /// gives every VM) and `block`. Without a dom0 VM in the scenario every
+    /// VM's IO is direct.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direct_io: Vec<DirectDevice>,
+}
+
+/// A device kind a VM may have of its own (`direct_io`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DirectDevice {
+    Net,
+    Block,
+}
+
+/// `[vm.dom0]`: the VM is dom0. Each other VM whose IO is not direct gets two
+/// kernel threads in it, a blkback and a netback, which carry its block
+/// requests and its packets (`paravirt::xen_split_driver`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Dom0 {
+    /// dom0's pCPUs are its own: a VM with neither `pin` nor `cpus` may run
+    /// only on the other pCPUs (xl.cfg's `cpus=` of every guest, as the
+    /// Tableau paper's "four cores dedicated to dom0", section 7.2).
+    #[serde(default = "yes")]
+    pub dedicated: bool,
+    /// The dom0 vCPUs that take the event-channel notifications and the
+    /// devices' interrupts, the k-th guest's on `irq_vcpus[k % len]`. Linux
+    /// binds a new event channel to vCPU 0 (bind_evtchn_to_cpu(evtchn, 0)
+    /// in drivers/xen/events/events_base.c, xen_irq_info_common_setup()),
+    /// the default `[0]`; irqbalance, where it runs in dom0, spreads them
+    /// (e.g. `[0, 1, 2, 3]`).
+    #[serde(default = "vcpu_zero")]
+    pub irq_vcpus: Vec<u32>,
+    /// dom0 CPU time (us at capacity 1024) blkback spends on one block
+    /// request, taking it off the ring and issuing it; and as much again on
+    /// its completion (the response and the notification). No source gives
+    /// it for the papers' hosts: 0 keeps only the path's scheduling and
+    /// notifications; sweep it (tools/tableau-io-background-sweep.py).
+    #[serde(default)]
+    pub blkback_us: f64,
+    /// dom0 CPU time (us at capacity 1024) netback spends on one packet,
+    /// each way (the grant copy to or from the guest's ring). Open like
+    /// `blkback_us`.
+    #[serde(default)]
+    pub netback_us: f64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn vcpu_zero() -> Vec<u32> {
+    vec![0]
 }
 
 /// At `at_ms`, vCPU `vcpu` of the VM may run only on `pcpus` from then on:
@@ -168,4 +228,80 @@ pub(super) fn check_io_backends(s: &Scenario) -> Result<(), ScenarioError> {
         }
     }
     Ok(())
+}
+
+/// dom0: one at most, on pCPUs of its own, on a Xen host; a VM's IO is
+/// direct only where a dom0 could carry it.
+pub(super) fn check_dom0(s: &Scenario) -> Result<(), ScenarioError> {
+    let dom0s: Vec<usize> = (0..s.vms.len()).filter(|&i| s.vms[i].dom0.is_some()).collect();
+    if let Some(&second) = dom0s.get(1) {
+        return Err(err(format!("vm[{second}].dom0"), format!("vm[{}] is dom0 already; a host has one", dom0s[0])));
+    }
+    let Some(&d) = dom0s.first() else {
+        if let Some(i) = s.vms.iter().position(|vm| !vm.direct_io.is_empty()) {
+            return Err(err(format!("vm[{i}].direct_io"), "no VM is dom0 (`[vm.dom0]`), so every VM's IO is direct already"));
+        }
+        return Ok(());
+    };
+    let vm = &s.vms[d];
+    let cfg = vm.dom0.as_ref().expect("dom0");
+    let p = format!("vm[{d}].dom0");
+    let xen = match s.host.policy {
+        HostPolicyKind::Credit | HostPolicyKind::Credit2 | HostPolicyKind::Rtds | HostPolicyKind::Tableau => true,
+        HostPolicyKind::Irs => s.host.irs.base == crate::host::irs::HookBase::Credit,
+        _ => false,
+    };
+    if !xen {
+        return Err(err(p, "dom0 is Xen's driver domain: the host policy must be a Xen one (credit, credit2, rtds, tableau, or irs on credit)"));
+    }
+    if !vm.direct_io.is_empty() {
+        return Err(err(format!("vm[{d}].direct_io"), "dom0 owns the devices; direct_io is for the other VMs"));
+    }
+    if !vm.io_backend.is_none() {
+        return Err(err(format!("vm[{d}].io_backend"), "a Xen host has no KVM IO backend threads; dom0's back ends carry the IO"));
+    }
+    if cfg.irq_vcpus.is_empty() {
+        return Err(err(format!("{p}.irq_vcpus"), "needs at least one dom0 vCPU"));
+    }
+    if let Some(v) = cfg.irq_vcpus.iter().find(|&&v| v >= vm.vcpus) {
+        return Err(err(format!("{p}.irq_vcpus"), format!("vCPU {v}: dom0 has {} vCPUs (0 to {})", vm.vcpus, vm.vcpus - 1)));
+    }
+    for (f, us) in [("blkback_us", cfg.blkback_us), ("netback_us", cfg.netback_us)] {
+        if !(0.0..=1e6).contains(&us) {
+            return Err(err(format!("{p}.{f}"), "must be between 0 and 1e6 us (a second of CPU per request)"));
+        }
+    }
+    if cfg.dedicated {
+        if vm.pin.is_empty() && vm.cpus.is_empty() {
+            return Err(err(format!("{p}.dedicated"), "dom0 needs pCPUs of its own: give it `pin` (one pCPU per vCPU) or `cpus`"));
+        }
+        let own = dom0_pcpus(vm);
+        let total = s.host.sockets * s.host.cores_per_socket * s.host.threads_per_core;
+        if own.len() as u32 >= total {
+            return Err(err(format!("{p}.dedicated"), "dom0's pCPUs are all the host has; no pCPU is left for the other VMs"));
+        }
+        for (i, other) in s.vms.iter().enumerate().filter(|&(i, _)| i != d) {
+            for (f, list) in [("pin", &other.pin), ("cpus", &other.cpus)] {
+                if let Some(c) = list.iter().find(|c| own.contains(c)) {
+                    return Err(err(format!("vm[{i}].{f}"), format!("pCPU {c} is dedicated to dom0 (vm[{d}].dom0.dedicated)")));
+                }
+            }
+        }
+    }
+    if s.host.policy == HostPolicyKind::Tableau {
+        // The planner maps a vCPU with U = 1 to a dedicated core, the last
+        // guest cores in order (vmsched_plan::planner): dom0's pins must be
+        // those, or its table slots and its affinity would disagree.
+        let total = s.host.sockets * s.host.cores_per_socket * s.host.threads_per_core;
+        let want: Vec<u32> = (total - vm.vcpus..total).collect();
+        if vm.utilization != Some(1.0) || vm.pin != want {
+            return Err(err(format!("vm[{d}].pin"), format!("under tableau dom0 takes whole cores: set utilization = 1.0 and pin = {want:?} (the cores the planner dedicates)")));
+        }
+    }
+    Ok(())
+}
+
+/// The pCPUs dom0's vCPUs may use.
+pub fn dom0_pcpus(vm: &Vm) -> Vec<u32> {
+    if vm.pin.is_empty() { vm.cpus.clone() } else { vm.pin.clone() }
 }

@@ -133,6 +133,11 @@ pub enum IrqAction {
     Nothing,
     /// Wake one waiter of the semaphore (a queued request).
     SemUp(u32),
+    /// Send a reply from the guest kernel (a ping's echo reply); the engine
+    /// calls `Program::transmitted` with this payload when it leaves the
+    /// host: at once with a device of the VM's own, after dom0's netback
+    /// otherwise (`paravirt::xen_split_driver`).
+    Transmit(u64),
 }
 
 pub trait Program {
@@ -151,6 +156,8 @@ pub trait Program {
     fn on_irq(&mut self, _payload: u64, _cx: &mut Cx) -> IrqAction {
         IrqAction::Nothing
     }
+    /// A reply sent with `IrqAction::Transmit(payload)` left the host.
+    fn transmitted(&mut self, _payload: u64, _cx: &mut Cx) {}
 }
 
 /// A thread of a workload as the engine should create it.

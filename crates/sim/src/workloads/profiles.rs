@@ -129,6 +129,30 @@ pub const PROFILES: &[WorkloadProfile] = &[
         description: "TailBench Masstree (mttest_integrated -jN mycsba masstree) in the harness's integrated mode: N server threads take generation times from one Poisson schedule and sleep until them (kind tailbench). 1000 requests/s and one thread are the TailBench masstree/run.sh defaults (TBENCH_QPS=1000, NTHREADS=1); the vSched paper gives neither its QPS (only that it was reduced, 2.3) nor its thread count, so scenarios sweep both. Service 0.36 ms, constant: vSched Table 3's p95 service time without BVS or best-effort tasks (0.32-0.39 ms across its settings, so the distribution is narrow); the shape of the distribution below its p95 is not published in the vSched paper",
         settings: &[("kind", "'tailbench'"), ("threads", "1"), ("rate_per_s", "1000.0"), ("work_us", "360.0"), ("work_dist", "'constant'")],
     },
+    // The background and probe programs of the Tableau paper (EuroSys'18,
+    // sections 7.2-7.4), from the source of the tool each names: stress 1.0.4
+    // (Waterland, stress.c: one forked worker per count of an option, each in
+    // an endless loop) and redis-cli (src/redis-cli.c, intrinsicLatencyMode()).
+    WorkloadProfile {
+        name: "stress-io",
+        description: "stress -i, the Tableau paper's I/O-intensive background (sections 7.2-7.3): one worker calling sync() in an endless loop (stress.c hogio()), so it blocks on the disk and wakes again over and over. The CPU of one sync() and the disk's flush time are not given by stress or the paper: 20 us and 100 us are assumptions, swept in docs/tableau.md (tools/tableau-io-background-sweep.py)",
+        settings: &[("kind", "'disk_read'"), ("threads", "1"), ("work_us", "20.0"), ("device_us", "100.0")],
+    },
+    WorkloadProfile {
+        name: "stress-cpu",
+        description: "stress -c, the Tableau paper's CPU-intensive background (section 7.3): one worker computing sqrt(rand()) in an endless loop (stress.c hogcpu()): CPU-bound, never blocks",
+        settings: &[("kind", "'hog'"), ("threads", "1")],
+    },
+    WorkloadProfile {
+        name: "stress-vm",
+        description: "stress --vm, the cache-thrashing background of the Tableau paper's Fig. 8 (section 7.4: 'fully CPU-bound'): one worker that mallocs --vm-bytes (default 256 MiB), writes then reads one byte every --vm-stride (default 4096) bytes and frees it, endlessly (stress.c hogvm(), stress(1)): CPU-bound, its working set far beyond any cache",
+        settings: &[("kind", "'hog'"), ("threads", "1"), ("working_set_kb", "262144.0")],
+    },
+    WorkloadProfile {
+        name: "redis-intrinsic-latency",
+        description: "redis-cli --intrinsic-latency, the Tableau paper's Fig. 5 probe (section 7.3): a tight CPU-bound loop that takes the time around a short computation and reports the largest gap (redis-cli.c intrinsicLatencyMode()), run at the highest SCHED_FIFO priority (section 7.3) so that only the VM scheduler delays it",
+        settings: &[("kind", "'latency_probe'"), ("threads", "1"), ("policy", "'fifo'"), ("rt_priority", "99")],
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static WorkloadProfile> {

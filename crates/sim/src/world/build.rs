@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 
 use super::record::{Recorder, TableSink};
 use crate::paravirt::io_backend::Backend;
+use crate::paravirt::xen_split_driver::{BackendThread, SplitDrivers};
 use crate::paravirt::ple::Ple;
 use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState, World};
@@ -18,7 +19,7 @@ use crate::rng::stream;
 use crate::guest::GuestPolicy;
 use crate::host::{Affinity, HostPolicy};
 use crate::registry;
-use crate::scenario::{BandwidthScope, Guest, Scenario, WorkloadKind};
+use crate::scenario::{BandwidthScope, DirectDevice, Guest, Scenario, WorkloadKind};
 use crate::sync::{SyncObjects, VmObjects};
 use crate::workloads::{self, WorkloadMetrics};
 
@@ -49,6 +50,11 @@ impl World {
         let mut weights = Vec::new();
         let mut initial_cpu = Vec::new();
         let mut groups = Vec::new();
+        // The pCPUs a VM without pins may use when dom0 has its own.
+        let beside_dom0 = scenario.vms.iter().find(|vm| vm.dom0.as_ref().is_some_and(|d| d.dedicated)).map(|d| {
+            let own = crate::scenario::dom0_pcpus(d);
+            Affinity::only((0..np).filter(|p| !own.contains(p)).collect())
+        });
         for (vi, vm) in scenario.vms.iter().enumerate() {
             let first = vcpus.len() as u32;
             // One shared list for the VM's vCPUs.
@@ -58,6 +64,8 @@ impl World {
                     Affinity::only(vec![vm.pin[i as usize]])
                 } else if !vm.cpus.is_empty() {
                     vm_cpus.get_or_insert_with(|| Affinity::only(vm.cpus.clone())).clone()
+                } else if let (Some(rest), None) = (&beside_dom0, &vm.dom0) {
+                    rest.clone()
                 } else {
                     Affinity::Any
                 };
@@ -248,6 +256,7 @@ impl World {
                 placement: Default::default(),
             });
         }
+        let dom0 = build_dom0(&scenario, &mut vms, &mut tasks, &mut wls, &mut sync);
         let entitlements = super::record::entitlements(&scenario, &allowed[..guest_vcpus as usize], np);
         for (vm, e) in vms.iter_mut().zip(entitlements) {
             vm.entitlement = e;
@@ -290,6 +299,7 @@ impl World {
             stop: opts.stop.clone(),
             guest_vcpus,
             backends,
+            dom0,
             host_out: Default::default(),
             machine,
             scenario,
@@ -332,6 +342,61 @@ impl World {
             self.schedule(self.sample_ns, Event::Sample);
         }
     }
+}
+
+/// dom0's back end threads (`paravirt::xen_split_driver`): a blkback and a
+/// netback kernel thread in dom0 for each other VM, but for the devices it
+/// has of its own (`direct_io`),
+/// as one more workload of dom0, started with the others at time 0.
+fn build_dom0(scenario: &Scenario, vms: &mut [VmState], tasks: &mut Vec<Task>, wls: &mut Vec<WorkloadState>, sync: &mut SyncObjects) -> Option<SplitDrivers> {
+    let d = scenario.vms.iter().position(|vm| vm.dom0.is_some())?;
+    let cfg = scenario.vms[d].dom0.as_ref().expect("dom0");
+    let widx = wls.len() as u32;
+    let label = format!("{}/backends", vms[d].name);
+    let nv = vms[d].nv as usize;
+    let mut ids = Vec::new();
+    let mut threads = Vec::new();
+    let mut of_vm = vec![[None; 2]; vms.len()];
+    for (k, (vi, vm)) in scenario.vms.iter().enumerate().filter(|&(vi, _)| vi != d).enumerate() {
+        let evtchn_vcpu = vms[d].first_vcpu + cfg.irq_vcpus[k % cfg.irq_vcpus.len()];
+        for (side, back, device) in [(0, "blkback", DirectDevice::Block), (1, "netback", DirectDevice::Net)] {
+            if vm.direct_io.contains(&device) {
+                continue;
+            }
+            let local = vms[d].guest.add_task(crate::scenario::Policy::Normal, 0, vec![true; nv]);
+            let id = tasks.len() as u32;
+            vms[d].tasks.push(id);
+            let home = vms[d].first_vcpu + vms[d].guest.task_cpu(local);
+            of_vm[vi][side] = Some(threads.len() as u32);
+            tasks.push(Task::new(d as u32, local, widx, threads.len() as u32, format!("{label}/{back}.{}", vm.name), home, None));
+            ids.push(id);
+            let sem = crate::workloads::Objects::semaphore(&mut VmObjects { sync, vm: d as u32 }, 0);
+            threads.push(BackendThread { task: id, evtchn_vcpu, sem, jobs: Default::default(), current: None, waiting: false });
+        }
+    }
+    wls.push(WorkloadState {
+        name: label.clone(),
+        kind: "xen_backend",
+        vm: d as u32,
+        program: None,
+        rng: stream(scenario.seed, &format!("workload/{label}")),
+        metrics: WorkloadMetrics::default(),
+        tasks: ids,
+        irq_vcpu: vms[d].first_vcpu + cfg.irq_vcpus[0],
+        start_ns: 0,
+        stop_ns: None,
+        client_requests: Vec::new(),
+        placement: Default::default(),
+    });
+    Some(SplitDrivers {
+        vm: d as u32,
+        workload: widx,
+        blkback_ns: workloads::us(cfg.blkback_us),
+        netback_ns: workloads::us(cfg.netback_us),
+        of_vm,
+        threads,
+        counters: Default::default(),
+    })
 }
 
 impl Vcpu {

@@ -38,6 +38,7 @@ impl World {
             }
             let step = match self.tasks[t as usize].kseq.pop_front() {
                 Some(s) => s,
+                None if self.is_dom0_backend(self.tasks[t as usize].workload) => KStep::Op(self.dom0_op(t, v)),
                 None if self.workloads[self.tasks[t as usize].workload as usize].program.is_none() => KStep::Op(self.own_op(t)),
                 None => {
                     let w = self.tasks[t as usize].workload;
@@ -166,7 +167,9 @@ impl World {
             KStep::IoWait { device_ns, irq_vcpu } => {
                 let vm = self.tasks[t as usize].vm;
                 self.tasks[t as usize].io_irq_vcpu = self.vms[vm as usize].first_vcpu + irq_vcpu;
-                if self.backend(vm).is_some() {
+                if self.through_dom0(vm, crate::paravirt::xen_split_driver::Side::Block) {
+                    self.dom0_notify(vm, crate::paravirt::xen_split_driver::Job::BlockSubmit { task: t, device_ns }, Some(v));
+                } else if self.backend(vm).is_some() {
                     self.backend_submit(vm, t, device_ns, v);
                 } else {
                     self.schedule(self.now + device_ns, Event::DeviceDone(t));
@@ -312,6 +315,13 @@ impl World {
                 self.account(v);
                 self.vcpus[v as usize].overhead += self.ov.vm_exit_ns;
                 self.host_exit(v, io_backend::SUBMISSION_EXIT);
+                let (vm, w) = (self.tasks[t as usize].vm, self.tasks[t as usize].workload);
+                if self.through_dom0(vm, crate::paravirt::xen_split_driver::Side::Net) {
+                    // The reply goes out through netback: dom0's CPU and
+                    // scheduling, outside the request's latency (counted
+                    // when the worker hands it on).
+                    self.dom0_notify(vm, crate::paravirt::xen_split_driver::Job::NetTransmit { workload: w, payload: None }, Some(v));
+                }
                 true
             }
             Op::Sleep(ns) => {

@@ -38,6 +38,9 @@ pub enum What {
     Activation,
     /// A guest policy's own IPI, with its payload.
     Payload(u64),
+    /// An event channel of dom0's back end thread (its index): a guest's
+    /// notification, or the device interrupt of a request it carries.
+    Evtchn(u32),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -54,9 +57,16 @@ impl World {
     /// A device or timer interrupt raised by the event being handled reaches
     /// its vCPU at once (no event needed in between).
     pub(super) fn raise_now(&mut self, to: VcpuId, kind: Kind, what: What) {
-        let to = self.delivery(to, kind, None);
-        self.vcpu_wake_from_halt(to, None);
-        let irq = Irq { to, kind, what, from: None, sent_ns: self.now, raised_ns: self.now };
+        self.raise_now_from(None, to, kind, what);
+    }
+
+    /// [`World::raise_now`] sent by running vCPU `from` (an event-channel
+    /// notification), whose pCPU wakes `to` if it is halted: Xen's
+    /// evtchn_send() runs vcpu_wake() in the sender's hypercall.
+    pub(super) fn raise_now_from(&mut self, from: Option<VcpuId>, to: VcpuId, kind: Kind, what: What) {
+        let to = self.delivery(to, kind, from);
+        self.vcpu_wake_from_halt(to, from);
+        let irq = Irq { to, kind, what, from, sent_ns: self.now, raised_ns: self.now };
         let vc = &self.vcpus[to as usize];
         let (vm, free) = (vc.vm, vc.in_handler.is_none() && vc.pending.is_empty() && vc.overhead == 0);
         if self.ov.irq_handler_ns == 0 && free && self.host_state(to) == HostState::Running {
@@ -198,10 +208,13 @@ impl World {
             What::Wake(t) => self.wake_task(t, Some(v), false),
             What::Workload(w, payload) => {
                 let (program, mut cx) = self.cx_for(w);
-                if let IrqAction::SemUp(s) = program.on_irq(payload, &mut cx) {
-                    self.sem_up_from_irq(s, v);
+                match program.on_irq(payload, &mut cx) {
+                    IrqAction::SemUp(s) => self.sem_up_from_irq(s, v),
+                    IrqAction::Transmit(reply) => self.transmit(w, reply, v),
+                    IrqAction::Nothing => {}
                 }
             }
+            What::Evtchn(th) => self.backend_notified(th, v),
             What::Activation => {
                 let (vm, local) = (self.vcpus[v as usize].vm, self.vcpus[v as usize].local);
                 let acts = with_guest!(self, vm, |g, view| g.on_activation(&view, local));

@@ -13,6 +13,7 @@
 
 mod build;
 pub mod cache;
+mod dom0;
 mod exec;
 mod guarantees;
 mod guest_glue;
@@ -344,6 +345,8 @@ pub struct World {
     guest_vcpus: u32,
     /// Each VM's IO backend thread, if it has one.
     backends: Vec<Option<Backend>>,
+    /// dom0 and its back end threads, if a VM is dom0.
+    dom0: Option<crate::paravirt::xen_split_driver::SplitDrivers>,
     /// The host policy's requests of the call under way (kept between calls
     /// so that their buffers are not allocated anew each time).
     host_out: crate::host::HostOut,
@@ -733,7 +736,10 @@ impl World {
             Event::IrqRaise(id) => self.irq_arrives(id),
             Event::DeviceDone(t) => {
                 let vm = self.tasks[t as usize].vm;
-                if self.backend(vm).is_some() {
+                if self.through_dom0(vm, crate::paravirt::xen_split_driver::Side::Block) {
+                    // The disk interrupts dom0, whose blkback responds.
+                    self.dom0_notify(vm, crate::paravirt::xen_split_driver::Job::BlockComplete { task: t }, None);
+                } else if self.backend(vm).is_some() {
                     self.backend_complete(vm, t);
                 } else {
                     let v = self.tasks[t as usize].io_irq_vcpu;
@@ -796,8 +802,7 @@ impl World {
         }
         let (program, mut cx) = self.cx_for(w);
         if let Some((delay, payload)) = program.arrival(&mut cx) {
-            let v = self.workloads[w as usize].irq_vcpu;
-            self.raise_now(v, irq::Kind::Device, irq::What::Workload(w, payload));
+            self.packet_arrives(w, payload);
             self.schedule(self.now + delay, Event::Arrival(w));
         }
         self.schedule_client_requests(w);
@@ -819,8 +824,19 @@ impl World {
         if self.workloads[w as usize].stop_ns.is_some_and(|stop| self.now >= stop) {
             return;
         }
-        let v = self.workloads[w as usize].irq_vcpu;
-        self.raise_now(v, irq::Kind::Device, irq::What::Workload(w, self.now));
+        self.packet_arrives(w, self.now);
+    }
+
+    /// A packet for workload `w` reaches the host's NIC: it interrupts the
+    /// workload's vCPU, or dom0, whose netback passes it on.
+    fn packet_arrives(&mut self, w: u32, payload: u64) {
+        let vm = self.workloads[w as usize].vm;
+        if self.through_dom0(vm, crate::paravirt::xen_split_driver::Side::Net) {
+            self.dom0_notify(vm, crate::paravirt::xen_split_driver::Job::NetReceive { workload: w, payload }, None);
+        } else {
+            let v = self.workloads[w as usize].irq_vcpu;
+            self.raise_now(v, irq::Kind::Device, irq::What::Workload(w, payload));
+        }
     }
 
     fn start_workload(&mut self, w: u32) {
