@@ -22,6 +22,7 @@
 
 use std::collections::VecDeque;
 
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::linux::{LinuxHooks, LinuxKernel};
@@ -29,6 +30,35 @@ use super::{GuestAct, GuestPolicy, GuestView, Hardware, HostState, OwnThread};
 use crate::host::{Hcall, IrqKind};
 use crate::scenario::Policy;
 use crate::workloads::Op;
+
+/// `[vm.guest.irs]`: the migrator thread's scheduling class. The paper
+/// calls it "a system-wide kernel thread" that "borrows the idea from
+/// existing migration function `migration_cpu_stop`" (section 4.2) and
+/// gives no priority. The default is what Linux gave its own migration
+/// threads before the stop class (2.6.37): SCHED_FIFO at MAX_RT_PRIO-1
+/// (`migration_call()`, kernel/sched.c), so the migrator runs as soon as
+/// its vCPU does. `normal` is a kthread_create() thread's default
+/// (SCHED_NORMAL, nice 0), which waits its turn among the vCPU's tasks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IrsGuestParams {
+    #[serde(default = "migrator_policy")]
+    pub migrator_policy: Policy,
+}
+
+fn migrator_policy() -> Policy {
+    Policy::Fifo
+}
+
+impl Default for IrsGuestParams {
+    fn default() -> Self {
+        IrsGuestParams { migrator_policy: migrator_policy() }
+    }
+}
+
+/// MAX_RT_PRIO - 1, the RT priority of Linux's migration threads before
+/// the stop class.
+const MIGRATOR_RT_PRIORITY: u32 = 99;
 
 /// A task the context switcher marked migrating.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +71,8 @@ struct Migrating {
 
 #[derive(Debug, Default)]
 pub struct IrsGuest {
+    /// The migrator thread's scheduling class.
+    migrator_policy: Policy,
     /// Tasks moved off a preempted vCPU (until they next sleep).
     tagged: Vec<bool>,
     /// The migrator kernel thread (VM-local task).
@@ -58,6 +90,10 @@ pub struct IrsGuest {
 }
 
 impl IrsGuest {
+    pub fn new(p: &IrsGuestParams) -> Self {
+        IrsGuest { migrator_policy: p.migrator_policy, ..Default::default() }
+    }
+
     fn tagged(&self, t: Option<u32>) -> bool {
         t.is_some_and(|t| self.tagged.get(t as usize).copied().unwrap_or(false))
     }
@@ -129,12 +165,12 @@ impl LinuxHooks for IrsGuest {
         "irs"
     }
 
-    /// The migrator: a kernel thread (kthread_create(), SCHED_NORMAL at nice
-    /// 0 as kthreadd's children are) that may run on any vCPU (section 4.2:
-    /// it "need not require to run on the vCPU from where the task is
-    /// migrated").
+    /// The migrator: a kernel thread of the class `[vm.guest.irs]` names
+    /// that may run on any vCPU (section 4.2: it "need not require to run
+    /// on the vCPU from where the task is migrated").
     fn own_threads(&mut self, k: &mut LinuxKernel) -> Vec<OwnThread> {
-        let local = k.add_task(Policy::Normal, 0, vec![true; k.nr_vcpus() as usize]);
+        let rt_priority = if matches!(self.migrator_policy, Policy::Fifo | Policy::Rr) { MIGRATOR_RT_PRIORITY } else { 0 };
+        let local = k.add_task(self.migrator_policy, rt_priority, vec![true; k.nr_vcpus() as usize]);
         self.migrator = Some(local);
         vec![OwnThread { local, name: "irs-migrator".into() }]
     }
