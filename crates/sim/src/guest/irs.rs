@@ -248,7 +248,6 @@ impl LinuxHooks for IrsGuest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Policy;
 
     /// Four vCPUs, each running one task (vCPU 3 none); `t` is the task on
     /// vCPU 0 that the migrator moves.
@@ -288,6 +287,22 @@ mod tests {
         assert_eq!(IrsGuest::migration_target(&mut k, &view, 0, t).0, Some(2));
         let view = GuestView { now: 8_000_000, host_state: &states, preempted: &[false; 4], steal_published: &[0, 3_000_000, 5_000_000, 0] };
         assert_eq!(IrsGuest::migration_target(&mut k, &view, 0, t).0, Some(1));
+    }
+
+    /// The migrator is registered once, in the class `[vm.guest.irs]`
+    /// names: SCHED_FIFO at 99 unless set otherwise.
+    #[test]
+    fn the_migrator_thread_has_the_configured_class() {
+        for (text, policy, prio) in [("", Policy::Fifo, 99), ("migrator_policy = \"normal\"", Policy::Normal, 0)] {
+            let params: IrsGuestParams = toml::from_str(text).unwrap();
+            let mut k = LinuxKernel::new(&toml::from_str("").unwrap(), 4);
+            let mut irs = IrsGuest::new(&params);
+            let own = irs.own_threads(&mut k);
+            assert_eq!(own.len(), 1);
+            let task = k.task(own[0].local);
+            assert_eq!((task.policy, task.rt_priority), (policy, prio));
+            assert!(task.allowed.iter().all(|&a| a));
+        }
     }
 
     /// Line 23: no target when every sibling is preempted.
