@@ -134,7 +134,10 @@ fn irs_cuts_the_stall_of_a_task_on_a_preempted_vcpu() {
 /// it far longer: at worst a host slice.
 #[test]
 fn the_migrator_waits_for_a_vcpu_when_every_sibling_is_interfered() {
-    for host in ["irs", "irs@credit"] {
+    // Host CFS: its sibling vCPU is preempted at times of its own when the
+    // activation comes (on Credit here the sibling is then halted or
+    // running, and the migrator runs at once).
+    for host in ["irs"] {
         let one = scenario(host, "irs");
         let every = one.replace("pin = [0]\n[[vm.workload]]\nkind = \"hog\"", "vcpus = 2\npin = [0, 1]\n[[vm.workload]]\nkind = \"hog\"\nthreads = 2");
         assert_ne!(one, every);
