@@ -238,7 +238,9 @@ impl LinuxHooks for IrsGuest {
             "migrator": {
                 "moved": self.moved,
                 "kept": self.kept,
-                "mean_wait_us": if placed > 0 { self.wait_ns as f64 / placed as f64 / 1e3 } else { 0.0 },
+                // Whole nanoseconds, so the figure is short enough to read
+                // back exactly from JSON.
+                "mean_wait_us": if placed > 0 { (self.wait_ns / placed) as f64 / 1e3 } else { 0.0 },
                 "max_wait_us": self.max_wait_ns as f64 / 1e3,
             }
         })
