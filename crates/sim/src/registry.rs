@@ -185,7 +185,7 @@ pub fn guest_policy(guest: &Guest, vcpus: u32) -> Box<dyn GuestPolicy> {
     match guest.policy {
         GuestPolicyKind::Linux => Box::new(GuestLinux::new(guest, vcpus)),
         GuestPolicyKind::Vsched => Box::new(GuestLinux::with_hooks(guest, vcpus, Vsched::new(&guest.vsched, vcpus))),
-        GuestPolicyKind::Irs => Box::new(GuestLinux::with_hooks(guest, vcpus, IrsGuest::default())),
+        GuestPolicyKind::Irs => Box::new(GuestLinux::with_hooks(guest, vcpus, IrsGuest::new(&guest.irs))),
     }
 }
 

@@ -43,6 +43,9 @@ pub struct GTask {
     pub util: Pelt,
     pub rr_left: u64,
     pub migrations: u64,
+    /// Marked migrating by IRS's context switcher: the vruntime lag it left
+    /// its runqueue with, until the migrator places it.
+    migrating_lag: Option<i64>,
 }
 
 impl GTask {
@@ -69,9 +72,6 @@ struct GuestRq {
     irq: Pelt,
     capacity: u32,
     next_balance: [u64; 2],
-    /// The vCPU switches its task out to hand its pCPU back (IRS's context
-    /// switcher): its next pick goes idle without a newidle balance.
-    leaving: bool,
 }
 
 /// The RT class's FIFO lists of one runqueue, by priority, highest first.
@@ -497,10 +497,36 @@ impl LinuxKernel {
         self.ents[t as usize].vruntime = base.saturating_add(lag).max(0) as u64;
     }
 
+    /// check_preempt_curr(): whether `t`, just queued on `v`, preempts the
+    /// task running there (an idle `v` always).
+    fn check_preempt_curr(&mut self, t: u32, v: u32) -> bool {
+        let Some(c) = self.rqs[v as usize].curr else { return true };
+        let (curr, task) = (&self.tasks[c as usize], &self.tasks[t as usize]);
+        if task.is_rt() {
+            return !curr.is_rt() || curr.rt_priority < task.rt_priority;
+        }
+        let (cp, tp) = (curr.policy, task.policy);
+        if curr.is_rt() {
+            false
+        } else if cp == Policy::Idle && tp != Policy::Idle {
+            true
+        } else if tp == Policy::Idle && cp != Policy::Idle {
+            false
+        } else {
+            self.rqs[v as usize].cfs.wakeup_preempts(&mut self.ents, t, &self.tun)
+        }
+    }
+
     fn move_queued(&mut self, view: &GuestView, t: u32, from: u32, to: u32) {
         self.update_clock(view, from);
         let lag = self.lag(t, from);
         self.dequeue(t, false);
+        self.attach(view, t, to, lag);
+    }
+
+    /// The enqueue half of move_queued_task(): `t`, on no runqueue, joins
+    /// `to`'s with its vruntime re-based by `lag` (no wakeup placement).
+    fn attach(&mut self, view: &GuestView, t: u32, to: u32, lag: i64) {
         self.update_clock(view, to);
         self.apply_lag(t, to, lag);
         let task = &mut self.tasks[t as usize];
@@ -520,6 +546,21 @@ impl LinuxKernel {
         }
     }
 
+    /// The task was switched out by `detach_curr()` and not
+    /// yet placed.
+    pub fn is_migrating(&self, t: u32) -> bool {
+        self.tasks[t as usize].migrating_lag.is_some()
+    }
+
+    /// __migrate_task() of IRS's migrator for a task marked migrating: it
+    /// joins `to`'s runqueue, and check_preempt_curr() tells whether it
+    /// preempts the task running there (an idle `to` always).
+    pub fn attach_migrating(&mut self, view: &GuestView, t: u32, to: u32) -> bool {
+        let lag = self.tasks[t as usize].migrating_lag.take().expect("task marked migrating");
+        self.attach(view, t, to, lag);
+        self.check_preempt_curr(t, to)
+    }
+
     /// load_balance() toward `v`: pull one task from the busiest vCPU of the
     /// span when that reduces the imbalance in runnable tasks.
     fn balance(&mut self, view: &GuestView, v: u32, span: &[u32]) -> bool {
@@ -533,13 +574,6 @@ impl LinuxKernel {
         let Some(t) = self.pullable(b, v) else { return false };
         self.move_queued(view, t, b, v);
         this == 0
-    }
-
-    /// `v` is handing its pCPU back after switching its task out: its next
-    /// pick idles without pulling (cleared at its next tick, should no pick
-    /// follow).
-    pub fn leave_without_balancing(&mut self, v: u32) {
-        self.rqs[v as usize].leaving = true;
     }
 
     /// The highest class's pick on `v`: the RT list head, else the fair
@@ -577,7 +611,7 @@ impl GuestPolicy for LinuxKernel {
         let cpu = allowed.iter().position(|&a| a).unwrap_or(0) as u32;
         self.ents.push(Entity { weight, ..Default::default() });
         let nr_allowed = allowed.iter().filter(|&&a| a).count() as u32;
-        self.tasks.push(GTask { policy, rt_priority, affinity: allowed.clone(), allowed, nr_allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0 });
+        self.tasks.push(GTask { policy, rt_priority, affinity: allowed.clone(), allowed, nr_allowed, cpu, util: Pelt::default(), rr_left: 0, migrations: 0, migrating_lag: None });
         (self.tasks.len() - 1) as u32
     }
 
@@ -649,36 +683,18 @@ impl GuestPolicy for LinuxKernel {
         // applied at its next update (pick_next), as the product of the two
         // decays is the same.
         let rq = &mut self.rqs[v as usize];
-        let curr = rq.curr;
         if task.is_rt() {
             rq.rt.push_back(task.rt_priority, t);
             rq.rt_nr += 1;
             task.rr_left = self.rr_slice_ns;
-            return match curr {
-                None => true,
-                Some(c) => !self.tasks[c as usize].is_rt() || self.tasks[c as usize].rt_priority < self.tasks[t as usize].rt_priority,
-            };
-        }
-        if task.policy == Policy::Idle {
-            rq.idle_policy_nr += 1;
-        }
-        let how = if new_task { Placement::New } else { Placement::Wakeup };
-        rq.cfs.enqueue(&mut self.ents, t, how, &self.tun, now);
-        match curr {
-            None => true,
-            Some(c) => {
-                let (cp, tp) = (self.tasks[c as usize].policy, self.tasks[t as usize].policy);
-                if self.tasks[c as usize].is_rt() {
-                    false
-                } else if cp == Policy::Idle && tp != Policy::Idle {
-                    true
-                } else if tp == Policy::Idle && cp != Policy::Idle {
-                    false
-                } else {
-                    self.rqs[v as usize].cfs.wakeup_preempts(&mut self.ents, t, &self.tun)
-                }
+        } else {
+            if task.policy == Policy::Idle {
+                rq.idle_policy_nr += 1;
             }
+            let how = if new_task { Placement::New } else { Placement::Wakeup };
+            rq.cfs.enqueue(&mut self.ents, t, how, &self.tun, now);
         }
+        self.check_preempt_curr(t, v)
     }
 
     /// The current task of `v` blocks (dequeue_task() with DEQUEUE_SLEEP).
@@ -701,12 +717,10 @@ impl GuestPolicy for LinuxKernel {
                 self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
             }
         }
-        let leaving = std::mem::take(&mut self.rqs[v as usize].leaving);
         let mut next = self.pick_class(v, now);
-        if next.is_none() && !leaving {
+        if next.is_none() {
             // The runqueue is empty (under EEVDF, once the delayed sleepers
-            // the pick found are gone): newidle_balance() pulls first, unless
-            // the vCPU is handing its pCPU back.
+            // the pick found are gone): newidle_balance() pulls first.
             self.newidle_balance(view, v);
             next = self.pick_class(v, now);
         }
@@ -796,10 +810,26 @@ impl GuestPolicy for LinuxKernel {
         t
     }
 
+    /// IRS's context switcher (Middleware'17, section 3.2): the running task
+    /// of `v` is switched out and marked migrating, on no runqueue (so no
+    /// balancer can take it) until `attach_migrating()` places
+    /// it; `v` must pick again.
+    fn detach_curr(&mut self, view: &GuestView, v: u32) -> u32 {
+        self.update_clock(view, v);
+        let now = self.rqs[v as usize].clock_task;
+        let t = self.rqs[v as usize].curr.take().expect("running task");
+        self.update_util(t, now, true);
+        if !self.tasks[t as usize].is_rt() {
+            self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
+        }
+        self.tasks[t as usize].migrating_lag = Some(self.lag(t, v));
+        self.dequeue(t, false);
+        t
+    }
+
     /// scheduler_tick() on a running vCPU: slice accounting, periodic load
     /// balance (with capacity update), misfit detection and nohz-idle kick.
     fn tick(&mut self, view: &GuestView, v: u32) -> TickOut {
-        self.rqs[v as usize].leaving = false;
         let mut out = TickOut { resched: self.slice_expired(view, v), ..TickOut::default() };
         let now = view.now;
         for level in 0..2 {
@@ -996,6 +1026,9 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
     fn detach_curr_to(&mut self, view: &GuestView, v: u32, to: u32) -> u32 {
         self.kernel.detach_curr_to(view, v, to)
     }
+    fn detach_curr(&mut self, view: &GuestView, v: u32) -> u32 {
+        self.kernel.detach_curr(view, v)
+    }
     fn curr(&self, v: u32) -> Option<u32> {
         self.kernel.curr(v)
     }
@@ -1035,7 +1068,7 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
     fn check_invariants(&self) -> Result<(), String> {
         let k = &self.kernel;
         for (v, rq) in k.rqs.iter().enumerate() {
-            let members = (0..k.nr_tasks()).filter(|&t| k.tasks[t as usize].cpu == v as u32 && !k.tasks[t as usize].is_rt());
+            let members = (0..k.nr_tasks()).filter(|&t| k.tasks[t as usize].cpu == v as u32 && !k.tasks[t as usize].is_rt() && !k.is_migrating(t));
             rq.cfs.check(&k.ents, members).map_err(|e| format!("vCPU {v}: {e}"))?;
         }
         Ok(())

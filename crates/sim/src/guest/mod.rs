@@ -55,6 +55,11 @@ pub enum GuestAct {
     /// a reschedule IPI). Skipped when `from` is not running or its task
     /// cannot be preempted.
     Migrate { from: u32, to: u32 },
+    /// IRS's context switcher: the task running on `from` is switched out
+    /// and left on no runqueue ([`GuestPolicy::detach_curr`]), and `from`
+    /// picks again. Skipped when `from` is not running or its task cannot be
+    /// preempted.
+    Deschedule { from: u32 },
     Hypercall { from: u32, call: Hcall },
     /// Call [`GuestPolicy::timer`] with `token` at time `at`.
     Timer { at: u64, token: u64 },
@@ -128,6 +133,10 @@ pub trait GuestPolicy {
     fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32>;
     /// Moves the running task of `v` to `to` (the stopper); returns it.
     fn detach_curr_to(&mut self, view: &GuestView, v: u32, to: u32) -> u32;
+    /// Switches the running task of `v` out onto no runqueue, marked
+    /// migrating for the policy to place later (IRS's context switcher);
+    /// returns it.
+    fn detach_curr(&mut self, view: &GuestView, v: u32) -> u32;
     fn curr(&self, v: u32) -> Option<u32>;
     fn nr_running(&self, v: u32) -> u32;
     /// The capacity the guest believes `v` has.

@@ -68,6 +68,9 @@ pub struct Guest {
     /// Parameters of the `vsched` guest policy.
     #[serde(default)]
     pub vsched: VschedParams,
+    /// Parameters of the `irs` guest policy.
+    #[serde(default)]
+    pub irs: crate::guest::irs::IrsGuestParams,
     /// The guest kernel's paravirtual side (see [`GuestPv`]).
     #[serde(default)]
     pub pv: GuestPv,

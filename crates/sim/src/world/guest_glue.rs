@@ -243,6 +243,14 @@ impl World {
                         self.stopper_migrate(f, to);
                     }
                 }
+                GuestAct::Deschedule { from } => {
+                    let f = self.global_vcpu(vm, from);
+                    if self.host_state(f) == HostState::Running && self.curr_movable(f) {
+                        self.account(f);
+                        with_guest!(self, vm, |g, view| g.detach_curr(&view, from));
+                        self.guest_resched(f);
+                    }
+                }
                 GuestAct::Hypercall { from, call } => {
                     let f = self.global_vcpu(vm, from);
                     let global = |l: u32| self.global_vcpu(vm, l);
