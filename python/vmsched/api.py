@@ -1,5 +1,6 @@
 """The Python API over the native simulator: resolve a scenario, run it, and hand back
-its summary and tables as polars data frames."""
+its summary and tables as polars data frames (polars is imported when a frame is first
+asked for: a run that only writes its files never loads it)."""
 from __future__ import annotations
 
 import json
@@ -8,13 +9,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-import polars as pl
-
 from . import _native
 from .atomic import write_atomic
 from .errors import UserError
 from .overrides import check_override, parse_duration_ns
-from .tables import TableStreams, write_tables
+from .tables import TableStreams, arrow_table, write_tables
 
 DEFAULT_SCENARIO = "default"
 # Tables the engine returns with record=True; the trace tables come only with a window.
@@ -116,7 +115,8 @@ def _flatten(record: dict, prefix: str = "") -> dict:
     return flat
 
 
-def _frame(rows: list[dict]) -> pl.DataFrame:
+def _frame(rows: list[dict]):
+    import polars as pl
     return pl.from_dicts(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
@@ -137,46 +137,48 @@ class Result:
         return json.loads(self.summary_json)
 
     @cached_property
-    def vms(self) -> pl.DataFrame:
+    def vms(self):
         return _frame([{**_flatten(vm), "vcpu_count": len(vm.get("vcpus", []))}
                        for vm in self.summary["vms"]])
 
     @cached_property
-    def vcpus(self) -> pl.DataFrame:
+    def vcpus(self):
         return _frame([{"vm": vm["name"], **_flatten(vcpu)}
                        for vm in self.summary["vms"] for vcpu in vm.get("vcpus", [])])
 
     @cached_property
-    def workloads(self) -> pl.DataFrame:
+    def workloads(self):
         return _frame([_flatten(workload) for workload in self.summary["workloads"]])
 
     @cached_property
-    def locks(self) -> pl.DataFrame:
+    def locks(self):
         return _frame([{"vm": vm, **_flatten(counts)} for vm, counts in self.summary["locks"].items()])
 
-    def table(self, name: str) -> pl.DataFrame:
+    def table(self, name: str):
+        """One recorded table as a polars data frame."""
+        import polars as pl
         if name in self.streamed:
             return pl.read_parquet(self.streamed[name])
         if self.tables is None or name not in self.tables:
             raise ValueError(f"table {name!r} was not recorded: run with record=True"
                              + (" and a trace window" if name in TRACE_TABLES else ""))
-        return pl.DataFrame(self.tables[name])
+        return pl.from_arrow(arrow_table(self.tables[name]))
 
     @property
-    def requests(self) -> pl.DataFrame:
+    def requests(self):
         return self.table("requests")
 
     @property
-    def samples(self) -> pl.DataFrame:
+    def samples(self):
         return self.table("samples")
 
     @property
-    def tasks(self) -> pl.DataFrame:
+    def tasks(self):
         return self.table("tasks")
 
-    def recorded_tables(self) -> dict[str, pl.DataFrame]:
-        return {**{name: pl.DataFrame(cols) for name, cols in (self.tables or {}).items()},
-                **{name: pl.read_parquet(path) for name, path in self.streamed.items()}}
+    def recorded_tables(self) -> dict:
+        """Every recorded table, by name, as a polars data frame."""
+        return {name: self.table(name) for name in (*(self.tables or {}), *self.streamed)}
 
     def meta(self) -> dict:
         """What names the run: scenario source, overrides, seed and duration."""
@@ -195,7 +197,8 @@ class Result:
         # A streamed table already in out_dir stays where it is; elsewhere it is copied.
         in_place = [self.streamed[name] for name in wanted
                     if name in self.streamed and self.streamed[name].parent.resolve() == out_dir.resolve()]
-        frames = {name: self.table(name) for name in wanted if self.streamed.get(name) not in in_place}
+        frames = {name: self.tables[name] if name in (self.tables or {}) else self.table(name)
+                  for name in wanted if self.streamed.get(name) not in in_place}
         return [write_atomic(out_dir / "summary.json", self.summary_json),
                 write_atomic(out_dir / "run.json", json.dumps(reproduce, indent=2) + "\n"),
                 *write_tables(frames, out_dir), *in_place]

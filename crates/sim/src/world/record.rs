@@ -37,78 +37,142 @@ pub struct Tables {
     pub irqs: Option<IrqRows>,
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct Requests {
-    pub workload: Vec<String>,
-    pub vm: Vec<String>,
-    pub task: Vec<String>,
-    pub arrival_ns: Vec<u64>,
-    pub start_ns: Vec<i64>,
-    pub end_ns: Vec<u64>,
-    pub latency_ns: Vec<u64>,
-    pub queue_ns: Vec<i64>,
-    pub service_ns: Vec<i64>,
+impl Tables {
+    /// Every table present, by name, with its columns: what a table writer
+    /// reads without going through a text format.
+    pub fn named(&self) -> Vec<(&'static str, Vec<(&'static str, Column<'_>)>)> {
+        let mut out = vec![("requests", self.requests.columns()), ("samples", self.samples.columns()), ("tasks", self.tasks.columns())];
+        out.extend(self.pcpu_slices.as_ref().map(|t| ("pcpu_slices", t.columns())));
+        out.extend(self.vcpu_states.as_ref().map(|t| ("vcpu_states", t.columns())));
+        out.extend(self.task_slices.as_ref().map(|t| ("task_slices", t.columns())));
+        out.extend(self.irqs.as_ref().map(|t| ("irqs", t.columns())));
+        out
+    }
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct Samples {
-    pub time_ns: Vec<u64>,
-    pub metric: Vec<&'static str>,
-    pub vm: Vec<String>,
-    pub vcpu: Vec<i64>,
-    pub pcpu: Vec<i64>,
-    pub value: Vec<f64>,
+/// One column of a recorded table, borrowed in place: numbers as the
+/// contiguous values they are, text as one string per row.
+pub enum Column<'a> {
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+    I64(&'a [i64]),
+    F64(&'a [f64]),
+    Text(Vec<&'a str>),
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct TaskRows {
-    pub vm: Vec<String>,
-    pub task: Vec<String>,
-    pub workload: Vec<String>,
-    pub vcpu_last: Vec<u32>,
-    pub cpu_time_ns: Vec<u64>,
-    pub runnable_ns: Vec<u64>,
-    pub context_switches: Vec<u64>,
-    pub migrations: Vec<u64>,
-    pub spin_ns: Vec<u64>,
+impl<'a> From<&'a Vec<u32>> for Column<'a> {
+    fn from(v: &'a Vec<u32>) -> Self {
+        Column::U32(v)
+    }
+}
+impl<'a> From<&'a Vec<u64>> for Column<'a> {
+    fn from(v: &'a Vec<u64>) -> Self {
+        Column::U64(v)
+    }
+}
+impl<'a> From<&'a Vec<i64>> for Column<'a> {
+    fn from(v: &'a Vec<i64>) -> Self {
+        Column::I64(v)
+    }
+}
+impl<'a> From<&'a Vec<f64>> for Column<'a> {
+    fn from(v: &'a Vec<f64>) -> Self {
+        Column::F64(v)
+    }
+}
+impl<'a> From<&'a Vec<String>> for Column<'a> {
+    fn from(v: &'a Vec<String>) -> Self {
+        Column::Text(v.iter().map(String::as_str).collect())
+    }
+}
+impl<'a> From<&'a Vec<&'static str>> for Column<'a> {
+    fn from(v: &'a Vec<&'static str>) -> Self {
+        Column::Text(v.clone())
+    }
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct PcpuSlices {
-    pub pcpu: Vec<u32>,
-    pub vm: Vec<String>,
-    pub vcpu: Vec<u32>,
-    pub start_ns: Vec<u64>,
-    pub end_ns: Vec<u64>,
+/// A table: one `Vec` per column, and the list of its columns in order.
+macro_rules! table {
+    ($(#[$doc:meta])* $name:ident { $($column:ident: $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Default, Serialize)]
+        pub struct $name {
+            $(pub $column: Vec<$ty>),*
+        }
+
+        impl $name {
+            pub fn columns(&self) -> Vec<(&'static str, Column<'_>)> {
+                vec![$((stringify!($column), Column::from(&self.$column))),*]
+            }
+        }
+    };
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct VcpuStates {
-    pub vm: Vec<String>,
-    pub vcpu: Vec<u32>,
-    pub state: Vec<&'static str>,
-    pub start_ns: Vec<u64>,
-    pub end_ns: Vec<u64>,
-}
+table!(Requests {
+    workload: String,
+    vm: String,
+    task: String,
+    arrival_ns: u64,
+    start_ns: i64,
+    end_ns: u64,
+    latency_ns: u64,
+    queue_ns: i64,
+    service_ns: i64,
+});
 
-#[derive(Debug, Default, Serialize)]
-pub struct TaskSlices {
-    pub vm: Vec<String>,
-    pub vcpu: Vec<u32>,
-    pub task: Vec<String>,
-    pub start_ns: Vec<u64>,
-    pub end_ns: Vec<u64>,
-}
+table!(Samples {
+    time_ns: u64,
+    metric: &'static str,
+    vm: String,
+    vcpu: i64,
+    pcpu: i64,
+    value: f64,
+});
 
-#[derive(Debug, Default, Serialize)]
-pub struct IrqRows {
-    pub kind: Vec<&'static str>,
-    pub vm: Vec<String>,
-    pub src_vcpu: Vec<i64>,
-    pub dst_vcpu: Vec<u32>,
-    pub sent_ns: Vec<u64>,
-    pub delivered_ns: Vec<u64>,
-}
+table!(TaskRows {
+    vm: String,
+    task: String,
+    workload: String,
+    vcpu_last: u32,
+    cpu_time_ns: u64,
+    runnable_ns: u64,
+    context_switches: u64,
+    migrations: u64,
+    spin_ns: u64,
+});
+
+table!(PcpuSlices {
+    pcpu: u32,
+    vm: String,
+    vcpu: u32,
+    start_ns: u64,
+    end_ns: u64,
+});
+
+table!(VcpuStates {
+    vm: String,
+    vcpu: u32,
+    state: &'static str,
+    start_ns: u64,
+    end_ns: u64,
+});
+
+table!(TaskSlices {
+    vm: String,
+    vcpu: u32,
+    task: String,
+    start_ns: u64,
+    end_ns: u64,
+});
+
+table!(IrqRows {
+    kind: &'static str,
+    vm: String,
+    src_vcpu: i64,
+    dst_vcpu: u32,
+    sent_ns: u64,
+    delivered_ns: u64,
+});
 
 /// Raw timeline events keyed by global ids; names are attached at the end.
 #[derive(Default)]
