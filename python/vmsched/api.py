@@ -242,7 +242,7 @@ def run(scenario: str | Path | Scenario = DEFAULT_SCENARIO, seed: int | None = N
     try:
         summary_json, tables = _native.run_scenario(
             source.text, source.source, overrides, seed, _duration_ns(duration),
-            validate, record, trace_window, progress, allow_large, streams.add if streams else None)
+            validate, record, trace_window, progress, allow_large, streams.paths() if streams else None)
     except BaseException as err:
         if streams:
             streams.discard()
@@ -251,6 +251,5 @@ def run(scenario: str | Path | Scenario = DEFAULT_SCENARIO, seed: int | None = N
         raise
     if streams is None:
         return Result(summary_json, tables, source, overrides, config)
-    streams.add(tables)
     rest = {name: columns for name, columns in tables.items() if name not in RECORD_TABLES}
     return Result(summary_json, rest, source, overrides, config, streamed=streams.close())

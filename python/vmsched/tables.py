@@ -1,9 +1,10 @@
 """Parquet output of a run's recorded tables (columns documented in docs/outputs.md).
 
-The engine hands its tables over as columns of raw values, {column: ("i64" | "f64",
-little-endian bytes)} or ("text", row codes as little-endian u32, the distinct strings):
-they become Arrow arrays without a copy, and only pyarrow is needed to write them, so a
-run that records loads neither polars nor a text format."""
+A run streamed to a directory (`vmsched run`) has its tables written there by the engine
+itself (`TableStreams`), so that it loads no data-frame library. Otherwise the engine
+hands its tables over as columns of raw values, {column: ("i64" | "f64", little-endian
+bytes)} or ("text", row codes as little-endian u32, the distinct strings): they become
+Arrow arrays without a copy, and pyarrow writes them."""
 from __future__ import annotations
 
 import io
@@ -62,58 +63,32 @@ def read_tables(run_dir: Path, names: tuple[str, ...]) -> dict:
 
 
 class TableStreams:
-    """Parquet files written as the engine hands over rows, one row group per chunk, so
-    that a long run never holds its whole tables. A table that arrives in one piece (a
-    run too short to stream) is written exactly as `write_tables` writes it; a longer
-    one goes through a pyarrow writer. Files are written beside their final name and
-    renamed into place by `close`."""
+    """Parquet files the engine writes as it runs, one row group per chunk of rows it
+    hands over, so that a long run never holds its whole tables (crates/py/src/
+    table_files.rs). Each is written beside its final name and renamed into place by
+    `close`, or removed by `discard` (a failed run)."""
 
     def __init__(self, out_dir: str | os.PathLike, names: tuple[str, ...]):
         self.out_dir = Path(out_dir)
         self.names = names
-        self._first: dict = {}
-        self._writers: dict = {}
 
     def _part(self, name: str) -> Path:
         return self.out_dir / f".{name}.parquet.part"
 
-    def add(self, chunk: dict[str, dict | None]) -> None:
-        """A chunk {table: engine columns}; tables not streamed here are ignored."""
-        import pyarrow.parquet as pq
-        for name, columns in chunk.items():
-            if name not in self.names or columns is None:
-                continue
-            table = arrow_table(columns)
-            if name not in self._writers and name not in self._first:
-                self._first[name] = table
-                continue
-            if table.num_rows == 0:
-                continue
-            if name in self._first:
-                first = self._first.pop(name)
-                self.out_dir.mkdir(parents=True, exist_ok=True)
-                writer = pq.ParquetWriter(self._part(name), first.schema, compression="zstd",
-                                          use_dictionary=_text_columns(first))
-                if first.num_rows:
-                    writer.write_table(first)
-                self._writers[name] = writer
-            self._writers[name].write_table(table)
+    def paths(self) -> dict[str, str]:
+        """Where the engine writes each table, {table: path}."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        return {name: str(self._part(name)) for name in self.names}
 
     def close(self) -> dict[str, Path]:
-        """Finishes every file; returns the path of each table."""
+        """Puts every file in place; returns the path of each table."""
         paths = {}
-        for name, table in self._first.items():
-            paths[name] = write_atomic(self.out_dir / f"{name}.parquet", parquet_bytes(table))
-        for name, writer in self._writers.items():
-            writer.close()
+        for name in self.names:
             paths[name] = self.out_dir / f"{name}.parquet"
             os.replace(self._part(name), paths[name])
-        self._first, self._writers = {}, {}
         return paths
 
     def discard(self) -> None:
         """Drops what was written (a failed run)."""
-        for name, writer in self._writers.items():
-            writer.close()
+        for name in self.names:
             self._part(name).unlink(missing_ok=True)
-        self._first, self._writers = {}, {}

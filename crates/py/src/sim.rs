@@ -1,13 +1,14 @@
 //! Bindings of the simulator: scenario validation, built-in scenarios and
 //! runs. Scenario errors raise ValueError("<source>: <field.path>: <reason>").
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
+use crate::table_files::TableFiles;
 use vmsched_sim::world::record::{Column, Tables};
 use vmsched_sim::{scenarios, RunOptions};
 
@@ -95,10 +96,11 @@ const ROWS_IN_FLIGHT: usize = 2;
 /// its own thread while this one forwards progress and checks for signals, so
 /// Ctrl-C raises KeyboardInterrupt here within a fraction of a second. Tables
 /// are dicts {table: {column: (kind, ...)}} (see [`columns_to_py`]). With
-/// `table_sink`, recorded request and sample rows are passed to it during the
-/// run, and the returned tables hold the rest.
+/// `table_files` {table: path}, those tables are written as Parquet files
+/// to those paths during the run (see [`TableFiles`]; the caller renames
+/// them into place), and the returned tables hold the others.
 #[pyfunction]
-#[pyo3(signature = (text, source, overrides=Vec::new(), seed=None, duration_ns=None, validate=false, record=false, trace_window=None, progress=None, allow_large=false, table_sink=None))]
+#[pyo3(signature = (text, source, overrides=Vec::new(), seed=None, duration_ns=None, validate=false, record=false, trace_window=None, progress=None, allow_large=false, table_files=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_scenario<'py>(
     py: Python<'py>,
@@ -112,7 +114,7 @@ fn run_scenario<'py>(
     trace_window: Option<(u64, u64)>,
     progress: Option<Py<PyAny>>,
     allow_large: bool,
-    table_sink: Option<Py<PyAny>>,
+    table_files: Option<HashMap<String, String>>,
 ) -> PyResult<(String, Option<Bound<'py, PyAny>>)> {
     let mut overrides = overrides;
     if let Some(ns) = duration_ns {
@@ -124,7 +126,7 @@ fn run_scenario<'py>(
     let end_ns = duration_ns.unwrap_or_else(|| (scenario.duration_ms * 1e6).round() as u64);
     if !allow_large {
         let estimate = vmsched_sim::size::estimate(&scenario, end_ns, record);
-        let held = if table_sink.is_some() { estimate.streamed() } else { estimate };
+        let held = if table_files.is_some() { estimate.streamed() } else { estimate };
         if let Some(why) = held.refusal() {
             return Err(PyValueError::new_err(format!("{source}: {why}")));
         }
@@ -132,7 +134,8 @@ fn run_scenario<'py>(
     let stop = Arc::new(AtomicBool::new(false));
     let opts = RunOptions { seed, duration_ns, validate, record, trace_window, stop: Some(stop.clone()) };
     let (engine_tx, engine_rx) = mpsc::sync_channel::<FromEngine>(ROWS_IN_FLIGHT);
-    let streaming = table_sink.is_some();
+    let streaming = table_files.is_some();
+    let mut files = table_files.map(TableFiles::new);
     let out = std::thread::scope(|scope| -> PyResult<_> {
         let engine = std::thread::Builder::new()
             .name("vmsched-sim".into())
@@ -152,7 +155,7 @@ fn run_scenario<'py>(
                 vmsched_sim::run_streaming(scenario, &opts, sink, &mut progress)
             })
             .map_err(|e| PyRuntimeError::new_err(format!("cannot start the engine thread: {e}")))?;
-        let waited = wait_for_engine(py, engine_rx, progress.as_ref(), table_sink.as_ref());
+        let waited = wait_for_engine(py, engine_rx, progress.as_ref(), files.as_mut());
         if waited.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -161,7 +164,15 @@ fn run_scenario<'py>(
     })?;
     let out = out.map_err(|e| PyRuntimeError::new_err(format!("{source}: {e}")))?;
     let summary = serde_json::to_string_pretty(&out.summary).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-    let tables = out.tables.as_ref().map(|t| tables_to_py(py, t)).transpose()?;
+    let written = |e: String| PyOSError::new_err(format!("{source}: {e}"));
+    let mut tables = out.tables;
+    if let (Some(mut files), Some(t)) = (files, tables.as_mut()) {
+        py.detach(|| files.write(t).and_then(|()| files.finish())).map_err(written)?;
+        t.requests = Default::default();
+        t.samples = Default::default();
+        t.tasks = Default::default();
+    }
+    let tables = tables.as_ref().map(|t| tables_to_py(py, t)).transpose()?;
     Ok((summary, tables))
 }
 
@@ -210,10 +221,11 @@ fn columns_to_py<'py>(py: Python<'py>, columns: Vec<(&'static str, Column<'_>)>)
     Ok(dict)
 }
 
-/// Forwards the engine's progress to `progress` and its chunks of rows to
-/// `table_sink`, and checks for signals, until the engine thread hangs up; an
-/// error (a signal handler's exception, or one from a callback) ends the wait.
-fn wait_for_engine(py: Python<'_>, mut updates: mpsc::Receiver<FromEngine>, progress: Option<&Py<PyAny>>, table_sink: Option<&Py<PyAny>>) -> PyResult<()> {
+/// Forwards the engine's progress to `progress` and writes its chunks of rows
+/// to `files`, and checks for signals, until the engine thread hangs up; an
+/// error (a signal handler's exception, one from the callback, a file that
+/// cannot be written) ends the wait.
+fn wait_for_engine(py: Python<'_>, mut updates: mpsc::Receiver<FromEngine>, progress: Option<&Py<PyAny>>, mut files: Option<&mut TableFiles>) -> PyResult<()> {
     loop {
         // The receiver travels into the GIL-free wait and back (it is Send, not Sync).
         let update;
@@ -226,8 +238,8 @@ fn wait_for_engine(py: Python<'_>, mut updates: mpsc::Receiver<FromEngine>, prog
                 }
             }
             Ok(FromEngine::Rows(chunk)) => {
-                if let Some(sink) = table_sink {
-                    sink.call1(py, (tables_to_py(py, &chunk)?,))?;
+                if let Some(files) = files.as_deref_mut() {
+                    py.detach(|| files.write(&chunk)).map_err(PyOSError::new_err)?;
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}

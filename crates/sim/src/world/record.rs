@@ -60,6 +60,22 @@ pub enum Column<'a> {
     Text(Vec<&'a str>),
 }
 
+impl Column<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Column::U32(v) => v.len(),
+            Column::U64(v) => v.len(),
+            Column::I64(v) => v.len(),
+            Column::F64(v) => v.len(),
+            Column::Text(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 impl<'a> From<&'a Vec<u32>> for Column<'a> {
     fn from(v: &'a Vec<u32>) -> Self {
         Column::U32(v)
