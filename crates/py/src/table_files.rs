@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType, ZstdLevel};
 use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
@@ -66,7 +66,12 @@ impl TableFiles {
 /// the times and values are mostly distinct, and a dictionary of them makes
 /// the file about half again as large. zstd at the crate's default level.
 fn schema_of(columns: &[(&'static str, Column<'_>)]) -> (Arc<Type>, Arc<WriterProperties>) {
-    let mut properties = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).set_dictionary_enabled(false);
+    // Minimum and maximum per column chunk (a row group's), not per page: what
+    // a reader needs to skip row groups, for less work per value.
+    let mut properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_dictionary_enabled(false);
     let fields = columns
         .iter()
         .map(|(name, column)| {
@@ -85,6 +90,14 @@ fn schema_of(columns: &[(&'static str, Column<'_>)]) -> (Arc<Type>, Arc<WriterPr
     (Arc::new(schema), Arc::new(properties.build()))
 }
 
+/// A text column's values, one buffer per distinct string shared by its rows
+/// (a name repeats on every row of its VM or metric: copying it for each row
+/// cost more than encoding the column).
+fn shared_text(rows: &[&str]) -> Vec<ByteArray> {
+    let mut distinct: HashMap<&str, ByteArray> = HashMap::new();
+    rows.iter().map(|&row| distinct.entry(row).or_insert_with(|| ByteArray::from(row)).clone()).collect()
+}
+
 fn write_row_group(writer: &mut SerializedFileWriter<File>, columns: Vec<(&'static str, Column<'_>)>) -> parquet::errors::Result<()> {
     let mut group = writer.next_row_group()?;
     for (_, column) in columns {
@@ -94,7 +107,7 @@ fn write_row_group(writer: &mut SerializedFileWriter<File>, columns: Vec<(&'stat
             Column::U64(v) => out.typed::<Int64Type>().write_batch(&v.iter().map(|&x| x as i64).collect::<Vec<_>>(), None, None)?,
             Column::I64(v) => out.typed::<Int64Type>().write_batch(v, None, None)?,
             Column::F64(v) => out.typed::<DoubleType>().write_batch(v, None, None)?,
-            Column::Text(v) => out.typed::<ByteArrayType>().write_batch(&v.iter().map(|s| ByteArray::from(*s)).collect::<Vec<_>>(), None, None)?,
+            Column::Text(v) => out.typed::<ByteArrayType>().write_batch(&shared_text(&v), None, None)?,
         };
         out.close()?;
     }

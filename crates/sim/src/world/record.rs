@@ -11,6 +11,7 @@ use crate::ids::{PcpuId, TaskId, VcpuId};
 use crate::host::Affinity;
 use crate::scenario::{BandwidthScope, Scenario};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Recorded rows held before they go to the table sink, when there is one: at
 /// the first sample time past this many pending rows (samples and requests
@@ -101,6 +102,11 @@ impl<'a> From<&'a Vec<String>> for Column<'a> {
         Column::Text(v.iter().map(String::as_str).collect())
     }
 }
+impl<'a> From<&'a Vec<Arc<str>>> for Column<'a> {
+    fn from(v: &'a Vec<Arc<str>>) -> Self {
+        Column::Text(v.iter().map(|s| &**s).collect())
+    }
+}
 impl<'a> From<&'a Vec<&'static str>> for Column<'a> {
     fn from(v: &'a Vec<&'static str>) -> Self {
         Column::Text(v.clone())
@@ -124,10 +130,12 @@ macro_rules! table {
     };
 }
 
+// The name columns of the long tables share one string per name: a row
+// costs a reference count, not an allocation.
 table!(Requests {
-    workload: String,
-    vm: String,
-    task: String,
+    workload: Arc<str>,
+    vm: Arc<str>,
+    task: Arc<str>,
     arrival_ns: u64,
     start_ns: i64,
     end_ns: u64,
@@ -139,7 +147,7 @@ table!(Requests {
 table!(Samples {
     time_ns: u64,
     metric: &'static str,
-    vm: String,
+    vm: Arc<str>,
     vcpu: i64,
     pcpu: i64,
     value: f64,
@@ -199,8 +207,29 @@ struct Timeline {
     irqs: Vec<(usize, u32, Option<VcpuId>, VcpuId, u64, u64)>,
 }
 
+/// The names the request and sample rows carry, one shared string each.
+struct Names {
+    vm: Vec<Arc<str>>,
+    workload: Vec<Arc<str>>,
+    task: Vec<Arc<str>>,
+    none: Arc<str>,
+}
+
+impl Names {
+    fn of(w: &World) -> Names {
+        let shared = |name: &String| Arc::from(name.as_str());
+        Names {
+            vm: w.vms.iter().map(|vm| shared(&vm.name)).collect(),
+            workload: w.workloads.iter().map(|wl| shared(&wl.name)).collect(),
+            task: w.tasks.iter().map(|t| shared(&t.name)).collect(),
+            none: Arc::from(""),
+        }
+    }
+}
+
 pub struct Recorder {
     pub record: bool,
+    names: Option<Names>,
     sink: Option<TableSink>,
     window: Option<(u64, u64)>,
     timeline: Timeline,
@@ -217,6 +246,7 @@ impl Recorder {
     pub fn new(record: bool, window: Option<(u64, u64)>) -> Self {
         Recorder {
             record: record || window.is_some(),
+            names: None,
             sink: None,
             window,
             timeline: Timeline::default(),
@@ -290,7 +320,8 @@ impl Recorder {
         }
         let vm_name = |vm: u32| w.vms[vm as usize].name.clone();
         let local = |v: VcpuId| w.vcpus[v as usize].local;
-        let mut t = Tables { samples: std::mem::take(&mut self.samples), requests: requests(w), ..Default::default() };
+        let names = self.names.get_or_insert_with(|| Names::of(w));
+        let mut t = Tables { requests: requests(w, names), samples: std::mem::take(&mut self.samples), ..Default::default() };
         for task in &w.tasks {
             let r = &mut t.tasks;
             r.vm.push(vm_name(task.vm));
@@ -352,14 +383,13 @@ impl Recorder {
 }
 
 /// The request rows the workloads hold, named.
-fn requests(w: &World) -> Requests {
-    let vm_name = |vm: u32| w.vms[vm as usize].name.clone();
+fn requests(w: &World, names: &Names) -> Requests {
     let mut q = Requests::default();
-    for wl in &w.workloads {
+    for (i, wl) in w.workloads.iter().enumerate() {
         for r in &wl.metrics.rows {
-            q.workload.push(wl.name.clone());
-            q.vm.push(vm_name(wl.vm));
-            q.task.push(r.task.map(|t| w.tasks[wl.tasks[t as usize] as usize].name.clone()).unwrap_or_default());
+            q.workload.push(names.workload[i].clone());
+            q.vm.push(names.vm[wl.vm as usize].clone());
+            q.task.push(r.task.map_or_else(|| names.none.clone(), |t| names.task[wl.tasks[t as usize] as usize].clone()));
             q.arrival_ns.push(r.arrival_ns);
             q.end_ns.push(r.end_ns);
             q.latency_ns.push(r.end_ns - r.arrival_ns);
@@ -390,7 +420,11 @@ pub fn stream(w: &mut World) {
     if pending < ROW_GROUP_ROWS {
         return;
     }
-    let chunk = Tables { requests: requests(w), samples: std::mem::take(&mut w.recorder.samples), ..Default::default() };
+    if w.recorder.names.is_none() {
+        w.recorder.names = Some(Names::of(w));
+    }
+    let names = w.recorder.names.as_ref().expect("set above");
+    let chunk = Tables { requests: requests(w, names), samples: std::mem::take(&mut w.recorder.samples), ..Default::default() };
     for wl in &mut w.workloads {
         wl.metrics.rows.clear();
     }
@@ -400,7 +434,11 @@ pub fn stream(w: &mut World) {
 /// One row per entity and metric for the interval that ends now.
 pub fn sample(w: &mut World) {
     let now = w.now;
+    if w.recorder.names.is_none() {
+        w.recorder.names = Some(Names::of(w));
+    }
     let r = &mut w.recorder;
+    let names = r.names.as_ref().expect("set above");
     let dt = (now - r.last_time).max(1) as f64;
     r.last_time = now;
     if r.last_cpu.is_empty() {
@@ -410,39 +448,40 @@ pub fn sample(w: &mut World) {
         r.last_lwp = vec![0; w.vms.len()];
     }
     let s = &mut r.samples;
-    let mut push = |metric: &'static str, vm: &str, vcpu: i64, pcpu: i64, value: f64| {
+    let mut push = |metric: &'static str, vm: &Arc<str>, vcpu: i64, pcpu: i64, value: f64| {
         s.time_ns.push(now);
         s.metric.push(metric);
-        s.vm.push(vm.to_string());
+        s.vm.push(vm.clone());
         s.vcpu.push(vcpu);
         s.pcpu.push(pcpu);
         s.value.push(value);
     };
     for (vm_id, vm) in w.vms.iter().enumerate() {
+        let name = &names.vm[vm_id];
         let mut used = 0;
         for i in 0..vm.nv {
             let v = (vm.first_vcpu + i) as usize;
             let vc = &w.vcpus[v];
             used += vc.cpu_ns - r.last_cpu[v];
-            push("vcpu_steal_frac", &vm.name, i as i64, -1, (vc.steal_ns - r.last_steal[v]) as f64 / dt);
-            push("vcpu_runqueue", &vm.name, i as i64, -1, vm.guest.nr_running(i) as f64);
+            push("vcpu_steal_frac", name, i as i64, -1, (vc.steal_ns - r.last_steal[v]) as f64 / dt);
+            push("vcpu_runqueue", name, i as i64, -1, vm.guest.nr_running(i) as f64);
             r.last_cpu[v] = vc.cpu_ns;
             r.last_steal[v] = vc.steal_ns;
         }
-        push("vm_cpu_share", &vm.name, -1, -1, used as f64 / dt);
-        push("vm_entitlement", &vm.name, -1, -1, vm.entitlement);
+        push("vm_cpu_share", name, -1, -1, used as f64 / dt);
+        push("vm_entitlement", name, -1, -1, vm.entitlement);
         // Lock-holder and lock-waiter preemptions in the interval (the summary's
         // lhp_count and lwp_count, spread over time).
-        push("vm_lhp", &vm.name, -1, -1, (vm.lhp_count - r.last_lhp[vm_id]) as f64);
-        push("vm_lwp", &vm.name, -1, -1, (vm.lwp_count - r.last_lwp[vm_id]) as f64);
+        push("vm_lhp", name, -1, -1, (vm.lhp_count - r.last_lhp[vm_id]) as f64);
+        push("vm_lwp", name, -1, -1, (vm.lwp_count - r.last_lwp[vm_id]) as f64);
         r.last_lhp[vm_id] = vm.lhp_count;
         r.last_lwp[vm_id] = vm.lwp_count;
         for (metric, value) in w.host.vm_samples(vm_id as u32) {
-            push(metric, &vm.name, -1, -1, value);
+            push(metric, name, -1, -1, value);
         }
     }
     for p in 0..w.machine.pcpus {
-        push("pcpu_runqueue", "", -1, p as i64, w.host.nr_running(p) as f64);
+        push("pcpu_runqueue", &names.none, -1, p as i64, w.host.nr_running(p) as f64);
     }
 }
 
