@@ -47,13 +47,13 @@ MAX_SCENARIO_BYTES = 16 * 2**20
 def load_scenario(spec: str | Path) -> Scenario:
     """A built-in name, or a path to a TOML file."""
     path = Path(spec)
-    builtins = {info.name: info for info in scenarios()}
+    builtins = _native.builtin_scenario_texts()
     try:
         exists, is_dir, is_file = path.exists(), path.is_dir(), path.is_file()
     except OSError as err:  # a name longer than the file system allows, say
         raise UserError(f"{spec}: no such scenario file or built-in ({err.strerror or err})") from err
     if str(spec) in builtins and not exists:
-        return Scenario(builtins[str(spec)].toml, f"builtin:{spec}")
+        return Scenario(builtins[str(spec)], f"builtin:{spec}")
     if is_dir:
         raise UserError(f"{spec}: is a directory, not a scenario file")
     if exists and not is_file:

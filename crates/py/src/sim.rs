@@ -28,6 +28,14 @@ fn builtin_scenarios() -> PyResult<Vec<(String, String, String)>> {
         .collect()
 }
 
+/// {name: toml text} of every built-in scenario, unparsed: what naming a
+/// built-in needs (parsing them all for their descriptions costs a command's
+/// start-up tens of ms).
+#[pyfunction]
+fn builtin_scenario_texts() -> HashMap<&'static str, &'static str> {
+    scenarios::BUILTINS.iter().map(|b| (b.name, b.toml)).collect()
+}
+
 /// (name, description, toml text) of every ground-truth case (`vmsched real compare --suite groundtruth`).
 #[pyfunction]
 fn groundtruth_scenarios() -> PyResult<Vec<(String, String, String)>> {
@@ -291,6 +299,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload_fields_read, m)?)?;
     m.add_function(wrap_pyfunction!(variant_name_problem, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
+    m.add_function(wrap_pyfunction!(builtin_scenario_texts, m)?)?;
     m.add_function(wrap_pyfunction!(groundtruth_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(kernels, m)?)?;
