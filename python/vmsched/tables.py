@@ -15,12 +15,15 @@ from .atomic import write_atomic
 
 
 def arrow_table(columns: dict):
-    """The Arrow table of one engine table's columns (or of a polars frame's `to_arrow`)."""
+    """The Arrow table of one engine table's columns, of {column: list of values}, or of a
+    polars frame."""
     import pyarrow as pa
     if isinstance(columns, pa.Table):
         return columns
     if not isinstance(columns, dict):  # a polars data frame
         return columns.to_arrow()
+    if all(isinstance(values, list) for values in columns.values()):  # {column: list of values}
+        return pa.table(columns)
     arrays = {}
     for name, (kind, data, *distinct) in columns.items():
         if kind == "text":
