@@ -283,10 +283,15 @@ def test_tables_are_stored_per_run_only_when_asked_for(tmp_path):
     spec = {"scenarios": ["anubis-table1"], "seeds": [1, 2], "duration": "100ms"}
     first = engine.sweep(spec, tmp_path, workers=2)
     assert not (tmp_path / "tables").exists()
-    # Kept tables make other runs (recording samples adds events), with the same metrics.
+    # Kept tables make other runs (recording samples adds events, counted as `other`),
+    # with the same metrics.
     with_tables = engine.sweep(spec | {"tables": ["requests"]}, tmp_path, workers=2)
     assert not set(with_tables["key"]) & set(first["key"])
-    assert with_tables.drop("key", "events").sort("seed").equals(first.drop("key", "events").sort("seed"))
+    samples = ("key", "events", "events_by_kind.other")
+    assert with_tables.drop(*samples).sort("seed").equals(first.drop(*samples).sort("seed"))
+    kept, plain = with_tables.sort("seed"), first.sort("seed")
+    assert (kept["events"] - plain["events"]).to_list() == (
+        kept["events_by_kind.other"] - plain["events_by_kind.other"]).to_list()
     for row in with_tables.iter_rows(named=True):
         assert sorted(p.name for p in (tmp_path / "tables" / row["key"]).iterdir()) == ["requests.parquet"]
         stored = pl.read_parquet(tmp_path / "tables" / row["key"] / "requests.parquet")

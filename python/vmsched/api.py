@@ -1,5 +1,6 @@
 """The Python API over the native simulator: resolve a scenario, run it, and hand back
-its summary and tables as polars data frames."""
+its summary and tables as polars data frames (polars is imported when a frame is first
+asked for: a run that only writes its files never loads it)."""
 from __future__ import annotations
 
 import json
@@ -8,13 +9,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-import polars as pl
-
 from . import _native
 from .atomic import write_atomic
 from .errors import UserError
 from .overrides import check_override, parse_duration_ns
-from .tables import TableStreams, write_tables
+from .tables import TableStreams, arrow_table, write_tables
 
 DEFAULT_SCENARIO = "default"
 # Tables the engine returns with record=True; the trace tables come only with a window.
@@ -48,13 +47,13 @@ MAX_SCENARIO_BYTES = 16 * 2**20
 def load_scenario(spec: str | Path) -> Scenario:
     """A built-in name, or a path to a TOML file."""
     path = Path(spec)
-    builtins = {info.name: info for info in scenarios()}
+    builtins = _native.builtin_scenario_texts()
     try:
         exists, is_dir, is_file = path.exists(), path.is_dir(), path.is_file()
     except OSError as err:  # a name longer than the file system allows, say
         raise UserError(f"{spec}: no such scenario file or built-in ({err.strerror or err})") from err
     if str(spec) in builtins and not exists:
-        return Scenario(builtins[str(spec)].toml, f"builtin:{spec}")
+        return Scenario(builtins[str(spec)], f"builtin:{spec}")
     if is_dir:
         raise UserError(f"{spec}: is a directory, not a scenario file")
     if exists and not is_file:
@@ -116,7 +115,8 @@ def _flatten(record: dict, prefix: str = "") -> dict:
     return flat
 
 
-def _frame(rows: list[dict]) -> pl.DataFrame:
+def _frame(rows: list[dict]):
+    import polars as pl
     return pl.from_dicts(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
@@ -137,46 +137,48 @@ class Result:
         return json.loads(self.summary_json)
 
     @cached_property
-    def vms(self) -> pl.DataFrame:
+    def vms(self):
         return _frame([{**_flatten(vm), "vcpu_count": len(vm.get("vcpus", []))}
                        for vm in self.summary["vms"]])
 
     @cached_property
-    def vcpus(self) -> pl.DataFrame:
+    def vcpus(self):
         return _frame([{"vm": vm["name"], **_flatten(vcpu)}
                        for vm in self.summary["vms"] for vcpu in vm.get("vcpus", [])])
 
     @cached_property
-    def workloads(self) -> pl.DataFrame:
+    def workloads(self):
         return _frame([_flatten(workload) for workload in self.summary["workloads"]])
 
     @cached_property
-    def locks(self) -> pl.DataFrame:
+    def locks(self):
         return _frame([{"vm": vm, **_flatten(counts)} for vm, counts in self.summary["locks"].items()])
 
-    def table(self, name: str) -> pl.DataFrame:
+    def table(self, name: str):
+        """One recorded table as a polars data frame."""
+        import polars as pl
         if name in self.streamed:
             return pl.read_parquet(self.streamed[name])
         if self.tables is None or name not in self.tables:
             raise ValueError(f"table {name!r} was not recorded: run with record=True"
                              + (" and a trace window" if name in TRACE_TABLES else ""))
-        return pl.DataFrame(self.tables[name])
+        return pl.from_arrow(arrow_table(self.tables[name]))
 
     @property
-    def requests(self) -> pl.DataFrame:
+    def requests(self):
         return self.table("requests")
 
     @property
-    def samples(self) -> pl.DataFrame:
+    def samples(self):
         return self.table("samples")
 
     @property
-    def tasks(self) -> pl.DataFrame:
+    def tasks(self):
         return self.table("tasks")
 
-    def recorded_tables(self) -> dict[str, pl.DataFrame]:
-        return {**{name: pl.DataFrame(cols) for name, cols in (self.tables or {}).items()},
-                **{name: pl.read_parquet(path) for name, path in self.streamed.items()}}
+    def recorded_tables(self) -> dict:
+        """Every recorded table, by name, as a polars data frame."""
+        return {name: self.table(name) for name in (*(self.tables or {}), *self.streamed)}
 
     def meta(self) -> dict:
         """What names the run: scenario source, overrides, seed and duration."""
@@ -195,7 +197,8 @@ class Result:
         # A streamed table already in out_dir stays where it is; elsewhere it is copied.
         in_place = [self.streamed[name] for name in wanted
                     if name in self.streamed and self.streamed[name].parent.resolve() == out_dir.resolve()]
-        frames = {name: self.table(name) for name in wanted if self.streamed.get(name) not in in_place}
+        frames = {name: self.tables[name] if name in (self.tables or {}) else self.table(name)
+                  for name in wanted if self.streamed.get(name) not in in_place}
         return [write_atomic(out_dir / "summary.json", self.summary_json),
                 write_atomic(out_dir / "run.json", json.dumps(reproduce, indent=2) + "\n"),
                 *write_tables(frames, out_dir), *in_place]
@@ -239,7 +242,7 @@ def run(scenario: str | Path | Scenario = DEFAULT_SCENARIO, seed: int | None = N
     try:
         summary_json, tables = _native.run_scenario(
             source.text, source.source, overrides, seed, _duration_ns(duration),
-            validate, record, trace_window, progress, allow_large, streams.add if streams else None)
+            validate, record, trace_window, progress, allow_large, streams.paths() if streams else None)
     except BaseException as err:
         if streams:
             streams.discard()
@@ -248,6 +251,5 @@ def run(scenario: str | Path | Scenario = DEFAULT_SCENARIO, seed: int | None = N
         raise
     if streams is None:
         return Result(summary_json, tables, source, overrides, config)
-    streams.add(tables)
     rest = {name: columns for name, columns in tables.items() if name not in RECORD_TABLES}
     return Result(summary_json, rest, source, overrides, config, streamed=streams.close())

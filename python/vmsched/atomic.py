@@ -3,7 +3,6 @@ never sees a half-written file and a failed run leaves the old file intact."""
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -19,6 +18,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
+    import tempfile  # on first use: the command line starts without it
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         with os.fdopen(fd, mode) as handle:

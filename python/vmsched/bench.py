@@ -4,7 +4,8 @@ baseline produces the same slice and wakeup rates. Two series follow: the scale 
 (the `bench-mixed-64` host and its VM mix repeated to 256, 1,024 and 4,096 pCPUs: set-up
 time, events per second, peak memory) and the memory series (peak memory of the default
 scenario with recording on, written to a run directory, for growing run lengths, and of an
-overloaded open-loop server).
+overloaded open-loop server). With `--peer`, a third: the same two-level model on vmsched
+(recording and not) and on tailtamer, per size (`peer.py`).
 
 Each measurement runs in a fresh child process (`python -m vmsched.bench ...`) so that
 the peak resident memory it reports belongs to that one scenario."""
@@ -92,9 +93,16 @@ def _engine_child(name: str, duration_ns: int | None) -> dict:
     wall = time.perf_counter() - started
     summary = json.loads(summary_json)
     return {"wall_s": wall, "events": summary["events"], "events_superseded": summary["events_superseded"],
-            "sim_s": summary["duration_ns"] / 1e9,
+            "events_per_pcpu_s": events_per_pcpu_s(summary), "sim_s": summary["duration_ns"] / 1e9,
             "slices": sum(vm["task_slices"] for vm in summary["vms"]),
             "wakeups": sum(vm["wakeups"] for vm in summary["vms"]), **_memory_figures()}
+
+
+def events_per_pcpu_s(summary: dict) -> dict[str, float]:
+    """A run's events by kind per simulated pCPU-second: where the engine's work goes,
+    comparable across sizes and run lengths."""
+    pcpu_s = summary["duration_ns"] / 1e9 * summary["host"]["pcpus"]
+    return {kind: count / pcpu_s for kind, count in summary["events_by_kind"].items()}
 
 
 def scaled_mixed(pcpus: int) -> tuple[str, list[str]]:
@@ -131,6 +139,69 @@ def _scale_child(pcpus: int, duration_ns: int) -> dict:
             "setup_s": setup, "first_instant_s": first_instant, "wall_s": wall, "events": summary["events"],
             "events_superseded": summary["events_superseded"],
             "sim_s": summary["duration_ns"] / 1e9, **_memory_figures()}
+
+
+def _peer_vm_child(pcpus: int, vms: int, duration_ms: int, record: bool) -> dict:
+    """A peer case run as `vmsched run` runs it: recorded tables streamed to Parquet files
+    in a run directory, or with --no-record only the summary."""
+    import tempfile
+    from . import api
+    from .peer import case_name, scenario_text
+    source = api.Scenario(scenario_text(pcpus, vms, duration_ms), case_name(pcpus, vms))
+    with tempfile.TemporaryDirectory() as out:
+        result = api.run(source, record=record, allow_large=True, stream_to=out if record else None)
+        result.save(out, tables=api.RECORD_TABLES if record else ())
+    summary = result.summary
+    return {"events": summary["events"], "events_per_pcpu_s": events_per_pcpu_s(summary), **_memory_figures()}
+
+
+def _peer_tt_child(pcpus: int, vms: int, duration_ms: int, path: str) -> dict:
+    from .peer import run_tailtamer, scenario_text
+    return {**run_tailtamer(scenario_text(pcpus, vms, duration_ms), path or None), **_memory_figures()}
+
+
+def _children_cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _timed_child(*args: str) -> dict:
+    """A child's figures with its wall time from start to exit, start-up included: a
+    command's whole cost, as a user who runs either simulator sees it; and its CPU time
+    (user and system, all its threads), which a machine shared with other work does not
+    stretch as it stretches the wall time."""
+    started, cpu = time.perf_counter(), _children_cpu_s()
+    measured = _in_child(*args)
+    return {**measured, "wall_s": time.perf_counter() - started, "cpu_s": _children_cpu_s() - cpu}
+
+
+def peer_series(quick: bool, repeat: int, path: str | None, step: Callable[[str], None]) -> list[dict]:
+    """Per size: vmsched recording, tailtamer, vmsched without recording, `repeat` times in
+    turn (alternated, so that a change in the machine's speed reaches both alike); medians
+    of the wall times, and the ratios of the medians."""
+    from .peer import CASES, QUICK_DIVISOR, case_name
+    series = []
+    for pcpus, vms, duration_ms in CASES:
+        ms = duration_ms // QUICK_DIVISOR if quick else duration_ms
+        step(f"peer: {case_name(pcpus, vms)}, {ms / 1000:g} simulated s, on vmsched and tailtamer")
+        runs: dict[str, list[dict]] = {"record": [], "tailtamer": [], "no_record": []}
+        for _ in range(repeat):
+            runs["record"].append(_timed_child("peer-vm", str(pcpus), str(vms), str(ms), "1"))
+            runs["tailtamer"].append(_timed_child("peer-tt", str(pcpus), str(vms), str(ms), path or ""))
+            runs["no_record"].append(_timed_child("peer-vm", str(pcpus), str(vms), str(ms), "0"))
+        median = {kind: sorted(done, key=lambda r: r["wall_s"])[len(done) // 2] for kind, done in runs.items()}
+        tailtamer_s = median["tailtamer"]["wall_s"]
+        series.append({"case": case_name(pcpus, vms), "pcpus": pcpus, "sim_s": ms / 1000,
+                       "events": median["no_record"]["events"],
+                       "events_per_pcpu_s": median["no_record"]["events_per_pcpu_s"],
+                       **{f"{kind}_wall_s": m["wall_s"] for kind, m in median.items()},
+                       **{f"{kind}_cpu_s": m["cpu_s"] for kind, m in median.items()},
+                       **{f"{kind}_peak_rss_mb": m["peak_rss_mb"] for kind, m in median.items()},
+                       "ratio_record": tailtamer_s / median["record"]["wall_s"],
+                       "ratio_no_record": tailtamer_s / median["no_record"]["wall_s"],
+                       "cpu_ratio_record": median["tailtamer"]["cpu_s"] / median["record"]["cpu_s"],
+                       "cpu_ratio_no_record": median["tailtamer"]["cpu_s"] / median["no_record"]["cpu_s"]})
+    return series
 
 
 def _memory_child(name: str, duration_ns: int, overrides: list[str]) -> dict:
@@ -223,7 +294,10 @@ def _speed(measured: dict) -> dict:
     return figures
 
 
-def run_bench(quick: bool = False, on_step: Callable[[str], None] | None = None, repeat: int = 3) -> dict:
+def run_bench(quick: bool = False, on_step: Callable[[str], None] | None = None, repeat: int = 3,
+              peer: bool = False, peer_path: str | None = None) -> dict:
+    """The figures of `vmsched bench`; with `peer`, the peer series too when tailtamer is
+    importable (from `peer_path`, a checkout, when given), else a note that it was skipped."""
     require_simpy()
     if repeat < 1:
         raise UserError(f"--repeat {repeat}: must be at least 1")
@@ -242,6 +316,14 @@ def run_bench(quick: bool = False, on_step: Callable[[str], None] | None = None,
     figures["agreement_pass"] = all(check["pass"] for check in figures["agreement"].values())
     figures["scale"] = scale_series(quick, step)
     figures["memory"] = memory_series(quick, step)
+    if peer:
+        from .peer import import_tailtamer
+        if import_tailtamer(peer_path) is None:
+            figures["peer_skipped"] = ("tailtamer is not importable: give its checkout with --peer-path "
+                                       "(or TAILTAMER_DIR), or install it")
+            step(f"peer: skipped, {figures['peer_skipped']}")
+        else:
+            figures["peer"] = peer_series(quick, repeat, peer_path, step)
     return figures
 
 
@@ -322,6 +404,30 @@ def print_bench(figures: dict, console) -> None:
                        f"{measured['output_mb']:.1f}", f"{measured['peak_rss_mb']:.0f}",
                        *(("–" if measured[key] is None else f"{measured[key]:.0f}") for key in ("rss_anon_mb", "rss_file_mb")))
     console.print(memory)
+    if "peer_skipped" in figures:
+        console.print(f"peer series skipped: {figures['peer_skipped']}")
+    if "peer" in figures:
+        peer = Table(title="peer: the same two-level model on tailtamer and vmsched, whole-process wall s (medians "
+                           f"of {figures['repeat']} alternated runs), ratios tailtamer / vmsched of wall time and of "
+                           "CPU time (with recording / without), peak RSS", title_justify="left")
+        for header in ("case", "sim s", "events", "tailtamer s", "vmsched s", "ratio",
+                       "--no-record s", "ratio", "CPU ratios", "RSS MB: rec / no-rec / tailtamer"):
+            peer.add_column(header, justify="left" if header == "case" else "right", no_wrap=True)
+        for m in figures["peer"]:
+            peer.add_row(m["case"], f"{m['sim_s']:g}", f"{m['events']:,}", f"{m['tailtamer_wall_s']:.2f}",
+                         f"{m['record_wall_s']:.2f}", f"{m['ratio_record']:.1f}x", f"{m['no_record_wall_s']:.2f}",
+                         f"{m['ratio_no_record']:.1f}x",
+                         f"{m['cpu_ratio_record']:.1f}x / {m['cpu_ratio_no_record']:.1f}x",
+                         f"{m['record_peak_rss_mb']:.0f} / {m['no_record_peak_rss_mb']:.0f} / {m['tailtamer_peak_rss_mb']:.0f}")
+        console.print(peer)
+    runs = [*figures["engine"].items(), *((m["case"], m) for m in figures.get("peer", []))]
+    kinds = list(runs[0][1]["events_per_pcpu_s"]) if runs else []
+    by_kind = Table(title="events per simulated pCPU-second, by kind (summary events_by_kind)", title_justify="left")
+    for header in ("run", *kinds):
+        by_kind.add_column(header, justify="left" if header == "run" else "right", no_wrap=True)
+    for name, measured in runs:
+        by_kind.add_row(name, *(f"{measured['events_per_pcpu_s'][kind]:,.0f}" for kind in kinds))
+    console.print(by_kind)
 
 
 if __name__ == "__main__":
@@ -332,6 +438,12 @@ if __name__ == "__main__":
     elif kind == "scale":
         pcpus, duration = rest
         print(json.dumps(_scale_child(int(pcpus), int(duration))))
+    elif kind == "peer-vm":
+        pcpus, vms, duration_ms, record = map(int, rest)
+        print(json.dumps(_peer_vm_child(pcpus, vms, duration_ms, bool(record))))
+    elif kind == "peer-tt":
+        pcpus, vms, duration_ms, path = rest
+        print(json.dumps(_peer_tt_child(int(pcpus), int(vms), int(duration_ms), path)))
     elif kind == "train":
         print(json.dumps({"runs": training_runs()}))
     elif kind == "memory":

@@ -370,12 +370,19 @@ def bench(
     quick: Annotated[bool, typer.Option(help="Short runs (for tests); figures are not representative.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     repeat: Annotated[int, typer.Option(help="Runs per measurement, each in a fresh process; the median is reported.")] = 3,
+    peer: Annotated[bool, typer.Option(
+        "--peer", help="Also run the peer series: one two-level model on vmsched and on tailtamer, three sizes "
+                       "(skipped when tailtamer is not importable).")] = False,
+    peer_path: Annotated[Optional[str], typer.Option(
+        help="A tailtamer checkout for --peer (default: $TAILTAMER_DIR, else an installed tailtamer).")] = None,
 ) -> None:
     """Measure the engine's speed and memory, and compare it with a SimPy model of bench-simpy-rr
     (needs the bench extra: pip install 'vmsched[bench]')."""
     from .bench import print_bench, run_bench
+    from .peer import tailtamer_path_from_env
     figures = _user_input(lambda: run_bench(quick=quick, repeat=repeat,
-                                            on_step=None if as_json else status.print))
+                                            on_step=None if as_json else status.print, peer=peer,
+                                            peer_path=peer_path or tailtamer_path_from_env()))
     if as_json:
         print(json.dumps(figures, indent=2))
     else:

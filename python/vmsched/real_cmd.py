@@ -7,9 +7,7 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -119,6 +117,7 @@ def twin_case(case_text: str, vm_name: str | None, report: dict, kernel: str, hz
     contention, not the guest's own)."""
     from .twin import twin_scenario
 
+    import tomllib
     case = tomllib.loads(case_text)
     vms = case.get("vm", [])
     chosen = [v for v in vms if v.get("name") == vm_name] if vm_name else [v for v in vms if v.get("workload")]
@@ -195,6 +194,7 @@ def figures(summary: dict, task_sums: dict | None = None) -> dict[tuple[str, str
 def compare_rows(case: str, real: list[dict], sim: dict, sim_tasks) -> list[dict]:
     """The interface rows: real mean and spread (sample standard deviation over the
     repetitions), simulated value, their ratio sim/real and whether it is within goal."""
+    import statistics
     sim_figs = figures(sim, _sim_task_sums(sim_tasks))
     real_figs = [figures(r) for r in real]
     rows = []
@@ -216,6 +216,8 @@ def run_case(spec: str, vm: str | None, repeat: int, report: dict, quiet: bool,
     """Runs the case for real `repeat` times, then simulates the twin, with one
     background hog per scheduling group (autogroup) of the machine's other runnable
     threads the real runs saw, on average, unless `with_background` is off."""
+    import statistics
+
     from . import api
 
     source = _load(spec)

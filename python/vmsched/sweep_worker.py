@@ -21,13 +21,14 @@ class RunOutcome(NamedTuple):
     status: str  # "ok" or "failed"
     summary_json: str | None
     error: str | None
-    tables: dict | None = None  # name -> {column: values}
+    tables: dict | None = None  # name -> {column: list of values}
 
 
 def execute(task: RunTask) -> RunOutcome:
     """Run one scenario; a failure (bad input, invariant violation, engine panic) is
     returned as an outcome so that the sweep goes on."""
     from . import _native
+    from .tables import arrow_table
 
     try:
         summary_json, tables = _native.run_scenario(task.text, task.source, list(task.overrides), task.seed,
@@ -37,7 +38,8 @@ def execute(task: RunTask) -> RunOutcome:
     except BaseException as err:  # pyo3's PanicException derives from BaseException
         message = " ".join(str(err).split()) or type(err).__name__
         return RunOutcome(task.key, "failed", None, f"{type(err).__name__}: {message}")
-    chosen = {name: tables[name] for name in task.tables} if task.tables else None
+    # Replies travel as JSON lines: the engine's column buffers go as plain lists.
+    chosen = {name: arrow_table(tables[name]).to_pydict() for name in task.tables} if task.tables else None
     return RunOutcome(task.key, "ok", summary_json, None, chosen)
 
 

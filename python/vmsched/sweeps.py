@@ -221,8 +221,7 @@ class Store:
     def save(self, outcome: RunOutcome) -> None:
         """The tables first, then the record: a record means its run is complete."""
         if outcome.tables:
-            write_tables({name: pl.DataFrame(columns) for name, columns in outcome.tables.items()},
-                         self.tables_dir(outcome.key))
+            write_tables(outcome.tables, self.tables_dir(outcome.key))
         record = {"key": outcome.key, "status": outcome.status, "error": outcome.error,
                   "summary": json.loads(outcome.summary_json) if outcome.summary_json else None}
         write_atomic(self.record_path(outcome.key), json.dumps(record, indent=1, sort_keys=True) + "\n")

@@ -7,6 +7,7 @@ mod probe;
 #[cfg(target_os = "linux")]
 mod real;
 mod sim;
+mod table_files;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

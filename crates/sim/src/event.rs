@@ -51,6 +51,73 @@ pub enum Event {
     PinChange(u32),
 }
 
+/// What an event is for, as counted in the summary's `events_by_kind`:
+/// where a run's events go. Load balancing has no events of its own (it
+/// runs in the host's and the guests' ticks); a live progress event that
+/// fires the guest's hrtick is counted as [`EventKind::Hrtick`] by the
+/// engine, one whose vCPU was replanned as [`EventKind::Superseded`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    HostTick,
+    GuestTick,
+    Progress,
+    Hrtick,
+    Superseded,
+    /// Host and guest policy timers, activation bounds.
+    Timer,
+    /// Interrupts raised, device completions, sleep timers.
+    Interrupt,
+    /// Arrivals, client requests, workload starts.
+    Workload,
+    /// Samples, capacity and pinning changes.
+    Other,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 9] = [
+        EventKind::HostTick,
+        EventKind::GuestTick,
+        EventKind::Progress,
+        EventKind::Hrtick,
+        EventKind::Superseded,
+        EventKind::Timer,
+        EventKind::Interrupt,
+        EventKind::Workload,
+        EventKind::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::HostTick => "host_tick",
+            EventKind::GuestTick => "guest_tick",
+            EventKind::Progress => "progress",
+            EventKind::Hrtick => "hrtick",
+            EventKind::Superseded => "superseded",
+            EventKind::Timer => "timer",
+            EventKind::Interrupt => "interrupt",
+            EventKind::Workload => "workload",
+            EventKind::Other => "other",
+        }
+    }
+}
+
+impl Event {
+    /// The kind an event is counted under when it is popped (a progress
+    /// event's count moves to hrtick or superseded as it is handled).
+    #[inline(always)]
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::HostTick | Event::HostTickOn(_) => EventKind::HostTick,
+            Event::GuestTick(_) => EventKind::GuestTick,
+            Event::Progress(..) => EventKind::Progress,
+            Event::HostTimer(_) | Event::GuestTimer(..) | Event::ActivationTimeout(..) => EventKind::Timer,
+            Event::IrqRaise(_) | Event::DeviceDone(_) | Event::SleepDone(_) => EventKind::Interrupt,
+            Event::Arrival(_) | Event::ClientRequest(_) | Event::WorkloadStart(_) => EventKind::Workload,
+            Event::Sample | Event::CapacityChange(_) | Event::PinChange(_) => EventKind::Other,
+        }
+    }
+}
+
 /// A queued event with its (time, sequence number) packed in one integer,
 /// time in the high half: ordering entries is one wide comparison instead of
 /// a field-by-field one, and the event itself is never compared.

@@ -4,6 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::event::EventKind;
 use crate::scenario::WorkloadKind;
 use crate::world::World;
 
@@ -171,6 +172,7 @@ pub fn summarize(w: &World) -> Value {
         "duration_ns": w.end,
         "events": w.events,
         "events_superseded": w.events_superseded,
+        "events_by_kind": events_by_kind(w),
         "host": host,
         "vms": vms,
         "workloads": workloads,
@@ -183,4 +185,23 @@ pub fn summarize(w: &World) -> Value {
             o
         }),
     })
+}
+
+/// The run's events by what they were for (see [`EventKind`]): the counts
+/// add up to `events`.
+fn events_by_kind(w: &World) -> Value {
+    let count = |k: EventKind| w.events_by_kind[k as usize];
+    let o: Map<String, Value> = EventKind::ALL
+        .iter()
+        .map(|&k| {
+            let n = match k {
+                EventKind::Progress => count(k) - w.events_superseded - w.events_hrtick,
+                EventKind::Hrtick => w.events_hrtick,
+                EventKind::Superseded => w.events_superseded,
+                _ => count(k),
+            };
+            (k.name().to_string(), json!(n))
+        })
+        .collect();
+    Value::Object(o)
 }

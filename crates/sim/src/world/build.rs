@@ -269,6 +269,8 @@ impl World {
             queue: EventQueue::default(),
             events: 0,
             events_superseded: 0,
+            events_by_kind: [0; crate::event::EventKind::ALL.len()],
+            events_hrtick: 0,
             pcpu_curr: vec![None; np as usize],
             pcpu_busy_ns: vec![0; np as usize],
             host_acts_on_interrupts: host.acts_on_interrupts(),

@@ -7,6 +7,16 @@ use crate::guest::{GuestAct, GuestView, HostState};
 use crate::host::Hcall;
 use crate::ids::{TaskId, VcpuId, VmId};
 
+/// The shortest delay the hrtick timer is armed with: hrtick_start()
+/// (kernel/sched/core.c) raises any shorter one to 10,000 ns ("Don't
+/// schedule slices shorter than 10000ns, that just doesn't make sense and
+/// can cause timer DoS"). It matters when the slice left does not shrink as
+/// the timer fires: while the runqueue clock stands still, paying back
+/// steal time published at once when the vCPU runs again (update_clock()
+/// charges at most the time passed), a slice a few ns from its end would
+/// re-arm the timer every few ns.
+const HRTICK_MIN_DELAY_NS: u64 = 10_000;
+
 /// Calls the guest kernel of VM `$vm` with its view of its vCPUs.
 macro_rules! with_guest {
     ($w:expr, $vm:expr, |$g:ident, $view:ident| $body:expr) => {{
@@ -159,12 +169,13 @@ impl World {
         }
     }
 
-    /// With HRTICK, a timer at the end of the current slice.
+    /// With HRTICK, a timer at the end of the current slice, at least
+    /// [`HRTICK_MIN_DELAY_NS`] away.
     fn arm_hrtick(&mut self, v: VcpuId) {
         let vm = self.vcpus[v as usize].vm;
         let local = self.vcpus[v as usize].local;
         let delay = self.vms[vm as usize].guest.hrtick_delay(local);
-        self.vcpus[v as usize].hrtick_at = delay.map(|d| self.now + d.max(1));
+        self.vcpus[v as usize].hrtick_at = delay.map(|d| self.now + d.max(HRTICK_MIN_DELAY_NS));
     }
 
     /// The hrtick timer interrupt (handled like any timer interrupt).

@@ -299,6 +299,11 @@ pub struct World {
     /// Of those, progress events that a later plan of their vCPU had
     /// superseded: popped and dropped.
     pub events_superseded: u64,
+    /// Events taken off the queue by [`crate::event::EventKind`], counted as
+    /// popped (superseded and hrtick progress events among the progress ones).
+    pub events_by_kind: [u64; crate::event::EventKind::ALL.len()],
+    /// Of the live progress events, those that fired their vCPU's hrtick.
+    pub events_hrtick: u64,
     pub machine: Machine,
     pub pcpu_curr: Vec<Option<VcpuId>>,
     pub pcpu_busy_ns: Vec<u64>,
@@ -602,6 +607,7 @@ impl World {
             return;
         }
         if self.vcpus[v as usize].hrtick_at.is_some_and(|h| h <= self.now) {
+            self.events_hrtick += 1;
             self.hrtick_fires(v);
         }
         let Some(t) = self.vcpus[v as usize].curr_task else { return };
@@ -656,6 +662,7 @@ impl World {
             }
             self.now = t;
             self.events += 1;
+            self.events_by_kind[ev.kind() as usize] += 1;
             if self.events.is_multiple_of(STOP_POLL_EVENTS) && self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                 return Err(format!("stopped at t={t} ns"));
             }

@@ -11,6 +11,7 @@ use crate::ids::{PcpuId, TaskId, VcpuId};
 use crate::host::Affinity;
 use crate::scenario::{BandwidthScope, Scenario};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Recorded rows held before they go to the table sink, when there is one: at
 /// the first sample time past this many pending rows (samples and requests
@@ -37,78 +38,165 @@ pub struct Tables {
     pub irqs: Option<IrqRows>,
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct Requests {
-    pub workload: Vec<String>,
-    pub vm: Vec<String>,
-    pub task: Vec<String>,
-    pub arrival_ns: Vec<u64>,
-    pub start_ns: Vec<i64>,
-    pub end_ns: Vec<u64>,
-    pub latency_ns: Vec<u64>,
-    pub queue_ns: Vec<i64>,
-    pub service_ns: Vec<i64>,
+impl Tables {
+    /// Every table present, by name, with its columns: what a table writer
+    /// reads without going through a text format.
+    pub fn named(&self) -> Vec<(&'static str, Vec<(&'static str, Column<'_>)>)> {
+        let mut out = vec![("requests", self.requests.columns()), ("samples", self.samples.columns()), ("tasks", self.tasks.columns())];
+        out.extend(self.pcpu_slices.as_ref().map(|t| ("pcpu_slices", t.columns())));
+        out.extend(self.vcpu_states.as_ref().map(|t| ("vcpu_states", t.columns())));
+        out.extend(self.task_slices.as_ref().map(|t| ("task_slices", t.columns())));
+        out.extend(self.irqs.as_ref().map(|t| ("irqs", t.columns())));
+        out
+    }
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct Samples {
-    pub time_ns: Vec<u64>,
-    pub metric: Vec<&'static str>,
-    pub vm: Vec<String>,
-    pub vcpu: Vec<i64>,
-    pub pcpu: Vec<i64>,
-    pub value: Vec<f64>,
+/// One column of a recorded table, borrowed in place: numbers as the
+/// contiguous values they are, text as one string per row.
+pub enum Column<'a> {
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+    I64(&'a [i64]),
+    F64(&'a [f64]),
+    Text(Vec<&'a str>),
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct TaskRows {
-    pub vm: Vec<String>,
-    pub task: Vec<String>,
-    pub workload: Vec<String>,
-    pub vcpu_last: Vec<u32>,
-    pub cpu_time_ns: Vec<u64>,
-    pub runnable_ns: Vec<u64>,
-    pub context_switches: Vec<u64>,
-    pub migrations: Vec<u64>,
-    pub spin_ns: Vec<u64>,
+impl Column<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Column::U32(v) => v.len(),
+            Column::U64(v) => v.len(),
+            Column::I64(v) => v.len(),
+            Column::F64(v) => v.len(),
+            Column::Text(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct PcpuSlices {
-    pub pcpu: Vec<u32>,
-    pub vm: Vec<String>,
-    pub vcpu: Vec<u32>,
-    pub start_ns: Vec<u64>,
-    pub end_ns: Vec<u64>,
+impl<'a> From<&'a Vec<u32>> for Column<'a> {
+    fn from(v: &'a Vec<u32>) -> Self {
+        Column::U32(v)
+    }
+}
+impl<'a> From<&'a Vec<u64>> for Column<'a> {
+    fn from(v: &'a Vec<u64>) -> Self {
+        Column::U64(v)
+    }
+}
+impl<'a> From<&'a Vec<i64>> for Column<'a> {
+    fn from(v: &'a Vec<i64>) -> Self {
+        Column::I64(v)
+    }
+}
+impl<'a> From<&'a Vec<f64>> for Column<'a> {
+    fn from(v: &'a Vec<f64>) -> Self {
+        Column::F64(v)
+    }
+}
+impl<'a> From<&'a Vec<String>> for Column<'a> {
+    fn from(v: &'a Vec<String>) -> Self {
+        Column::Text(v.iter().map(String::as_str).collect())
+    }
+}
+impl<'a> From<&'a Vec<Arc<str>>> for Column<'a> {
+    fn from(v: &'a Vec<Arc<str>>) -> Self {
+        Column::Text(v.iter().map(|s| &**s).collect())
+    }
+}
+impl<'a> From<&'a Vec<&'static str>> for Column<'a> {
+    fn from(v: &'a Vec<&'static str>) -> Self {
+        Column::Text(v.clone())
+    }
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct VcpuStates {
-    pub vm: Vec<String>,
-    pub vcpu: Vec<u32>,
-    pub state: Vec<&'static str>,
-    pub start_ns: Vec<u64>,
-    pub end_ns: Vec<u64>,
+/// A table: one `Vec` per column, and the list of its columns in order.
+macro_rules! table {
+    ($(#[$doc:meta])* $name:ident { $($column:ident: $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Default, Serialize)]
+        pub struct $name {
+            $(pub $column: Vec<$ty>),*
+        }
+
+        impl $name {
+            pub fn columns(&self) -> Vec<(&'static str, Column<'_>)> {
+                vec![$((stringify!($column), Column::from(&self.$column))),*]
+            }
+        }
+    };
 }
 
-#[derive(Debug, Default, Serialize)]
-pub struct TaskSlices {
-    pub vm: Vec<String>,
-    pub vcpu: Vec<u32>,
-    pub task: Vec<String>,
-    pub start_ns: Vec<u64>,
-    pub end_ns: Vec<u64>,
-}
+// The name columns of the long tables share one string per name: a row
+// costs a reference count, not an allocation.
+table!(Requests {
+    workload: Arc<str>,
+    vm: Arc<str>,
+    task: Arc<str>,
+    arrival_ns: u64,
+    start_ns: i64,
+    end_ns: u64,
+    latency_ns: u64,
+    queue_ns: i64,
+    service_ns: i64,
+});
 
-#[derive(Debug, Default, Serialize)]
-pub struct IrqRows {
-    pub kind: Vec<&'static str>,
-    pub vm: Vec<String>,
-    pub src_vcpu: Vec<i64>,
-    pub dst_vcpu: Vec<u32>,
-    pub sent_ns: Vec<u64>,
-    pub delivered_ns: Vec<u64>,
-}
+table!(Samples {
+    time_ns: u64,
+    metric: &'static str,
+    vm: Arc<str>,
+    vcpu: i64,
+    pcpu: i64,
+    value: f64,
+});
+
+table!(TaskRows {
+    vm: String,
+    task: String,
+    workload: String,
+    vcpu_last: u32,
+    cpu_time_ns: u64,
+    runnable_ns: u64,
+    context_switches: u64,
+    migrations: u64,
+    spin_ns: u64,
+});
+
+table!(PcpuSlices {
+    pcpu: u32,
+    vm: String,
+    vcpu: u32,
+    start_ns: u64,
+    end_ns: u64,
+});
+
+table!(VcpuStates {
+    vm: String,
+    vcpu: u32,
+    state: &'static str,
+    start_ns: u64,
+    end_ns: u64,
+});
+
+table!(TaskSlices {
+    vm: String,
+    vcpu: u32,
+    task: String,
+    start_ns: u64,
+    end_ns: u64,
+});
+
+table!(IrqRows {
+    kind: &'static str,
+    vm: String,
+    src_vcpu: i64,
+    dst_vcpu: u32,
+    sent_ns: u64,
+    delivered_ns: u64,
+});
 
 /// Raw timeline events keyed by global ids; names are attached at the end.
 #[derive(Default)]
@@ -119,8 +207,29 @@ struct Timeline {
     irqs: Vec<(usize, u32, Option<VcpuId>, VcpuId, u64, u64)>,
 }
 
+/// The names the request and sample rows carry, one shared string each.
+struct Names {
+    vm: Vec<Arc<str>>,
+    workload: Vec<Arc<str>>,
+    task: Vec<Arc<str>>,
+    none: Arc<str>,
+}
+
+impl Names {
+    fn of(w: &World) -> Names {
+        let shared = |name: &String| Arc::from(name.as_str());
+        Names {
+            vm: w.vms.iter().map(|vm| shared(&vm.name)).collect(),
+            workload: w.workloads.iter().map(|wl| shared(&wl.name)).collect(),
+            task: w.tasks.iter().map(|t| shared(&t.name)).collect(),
+            none: Arc::from(""),
+        }
+    }
+}
+
 pub struct Recorder {
     pub record: bool,
+    names: Option<Names>,
     sink: Option<TableSink>,
     window: Option<(u64, u64)>,
     timeline: Timeline,
@@ -137,6 +246,7 @@ impl Recorder {
     pub fn new(record: bool, window: Option<(u64, u64)>) -> Self {
         Recorder {
             record: record || window.is_some(),
+            names: None,
             sink: None,
             window,
             timeline: Timeline::default(),
@@ -210,7 +320,8 @@ impl Recorder {
         }
         let vm_name = |vm: u32| w.vms[vm as usize].name.clone();
         let local = |v: VcpuId| w.vcpus[v as usize].local;
-        let mut t = Tables { samples: std::mem::take(&mut self.samples), requests: requests(w), ..Default::default() };
+        let names = self.names.get_or_insert_with(|| Names::of(w));
+        let mut t = Tables { requests: requests(w, names), samples: std::mem::take(&mut self.samples), ..Default::default() };
         for task in &w.tasks {
             let r = &mut t.tasks;
             r.vm.push(vm_name(task.vm));
@@ -272,14 +383,13 @@ impl Recorder {
 }
 
 /// The request rows the workloads hold, named.
-fn requests(w: &World) -> Requests {
-    let vm_name = |vm: u32| w.vms[vm as usize].name.clone();
+fn requests(w: &World, names: &Names) -> Requests {
     let mut q = Requests::default();
-    for wl in &w.workloads {
+    for (i, wl) in w.workloads.iter().enumerate() {
         for r in &wl.metrics.rows {
-            q.workload.push(wl.name.clone());
-            q.vm.push(vm_name(wl.vm));
-            q.task.push(r.task.map(|t| w.tasks[wl.tasks[t as usize] as usize].name.clone()).unwrap_or_default());
+            q.workload.push(names.workload[i].clone());
+            q.vm.push(names.vm[wl.vm as usize].clone());
+            q.task.push(r.task.map_or_else(|| names.none.clone(), |t| names.task[wl.tasks[t as usize] as usize].clone()));
             q.arrival_ns.push(r.arrival_ns);
             q.end_ns.push(r.end_ns);
             q.latency_ns.push(r.end_ns - r.arrival_ns);
@@ -310,7 +420,11 @@ pub fn stream(w: &mut World) {
     if pending < ROW_GROUP_ROWS {
         return;
     }
-    let chunk = Tables { requests: requests(w), samples: std::mem::take(&mut w.recorder.samples), ..Default::default() };
+    if w.recorder.names.is_none() {
+        w.recorder.names = Some(Names::of(w));
+    }
+    let names = w.recorder.names.as_ref().expect("set above");
+    let chunk = Tables { requests: requests(w, names), samples: std::mem::take(&mut w.recorder.samples), ..Default::default() };
     for wl in &mut w.workloads {
         wl.metrics.rows.clear();
     }
@@ -320,7 +434,11 @@ pub fn stream(w: &mut World) {
 /// One row per entity and metric for the interval that ends now.
 pub fn sample(w: &mut World) {
     let now = w.now;
+    if w.recorder.names.is_none() {
+        w.recorder.names = Some(Names::of(w));
+    }
     let r = &mut w.recorder;
+    let names = r.names.as_ref().expect("set above");
     let dt = (now - r.last_time).max(1) as f64;
     r.last_time = now;
     if r.last_cpu.is_empty() {
@@ -330,39 +448,40 @@ pub fn sample(w: &mut World) {
         r.last_lwp = vec![0; w.vms.len()];
     }
     let s = &mut r.samples;
-    let mut push = |metric: &'static str, vm: &str, vcpu: i64, pcpu: i64, value: f64| {
+    let mut push = |metric: &'static str, vm: &Arc<str>, vcpu: i64, pcpu: i64, value: f64| {
         s.time_ns.push(now);
         s.metric.push(metric);
-        s.vm.push(vm.to_string());
+        s.vm.push(vm.clone());
         s.vcpu.push(vcpu);
         s.pcpu.push(pcpu);
         s.value.push(value);
     };
     for (vm_id, vm) in w.vms.iter().enumerate() {
+        let name = &names.vm[vm_id];
         let mut used = 0;
         for i in 0..vm.nv {
             let v = (vm.first_vcpu + i) as usize;
             let vc = &w.vcpus[v];
             used += vc.cpu_ns - r.last_cpu[v];
-            push("vcpu_steal_frac", &vm.name, i as i64, -1, (vc.steal_ns - r.last_steal[v]) as f64 / dt);
-            push("vcpu_runqueue", &vm.name, i as i64, -1, vm.guest.nr_running(i) as f64);
+            push("vcpu_steal_frac", name, i as i64, -1, (vc.steal_ns - r.last_steal[v]) as f64 / dt);
+            push("vcpu_runqueue", name, i as i64, -1, vm.guest.nr_running(i) as f64);
             r.last_cpu[v] = vc.cpu_ns;
             r.last_steal[v] = vc.steal_ns;
         }
-        push("vm_cpu_share", &vm.name, -1, -1, used as f64 / dt);
-        push("vm_entitlement", &vm.name, -1, -1, vm.entitlement);
+        push("vm_cpu_share", name, -1, -1, used as f64 / dt);
+        push("vm_entitlement", name, -1, -1, vm.entitlement);
         // Lock-holder and lock-waiter preemptions in the interval (the summary's
         // lhp_count and lwp_count, spread over time).
-        push("vm_lhp", &vm.name, -1, -1, (vm.lhp_count - r.last_lhp[vm_id]) as f64);
-        push("vm_lwp", &vm.name, -1, -1, (vm.lwp_count - r.last_lwp[vm_id]) as f64);
+        push("vm_lhp", name, -1, -1, (vm.lhp_count - r.last_lhp[vm_id]) as f64);
+        push("vm_lwp", name, -1, -1, (vm.lwp_count - r.last_lwp[vm_id]) as f64);
         r.last_lhp[vm_id] = vm.lhp_count;
         r.last_lwp[vm_id] = vm.lwp_count;
         for (metric, value) in w.host.vm_samples(vm_id as u32) {
-            push(metric, &vm.name, -1, -1, value);
+            push(metric, name, -1, -1, value);
         }
     }
     for p in 0..w.machine.pcpus {
-        push("pcpu_runqueue", "", -1, p as i64, w.host.nr_running(p) as f64);
+        push("pcpu_runqueue", &names.none, -1, p as i64, w.host.nr_running(p) as f64);
     }
 }
 
