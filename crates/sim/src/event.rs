@@ -69,12 +69,14 @@ pub enum EventKind {
     Interrupt,
     /// Arrivals, client requests, workload starts.
     Workload,
+    /// OS noise: host kworkers (`world::noise`).
+    Noise,
     /// Samples, capacity and pinning changes.
     Other,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         EventKind::HostTick,
         EventKind::GuestTick,
         EventKind::Progress,
@@ -83,6 +85,7 @@ impl EventKind {
         EventKind::Timer,
         EventKind::Interrupt,
         EventKind::Workload,
+        EventKind::Noise,
         EventKind::Other,
     ];
 
@@ -96,6 +99,7 @@ impl EventKind {
             EventKind::Timer => "timer",
             EventKind::Interrupt => "interrupt",
             EventKind::Workload => "workload",
+            EventKind::Noise => "noise",
             EventKind::Other => "other",
         }
     }
@@ -113,6 +117,7 @@ impl Event {
             Event::HostTimer(_) | Event::GuestTimer(..) | Event::ActivationTimeout(..) => EventKind::Timer,
             Event::IrqRaise(_) | Event::DeviceDone(_) | Event::SleepDone(_) => EventKind::Interrupt,
             Event::Arrival(_) | Event::ClientRequest(_) | Event::WorkloadStart(_) => EventKind::Workload,
+            Event::HostKworker(_) => EventKind::Noise,
             Event::Sample | Event::CapacityChange(_) | Event::PinChange(_) => EventKind::Other,
         }
     }
