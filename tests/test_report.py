@@ -255,11 +255,12 @@ def test_report_draws_task_lanes_irq_pending_and_lock_preemptions(lock_run, brow
     samples = pl.read_parquet(lock_run / "samples.parquet")
     lhp = samples.filter((pl.col("metric") == "vm_lhp") & (pl.col("vm") == "locky"))["value"].sum()
     assert 0 < lhp <= summary["locks"]["locky"]["lhp_count"]
-    # One lane per vCPU of the VM, one colour per task (the program's four threads).
+    # One lane per vCPU of the VM, one colour per task (the program's four threads and
+    # the guest kernel's four kworkers, one per vCPU).
     lanes = next(chart for chart in html.split("Plotly.newPlot(") if "Guest task lanes" in chart)
     lanes = lanes.replace(", ", ",").replace('": "', '":"')
     assert all(f'"vCPU {v}"' in lanes for v in range(4))
-    assert lanes.count('"legendgroup":"tasks"') == 4
+    assert lanes.count('"legendgroup":"tasks"') == 4 + 4
     # The interrupt CDF covers the whole run (the timeline tables only their window):
     # its total is every VM's delivered interrupts, each kind's CDF ends at 1.
     pending = summary["interrupt_pending"]

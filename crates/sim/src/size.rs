@@ -113,6 +113,11 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
     let h = &s.host;
     let pcpus = h.sockets as f64 * h.cores_per_socket as f64 * h.threads_per_core as f64;
     let mut per_second = h.hz as f64 + policy_events_per_second(s);
+    if s.timing.noise {
+        // A host kworker run is its own event, and it or a softirq run
+        // replans the progress of the vCPU it delays.
+        per_second += pcpus * (2.0 * h.noise.kworker_per_s + h.noise.softirq_per_s);
+    }
     let mut tasks = 0.0;
     let mut vcpus = 0.0;
     let mut requests_per_second = 0.0;
@@ -122,6 +127,15 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
         // Each tick, host or guest, may preempt on every vCPU: a switch, its
         // overhead's end and the next slice's timer.
         per_second += vm.guest.hz as f64 + nv * TICK_EVENTS_PER_VCPU * (h.hz + vm.guest.hz) as f64;
+        if s.timing.noise {
+            // The guest's kworkers (one thread per vCPU) wake, run and sleep
+            // for each work item; its softirqs replan the running task.
+            let g = &vm.guest.noise;
+            per_second += nv * (g.kworker_per_s * SYNC_EVENTS_PER_UNIT + g.softirq_per_s);
+            if g.kworker_per_s > 0.0 {
+                tasks += nv;
+            }
+        }
         if let Some(bw) = &vm.bandwidth {
             let groups = if bw.per == crate::scenario::BandwidthScope::Vm { 1.0 } else { nv };
             per_second += groups * 2.0 * EVENTS_PER_BOUNDARY * 1e3 / bw.period_ms;

@@ -54,9 +54,11 @@ fn lock_holder_preemption_explains_the_overcommitted_slowdown() {
     // A guest with native ticket spinlocks (Linux 3.2) on a host without
     // pause-loop exiting: waiters spin behind a preempted holder
     // (paravirt.rs shows what PV spinlocks and PLE change).
-    let (native, no_ple) = ("vm[0].guest.kernel='linux-3.2'", "host.kvm.ple_gap=0");
-    let alone = sim("lock-holder-preemption", &[native, no_ple, "vm[1].workload[0].enabled=false"], 1000);
-    let over = sim("lock-holder-preemption", &[native, no_ple], 1000);
+    // On a quiet machine, so that alone no holder is ever preempted (OS
+    // noise preempts holders too, and the alone baseline would spin).
+    let (native, no_ple, quiet) = ("vm[0].guest.kernel='linux-3.2'", "host.kvm.ple_gap=0", "timing.noise=false");
+    let alone = sim("lock-holder-preemption", &[native, no_ple, quiet, "vm[1].workload[0].enabled=false"], 1000);
+    let over = sim("lock-holder-preemption", &[native, no_ple, quiet], 1000);
     let w = |s: &Value| f(&s["workloads"][0]["throughput_per_s"]);
     let locks = |s: &Value| s["locks"]["locky"].clone();
     assert!(w(&over) < 0.7 * w(&alone), "over {} alone {}", w(&over), w(&alone));
@@ -104,7 +106,9 @@ fn steal_lowers_the_believed_capacity_of_the_shared_vcpu() {
 /// and no gaps when it has the pCPU to itself.
 #[test]
 fn latency_probe_records_host_preemption_gaps() {
-    let text = "name='gaps'\nduration_ms=1000\n\
+    // Hand-worked on a quiet machine: with OS noise the probe also sees
+    // the softirq and kworker gaps.
+    let text = "name='gaps'\nduration_ms=1000\n[timing]\nnoise=false\n\
                 [[vm]]\nname='probe'\npin=[0]\n[[vm.workload]]\nkind='latency_probe'\n\
                 [[vm]]\nname='noisy'\npin=[0]\n[[vm.workload]]\nkind='hog'\n";
     let shared = vmsched_sim::parse(text, &[]).unwrap();
@@ -156,7 +160,8 @@ fn lock_holder_preemptions_are_sampled_over_time() {
 /// the latest the running hog's slice is checked (hz 1000), plus the slack.
 #[test]
 fn periodic_wakeups_are_late_only_beside_a_competitor() {
-    let text = "name='cyclic'\nduration_ms=500\n[host]\nhz=1000\n\
+    // Hand-worked bounds on a quiet machine: no OS noise.
+    let text = "name='cyclic'\nduration_ms=500\n[timing]\nnoise=false\n[host]\nhz=1000\n\
                 [[vm]]\nname='g'\npin=[0]\n[vm.guest]\nkernel='linux-6.14'\nhz=1000\n\
                 [[vm.workload]]\nkind='periodic'\nsleep_us=1000\nwork_us=100\n\
                 [[vm.workload]]\nkind='hog'\n";

@@ -49,7 +49,8 @@ fn guest_rr_round_robins_in_timeslices() {
 /// 4 ms from 0).
 #[test]
 fn guest_cfs_switches_equal_tasks_at_the_tick_after_their_slice() {
-    let text = "name='cfs'\nduration_ms=16\n[timing]\nseeded_guest_tick_phase=false\n[[vm]]\nname='v'\n[[vm.workload]]\nkind='hog'\nthreads=2\nwork_us=100000\n";
+    // Hand-worked on a quiet machine: no OS noise.
+    let text = "name='cfs'\nduration_ms=16\n[timing]\nseeded_guest_tick_phase=false\nnoise=false\n[[vm]]\nname='v'\n[[vm.workload]]\nkind='hog'\nthreads=2\nwork_us=100000\n";
     let t = trace(text, 16).task_slices.unwrap();
     let got = rows(&t.task, &t.start_ns, &t.end_ns, MS);
     let want: Vec<(String, u64, u64)> = (0..4).map(|k| (format!("v/hog0/{}", k % 2), 4 * k, 4 * k + 4)).collect();
@@ -86,7 +87,8 @@ fn busy_smt_siblings_slow_each_other() {
 /// second half: 500 + 250 chunks of 1 ms instead of 1000.
 #[test]
 fn capacity_change_scales_progress() {
-    let text = "name='cap'\nduration_ms=1000\n[host]\ncapacity_changes=[{at_ms=500, core=0, capacity=512}]\n\
+    // Hand-worked on a quiet machine: no OS noise.
+    let text = "name='cap'\nduration_ms=1000\n[timing]\nnoise=false\n[host]\ncapacity_changes=[{at_ms=500, core=0, capacity=512}]\n\
                 [[vm]]\nname='a'\n[[vm.workload]]\nkind='hog'\nwork_us=1000\n";
     let s = vmsched_sim::parse(text, &[]).unwrap();
     let out = run(s, &RunOptions { validate: true, ..Default::default() }, &mut |_, _| {}).unwrap();

@@ -30,7 +30,8 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
 /// planned completion at least once per wakeup.
 #[test]
 fn superseded_progress_events_are_counted() {
-    let hog = "name = 't'\nduration_ms = 1000\n[host]\ncores_per_socket = 1\n[[vm]]\nname = 'vm'\nvcpus = 1\npin = [0]\n[[vm.workload]]\nkind = 'hog'\n";
+    // Hand-worked on a quiet machine: no OS noise.
+    let hog = "name = 't'\nduration_ms = 1000\n[timing]\nnoise = false\n[host]\ncores_per_socket = 1\n[[vm]]\nname = 'vm'\nvcpus = 1\npin = [0]\n[[vm.workload]]\nkind = 'hog'\n";
     let sleeper = "[[vm.workload]]\nkind = 'bursty'\nwork_us = 100\nsleep_us = 1000\n";
     let run = |text: String, ms: u64| {
         let opts = RunOptions { validate: true, duration_ns: Some(ms * 1_000_000), ..Default::default() };

@@ -9,8 +9,9 @@ use vmsched_sim::{run, RunOptions};
 
 const MS: u64 = 1_000_000;
 
-/// No virtualization or scheduler costs, so slices fall on exact times.
-const FREE: &str = "[overheads]\nvcpu_switch_ns=0\ntask_switch_ns=0\nvm_exit_ns=0\nipi_delivery_ns=0\nirq_handler_ns=0\n";
+/// No virtualization or scheduler costs and no OS noise (the guests'
+/// kworkers would wake their vCPUs), so slices fall on exact times.
+const FREE: &str = "[overheads]\nvcpu_switch_ns=0\ntask_switch_ns=0\nvm_exit_ns=0\nipi_delivery_ns=0\nirq_handler_ns=0\n[timing]\nnoise=false\n";
 
 /// The policy's table with its per-decision costs at zero, plus `params`.
 fn costless(policy: &str, params: &str) -> String {

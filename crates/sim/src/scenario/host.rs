@@ -490,9 +490,11 @@ pub struct Timing {
     pub tick_jitter_us: f64,
     /// OS noise: the housekeeping work of the host's and each guest's
     /// kernel (`host.noise`, `vm.guest.noise`, set by the kernel profiles;
-    /// docs/model.md "OS noise"). `false` (the default for now, see there):
-    /// every idle period perfectly idle and every slice perfectly clean.
-    #[serde(default)]
+    /// docs/model.md "OS noise"). On by default: Linux is never quiet, and
+    /// where a kernel profile has no rates (a Xen host) there is none.
+    /// `false`: every idle period perfectly idle and every slice perfectly
+    /// clean.
+    #[serde(default = "yes")]
     pub noise: bool,
 }
 
