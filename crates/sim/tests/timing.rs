@@ -157,17 +157,19 @@ fn kworkers_wake_idle_vcpus() {
     }
 }
 
-/// uvf-fig7b's three identical VMs run in lockstep on a quiet machine: each
-/// VM's vCPUs are coscheduled, so a TLB shootdown finds its recipients
-/// running (pending a few ns on average, at most a few us: the handler
-/// waits only for an overhead in progress). OS noise breaks the lockstep:
-/// recipients are found preempted for whole slices (hundreds of us), often
-/// enough to raise the mean pending time of all shootdowns fortyfold.
+/// uvf-fig7b's three identical VMs no longer run in lockstep: a TLB
+/// shootdown finds some of its recipients preempted (the issue's "found not
+/// running a measurable share of the time"). Two things break it: vips's
+/// dispatcher-fed thread pool halts and wakes vCPUs tile by tile, and the
+/// OS noise (on by default) preempts one CPU at a time. With both, over
+/// seeds 1-3 at 500 ms, shootdowns wait tens of microseconds on average
+/// (a delivery to a running vCPU takes a few ns) and the longest waits last
+/// milliseconds: a recipient waited for its next slice.
 #[test]
-fn noise_breaks_the_lockstep_of_uvf_fig7b() {
+fn tlb_shootdowns_of_uvf_fig7b_find_recipients_preempted() {
     let toml = vmsched_sim::scenarios::find("uvf-fig7b").expect("built-in").toml;
-    let tlb_pending = |noise: &str| -> (f64, f64) {
-        let s = summary_unchecked(toml, &["duration_ms=500", noise]);
+    for seed in 1..=3 {
+        let s = summary_unchecked(toml, &["duration_ms=500", &format!("seed={seed}")]);
         let (mut count, mut total, mut max) = (0.0, 0.0, 0.0f64);
         for vm in s["vms"].as_array().unwrap() {
             let t = &vm["interrupts"]["pending_ns_by_kind"]["tlb_shootdown"];
@@ -175,13 +177,11 @@ fn noise_breaks_the_lockstep_of_uvf_fig7b() {
             total += n(&t["count"]) * n(&t["mean"]);
             max = max.max(n(&t["max"]));
         }
-        (total / count, max)
-    };
-    let (quiet_mean, quiet_max) = tlb_pending("timing.noise=false");
-    let (noisy_mean, noisy_max) = tlb_pending("timing.noise=true");
-    assert!(quiet_max < 10_000.0, "quiet: a recipient waited {quiet_max} ns");
-    assert!(noisy_max > 100_000.0, "with noise no recipient was found preempted (longest wait {noisy_max} ns)");
-    assert!(noisy_mean > 40.0 * quiet_mean, "mean pending {noisy_mean:.1} ns with noise, {quiet_mean:.1} without");
+        let mean = total / count;
+        assert!(count > 1000.0, "seed {seed}: {count} shootdowns");
+        assert!(max > 1_000_000.0, "seed {seed}: no recipient was found preempted for a slice (longest wait {max} ns)");
+        assert!(mean > 10_000.0, "seed {seed}: mean pending {mean:.1} ns: the recipients were running (lockstep)");
+    }
 }
 
 /// Bad noise and lateness settings are refused with the field named.
