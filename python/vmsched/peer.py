@@ -41,7 +41,9 @@ def scenario_text(pcpus: int, vms: int, duration_ms: int) -> str:
              "seed = 1", f"duration_ms = {duration_ms}", "",
              "[host]", f"cores_per_socket = {pcpus}", "hz = 10000", f"cfs = {CFS}", "",
              "[overheads]", "vcpu_switch_ns = 0", "task_switch_ns = 0", "vm_exit_ns = 0",
-             "ipi_delivery_ns = 0", "irq_handler_ns = 0", ""]
+             "ipi_delivery_ns = 0", "irq_handler_ns = 0", "",
+             # tailtamer has no OS noise: the same model on both sides.
+             "[timing]", "noise = false", ""]
     workloads = {"batch": ('kind = "bursty"', "threads = 8", "work_us = 4000", "sleep_us = 2000"),
                  "web": ('kind = "server"', "threads = 16", "rate_per_s = 1000", "work_us = 1000"),
                  "hog": ('kind = "hog"', "threads = 4", "work_us = 100000")}
