@@ -158,6 +158,20 @@ pub struct LinuxKernel {
 }
 
 impl LinuxKernel {
+    /// Takes the running task off `v` and puts it back into its class's
+    /// queue accounting (put_prev_task()), at `v`'s clock: the first step of
+    /// moving a running task elsewhere.
+    fn put_back_curr(&mut self, view: &GuestView, v: u32) -> u32 {
+        self.update_clock(view, v);
+        let now = self.rqs[v as usize].clock_task;
+        let t = self.rqs[v as usize].curr.take().expect("running task");
+        self.update_util(t, now, true);
+        if !self.tasks[t as usize].is_rt() {
+            self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
+        }
+        t
+    }
+
     pub fn new(cfg: &Guest, nv: u32) -> Self {
         let mut llc_of = vec![0; nv as usize];
         for (g, grp) in cfg.llc_groups.iter().enumerate() {
@@ -799,13 +813,7 @@ impl GuestPolicy for LinuxKernel {
     /// The stopper of active balancing (migration_cpu_stop()): the running
     /// task of `v` is put back and moved to `to`; `v` must pick again.
     fn detach_curr_to(&mut self, view: &GuestView, v: u32, to: u32) -> u32 {
-        self.update_clock(view, v);
-        let now = self.rqs[v as usize].clock_task;
-        let t = self.rqs[v as usize].curr.take().expect("running task");
-        self.update_util(t, now, true);
-        if !self.tasks[t as usize].is_rt() {
-            self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
-        }
+        let t = self.put_back_curr(view, v);
         self.move_queued(view, t, v, to);
         t
     }
@@ -815,13 +823,7 @@ impl GuestPolicy for LinuxKernel {
     /// balancer can take it) until `attach_migrating()` places
     /// it; `v` must pick again.
     fn detach_curr(&mut self, view: &GuestView, v: u32) -> u32 {
-        self.update_clock(view, v);
-        let now = self.rqs[v as usize].clock_task;
-        let t = self.rqs[v as usize].curr.take().expect("running task");
-        self.update_util(t, now, true);
-        if !self.tasks[t as usize].is_rt() {
-            self.rqs[v as usize].cfs.put_prev(&mut self.ents, now);
-        }
+        let t = self.put_back_curr(view, v);
         self.tasks[t as usize].migrating_lag = Some(self.lag(t, v));
         self.dequeue(t, false);
         t
