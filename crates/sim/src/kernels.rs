@@ -106,6 +106,12 @@ const BUSY_INTERVAL_JIFFY: Setting = ("cfs.busy_interval_one_jiffy_less", "true"
 /// for that alone every LOAD_AVG_PERIOD: Linux 4.17 (commit b7031a02ec75,
 /// "sched/fair: Add NOHZ_STATS_KICK").
 const NOHZ_STATS: Setting = ("cfs.nohz_stats_kick", "true");
+/// A busy CPU pulls even when its group is above the domain's average
+/// load: the wrapping imbalance of Linux 5.5 ("sched/fair: Rework
+/// load_balance()", 0b0695f2b34a) until 6.3 (91dcf1e8068e, "sched/fair: Fix
+/// imbalance overflow", in the stable trees from 2023): 5.10.90 has it,
+/// 6.1.36 has the fix.
+const PULL_ABOVE_AVERAGE: Setting = ("cfs.pull_above_average", "true");
 /// An xAPIC guest: the ASPLOS'13 Linux 3.2 guests sent IPIs through the
 /// xAPIC's ICR, whose read is the first of the exits before an IPI (section
 /// 4.1.1, "ICR read in x86 APIC"). Whether a guest turns the x2APIC on
@@ -120,7 +126,7 @@ const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW, ON_SPIN_READY, NEWIDLE_COS
 const HOST_3_18: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST];
 const HOST_4_4: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST];
 const HOST_4_14: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST];
-const HOST_5_10: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST, BUSY_INTERVAL_JIFFY, NOHZ_STATS];
+const HOST_5_10: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST, BUSY_INTERVAL_JIFFY, NOHZ_STATS, PULL_ABOVE_AVERAGE];
 const HOST_6_1: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, BASE_SLICE, NEWIDLE_DOMAIN_COST, BUSY_INTERVAL_JIFFY, NOHZ_STATS];
 const GUEST_6_1: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, BASE_SLICE];
 const GUEST_6_6: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, EEVDF_6_6];

@@ -51,6 +51,9 @@ pub struct Tunables {
     /// Host CFS from Linux 4.17: the idle load balancer updates every idle
     /// CPU's blocked averages (NOHZ_STATS_KICK).
     pub nohz_stats_kick: bool,
+    /// Host CFS from Linux 5.5 to 6.2: a busy CPU pulls even when its group
+    /// is above the domain's average load (`host.cfs.pull_above_average`).
+    pub pull_above_average: bool,
     /// Host CFS: exact ties of PELT loads between balance candidates are
     /// drawn at random (`host.cfs.load_ties`).
     pub random_load_ties: bool,
@@ -74,6 +77,7 @@ impl Tunables {
             newidle_cost_gate: false,
             busy_interval_one_jiffy_less: false,
             nohz_stats_kick: false,
+            pull_above_average: false,
             random_load_ties: true,
         }
     }
@@ -91,6 +95,7 @@ impl Tunables {
             newidle_cost_gate: o.newidle_cost_gate,
             busy_interval_one_jiffy_less: o.busy_interval_one_jiffy_less,
             nohz_stats_kick: o.nohz_stats_kick,
+            pull_above_average: o.pull_above_average,
             random_load_ties: o.load_ties == crate::scenario::LoadTies::Random,
         }
     }

@@ -538,10 +538,12 @@ fn on_eevdf_guests_the_redis_vcpu_keeps_its_io_points_through_its_replies() {
         // needs an 11 ms gap in the redis vCPU's IPIs): the case is kept on
         // the aligned guest ticks it was traced on.
         sets.push("timing.seeded_guest_tick_phase=false".into());
-        // And on a quiet machine: the guests' kworkers (those of both VMs
-        // are needed) triple redis's mean latency under vanilla KVM and
-        // Anubis alike (CFS guests: 0.88 -> 2.57 ms and 0.29 -> 1.40 ms, half
-        // the reschedule IPIs), which is not traced yet.
+        // And on a quiet machine: with the guests' kworkers, two more
+        // workloads, the seeded start order changes and the host places the
+        // four vCPUs one and three on the two pCPUs, which no balance undoes
+        // (docs/model.md "OS noise"): redis's mean latency triples under
+        // vanilla KVM and Anubis alike (CFS guests: 0.88 -> 2.57 ms and
+        // 0.29 -> 1.40 ms, half the reschedule IPIs).
         sets.push("timing.noise=false".into());
         let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
         summary(toml, &sets)

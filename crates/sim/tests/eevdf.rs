@@ -148,9 +148,10 @@ fn hogs_and_server(guest: bool) -> &'static str {
 /// protection (PREEMPT_SHORT), so it stops waiting for the hog's request
 /// to end: its p95 latency falls to about one service time. On 6.6
 /// sched_runtime is not read for a fair task: the run is the same. On a
-/// quiet machine: with OS noise the guest's kworker on the server's vCPU
-/// raises the p95 with the short slice to 329 us (81 us without the
-/// guest's kworkers; seed 1, not traced further).
+/// quiet machine: a few percent of the requests wait for a tick behind a
+/// hog whose request ends before the server's (docs/model.md "OS noise"),
+/// and with OS noise they are about 5% at seed 1 (p95 329 us; 81 us
+/// without the guest's kworkers, whose mean latency is higher).
 #[test]
 fn a_short_slice_cuts_wakeup_latency_on_6_12_only() {
     let p95 = |guest: bool, kernel: &str, slices: bool| {

@@ -1337,7 +1337,7 @@ impl CfsCore {
                 }
             }
             let Some(b) = busiest else { return LbOutcome::Balanced };
-            let domain = Domain { level, machine: m, idle, total_load: stats.iter().map(|s| s.load).sum(), total_capacity: stats.iter().map(|s| s.capacity).sum() };
+            let domain = Domain { level, machine: m, idle, total_load: stats.iter().map(|s| s.load).sum(), total_capacity: stats.iter().map(|s| s.capacity).sum(), pull_above_average: self.tun.pull_above_average };
             let Some((migration, imbalance)) = domain.imbalance(&stats[0], &stats[b]) else { return LbOutcome::Balanced };
             let Some(src) = self.find_busiest_queue(view, groups[b], &excluded, migration, imbalance) else { return LbOutcome::Balanced };
             match self.detach_tasks(view, out, src, p, level, idle, migration, imbalance, may) {

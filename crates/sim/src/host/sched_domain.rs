@@ -294,6 +294,8 @@ pub struct Domain<'a> {
     pub idle: IdleType,
     pub total_load: u64,
     pub total_capacity: u64,
+    /// `host.cfs.pull_above_average` (Linux 5.5 to 6.2).
+    pub pull_above_average: bool,
 }
 
 impl Domain<'_> {
@@ -353,7 +355,7 @@ impl Domain<'_> {
         if local.kind < GroupType::Overloaded {
             // The local group will become overloaded: avg_load matters now.
             local_avg = local.load * CAPACITY_SCALE / local.capacity;
-            if local_avg >= busiest.avg_load || local_avg >= sds_avg_load {
+            if local_avg >= busiest.avg_load || (local_avg >= sds_avg_load && !self.pull_above_average) {
                 return None;
             }
         }
@@ -439,7 +441,7 @@ mod tests {
         let m = machine("cores_per_socket=2");
         let (local, busiest) = (cpu(1, 1024, 1024), cpu(2, 2048, 1024));
         assert_eq!((local.kind, busiest.kind), (GroupType::FullyBusy, GroupType::Overloaded));
-        let d = Domain { level: Level::Llc, machine: &m, idle: IdleType::NotIdle, total_load: 3072, total_capacity: 2048 };
+        let d = Domain { level: Level::Llc, machine: &m, idle: IdleType::NotIdle, total_load: 3072, total_capacity: 2048, pull_above_average: false };
         assert_eq!(d.imbalance(&local, &busiest), Some((Migration::Load, 512)));
         // The other way round there is nothing to pull.
         assert_eq!(d.imbalance(&busiest, &local), None);
@@ -462,8 +464,27 @@ mod tests {
         let m = machine("cores_per_socket=3");
         let (local, busiest) = (cpu(1, 500, 1024), cpu(2, 600, 1024));
         assert_eq!((local.kind, busiest.kind), (GroupType::FullyBusy, GroupType::Overloaded));
-        let d = Domain { level: Level::Llc, machine: &m, idle: IdleType::NotIdle, total_load: 4100, total_capacity: 3072 };
+        let d = Domain { level: Level::Llc, machine: &m, idle: IdleType::NotIdle, total_load: 4100, total_capacity: 3072, pull_above_average: false };
         assert_eq!(d.imbalance(&local, &busiest), Some((Migration::Load, 866)));
+    }
+
+    /// A busy CPU running one thread beside a CPU running three, in an LLC
+    /// of 8 whose other 6 CPUs are idle (threads allowed on the two only):
+    /// the domain's average is 4096 x 1024 / 8192 = 512, below the local
+    /// CPU's 1024. From Linux 6.3 that is no imbalance; from 5.5 to 6.2
+    /// the unsigned (512 - 1024) wraps, min() takes the busiest side,
+    /// (3072 - 512) x 1024 / 1024 = 2560, and two threads move.
+    #[test]
+    fn a_local_group_above_the_average_pulls_only_before_6_3() {
+        let m = machine("cores_per_socket=8");
+        let (local, busiest) = (cpu(1, 1024, 1024), cpu(3, 3072, 1024));
+        assert_eq!((local.kind, busiest.kind), (GroupType::FullyBusy, GroupType::Overloaded));
+        let fixed = Domain { level: Level::Llc, machine: &m, idle: IdleType::NotIdle, total_load: 4096, total_capacity: 8192, pull_above_average: false };
+        assert_eq!(fixed.imbalance(&local, &busiest), None);
+        let wrapping = Domain { pull_above_average: true, ..fixed };
+        assert_eq!(wrapping.imbalance(&local, &busiest), Some((Migration::Load, 2560)));
+        // Either way nothing is pulled from a group no busier.
+        assert_eq!(wrapping.imbalance(&busiest, &local), None);
     }
 
     /// update_sd_pick_busiest(): type first, then avg_load; equal groups

@@ -357,6 +357,16 @@ pub struct CfsTunables {
     /// profiles from 5.10 on.
     #[serde(default)]
     pub nohz_stats_kick: bool,
+    /// Host only: a busy pCPU's periodic balance pulls load even when its
+    /// own group is already above the domain's average load. Linux 5.5's
+    /// load_balance() rework computed the imbalance as min(busiest - avg,
+    /// avg - local) in unsigned long, which wraps when local > avg, so the
+    /// busiest side decided; 6.3 (commit 91dcf1e8068e, "sched/fair: Fix
+    /// imbalance overflow", backported to the stable trees in 2023) returns
+    /// no imbalance there, as did the kernels before 5.5. Set by the 5.10
+    /// profile (5.10.90, before the backport).
+    #[serde(default)]
+    pub pull_above_average: bool,
     /// Host only: how the balancer chooses among the busiest candidates
     /// whose PELT loads are exactly equal (see [`LoadTies`]).
     #[serde(default)]
