@@ -144,6 +144,18 @@ fn noise_off_leaves_no_trace() {
     assert!(s["workloads"].as_array().unwrap().iter().all(|w| w["kind"] != "os_noise"));
 }
 
+/// The SimPy reference scenario runs the same model as the SimPy script,
+/// which has no OS noise: its Linux profile's noise is switched off there
+/// (the benchmark's agreement and speed ratio compare like with like).
+#[test]
+fn the_simpy_reference_scenario_is_quiet() {
+    let toml = vmsched_sim::scenarios::find("bench-simpy-rr").expect("built-in").toml;
+    let s = summary(toml, &["duration_ms=20"]);
+    assert!(s["host"].get("noise").is_none() && s["vms"][0].get("noise").is_none(), "{}", s["host"]);
+    assert!(s["workloads"].as_array().unwrap().iter().all(|w| w["kind"] != "os_noise"));
+    assert_eq!(s["events_by_kind"]["noise"], 0);
+}
+
 /// An idle guest's kworkers wake its vCPUs: with noise every vCPU of an
 /// idle VM runs now and then; without, it stays halted.
 #[test]
