@@ -221,6 +221,13 @@ pub const PROFILES: &[KernelProfile] = &[
         noise: LINUX_NOISE,
     },
     KernelProfile {
+        name: "xen-4.5",
+        description: "Xen 4.5 hypervisor, the host of the IRS paper (Middleware'17, section 5.1): as xen-4.9, with Credit's rules of the time (sched_credit.c at RELEASE-4.5.0): a vCPU woken by a migration is BOOSTed, a preempted vCPU is kicked away even with no idler for it, and the rate limit holds yielding vCPUs for a whole ratelimit_us",
+        host: &[("credit.boost_migrating", "true"), ("credit.kick_without_idler", "true"), ("credit.ratelimit_yielding", "true")],
+        guest: &[],
+        noise: &[],
+    },
+    KernelProfile {
         name: "xen-4.9",
         description: "Xen 4.9 hypervisor, the host of the Tableau paper (EuroSys'18, section 7.2): none of KVM's host features (a halting vCPU blocks at once, hvm_hlt(); no halt polling), for host.policy = credit | credit2 | rtds | tableau",
         host: &[],

@@ -569,3 +569,28 @@ fn shared_schedule_locks_make_simultaneous_decisions_wait() {
         assert!(done < done_alone, "{policy}: {done} chunks of work with the shared lock, {done_alone} without");
     }
 }
+
+/// Xen 4.5's Credit (`kernel = "xen-4.5"`), whose wakeups from a migration
+/// are BOOSTed and whose __runq_tickle() kicks a preempted vCPU away even
+/// with no idler for it. A hog pinned to pCPU 0 (UNDER after the 10 ms
+/// tick; pCPU 1 idles) is preempted at 15 ms by a BOOSTed vCPU that runs
+/// a 2 ms burst every 3.5 ms. Xen 4.9 leaves the pinned hog alone: it stays
+/// UNDER and each burst preempts it. Xen 4.5 flags it to migrate;
+/// vcpu_migrate() re-places it on pCPU 0 and wakes it there BOOSTed, so it
+/// takes the pCPU back at 17 ms, and the burst that wakes at 18.5 ms,
+/// BOOSTed too, does not outrank it: it waits for the end of the hog's
+/// 30 ms slice (47 ms), although the tick at 20 ms has ended the hog's
+/// BOOST (the tick makes no decision).
+#[test]
+fn credit_of_xen_4_5_boosts_a_kicked_pinned_vcpu_and_the_next_wakeup_waits_its_slice() {
+    let vms = "[[vm]]\nname='hog'\npin=[0]\n[[vm.workload]]\nkind='hog'\n\
+               [[vm]]\nname='io'\npin=[0]\n[[vm.workload]]\nkind='periodic'\nstart_ms=15\nwork_dist='constant'\nwork_us=2000\nsleep_us=3500\n";
+    let t = slices(&format!("{}{vms}", host("credit", 2)), 26);
+    let tenth_ms = MS / 10;
+    assert_eq!(
+        rows(&t, 0, tenth_ms),
+        want(&[("hog", 0, 150), ("io", 150, 170), ("hog", 170, 185), ("io", 185, 205), ("hog", 205, 220), ("io", 220, 240), ("hog", 240, 255), ("io", 255, 260)])
+    );
+    let t = slices(&format!("{}{vms}", host("credit", 2).replace("[host]\n", "[host]\nkernel='xen-4.5'\n")), 48);
+    assert_eq!(rows(&t, 0, tenth_ms), want(&[("hog", 0, 150), ("io", 150, 170), ("hog", 170, 470), ("io", 470, 480)]));
+}

@@ -7,6 +7,13 @@
 //! peers (csched_load_balance()), and capped domains that overspend are
 //! parked until they earn credit again.
 //!
+//! Three rules changed between Xen 4.5 (the IRS paper's host) and 4.9 and
+//! are switched by `[host.credit]` flags that the `xen-4.5` kernel profile
+//! sets: `boost_migrating` (4.7 stopped BOOSTing migrated vCPUs),
+//! `kick_without_idler` (4.8 kicks a preempted vCPU away only if an idler
+//! may run it) and `ratelimit_yielding` (4.8 exempts yielders from the rate
+//! limit and holds the others only for the rest of it).
+//!
 //! A vCPU that yields (the SCHEDOP_yield hypercall, and the pause-loop exit,
 //! which Xen's VMX handler turns into the same call) skips the rate limit
 //! and queues behind one lower-priority vCPU (CSCHED_FLAG_VCPU_YIELD). A
@@ -149,6 +156,12 @@ pub struct Credit {
     /// (csched_pcpu.idle_bias, nr_cpu_ids - 1 at first).
     idle_bias: Vec<PcpuId>,
     migration_delay_ns: u64,
+    /// Xen < 4.7: a migrated vCPU's wakeup is BOOSTed too.
+    boost_migrating: bool,
+    /// Xen < 4.8: a preempted vCPU is kicked away with no idler for it.
+    kick_without_idler: bool,
+    /// Xen < 4.8: the rate limit holds yielders, for a whole ratelimit_us.
+    ratelimit_yielding: bool,
     costs: DecisionCosts,
     /// IRS's SA sender, when Credit runs as the IRS prototype's base.
     activations: Option<IrsSender>,
@@ -236,6 +249,9 @@ impl Credit {
             last_tickle: 0,
             idle_bias: vec![n as PcpuId - 1; n],
             migration_delay_ns: (prm.migration_delay_us * 1e3).round() as u64,
+            boost_migrating: prm.boost_migrating,
+            kick_without_idler: prm.kick_without_idler,
+            ratelimit_yielding: prm.ratelimit_yielding,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us, SchedLocks::per_pcpu(b.pcpus as usize)),
             activations: None,
             coscheduling: None,
@@ -306,9 +322,10 @@ impl Credit {
                 }
                 None if step == Step::Soft => {}
                 None if new_pri > cur_pri => {
-                    // new preempts cur; cur moves away if an idler may run it.
+                    // new preempts cur; cur moves away if an idler may run
+                    // it (before Xen 4.8: in any case).
                     let cur = self.pcpu.curr[cpu as usize].expect("a busy pCPU runs a vCPU");
-                    if (0..n).any(|q| self.idle[q as usize] && view.may_run(cur, q)) {
+                    if self.kick_without_idler || (0..n).any(|q| self.idle[q as usize] && view.may_run(cur, q)) {
                         self.vcs[cur as usize].migrating = true;
                     }
                     out.resched.push(cpu);
@@ -465,12 +482,12 @@ impl Credit {
     }
 
     /// csched_vcpu_wake() of a runnable vCPU: an UNDER vCPU is BOOSTed unless
-    /// it wakes from a migration; it is queued on its pCPU, and pCPUs are
-    /// tickled.
+    /// it wakes from a migration (from Xen 4.7); it is queued on its pCPU,
+    /// and pCPUs are tickled.
     fn enqueue_woken(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let vc = &mut self.vcs[v as usize];
         let migrated = std::mem::take(&mut vc.migrated);
-        if !migrated && vc.pri == PRI_UNDER {
+        if (!migrated || self.boost_migrating) && vc.pri == PRI_UNDER {
             vc.pri = PRI_BOOST;
         }
         self.runq_insert(v);
@@ -705,12 +722,20 @@ impl HostPolicy for Credit {
         let runnable_prev = prev.filter(|&c| !self.vcs[c as usize].parked && !self.vcs[c as usize].migrating);
         let switched_out = self.pcpu.begin(p);
         // Rate limiting: a vCPU that ran less than ratelimit_us keeps the
-        // pCPU (never for a timer shorter than CSCHED_MIN_TIMER), unless it
-        // yields (it may be about to spin, Xen 4.9).
+        // pCPU until it has run that long (never for a timer shorter than
+        // CSCHED_MIN_TIMER), unless it yields (it may be about to spin, Xen
+        // 4.8); before 4.8, yielding or not, for a whole ratelimit_us.
         if let Some(c) = runnable_prev {
             let runtime = now - self.vcs[c as usize].running_since;
-            if self.ratelimit_ns > 0 && runtime < self.ratelimit_ns && !self.vcs[c as usize].yielding && !self.costopped(c) {
-                let slice = if runtime < MIN_TIMER_NS { MIN_TIMER_NS } else { self.ratelimit_ns - runtime };
+            let exempt = self.vcs[c as usize].yielding && !self.ratelimit_yielding;
+            if self.ratelimit_ns > 0 && runtime < self.ratelimit_ns && !exempt && !self.costopped(c) {
+                let slice = if self.ratelimit_yielding {
+                    self.ratelimit_ns
+                } else if runtime < MIN_TIMER_NS {
+                    MIN_TIMER_NS
+                } else {
+                    self.ratelimit_ns - runtime
+                };
                 self.pcpu.end(out, &mut self.costs, now, p, prev, Some(c), switched_out, Some((T_SLICE, now + slice)));
                 return Some(c);
             }

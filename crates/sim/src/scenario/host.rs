@@ -789,6 +789,23 @@ pub struct CreditParams {
     /// option vcpu_migration_delay, in us, default 0 in Xen 4.9: no delay).
     #[serde(default)]
     pub migration_delay_us: f64,
+    /// A vCPU woken by vcpu_migrate() is BOOSTed like one that unblocks, as
+    /// before Xen 4.7, whose commit 66c7449a4d ("credit1: avoid boosting
+    /// vCPUs being \"just\" migrated") added CSCHED_FLAG_VCPU_MIGRATING.
+    #[serde(default)]
+    pub boost_migrating: bool,
+    /// __runq_tickle() kicks a preempted vCPU away (_VPF_migrating) even
+    /// when no idler may run it, as before Xen 4.8, which kicks it only if
+    /// its hard affinity meets the idlers; a pinned one is then re-placed
+    /// on its own pCPU by vcpu_migrate().
+    #[serde(default)]
+    pub kick_without_idler: bool,
+    /// The rate limit holds a yielding vCPU too, and for a whole
+    /// `ratelimit_us`, as before Xen 4.8, which exempts a yielding vCPU and
+    /// holds the others only until they have run `ratelimit_us`
+    /// (csched_schedule()).
+    #[serde(default)]
+    pub ratelimit_yielding: bool,
 }
 fn credit_tslice() -> f64 {
     30.0
