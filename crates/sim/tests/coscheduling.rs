@@ -240,3 +240,22 @@ fn a_leader_stopped_while_idle_is_costarted_when_its_laggard_catches_up() {
     assert!(rc["max_skew_us"].as_f64().unwrap() <= 4000.0, "{rc}");
     assert!(rc["costarts"].as_u64().unwrap() >= 5, "{rc}");
 }
+
+/// The baseline "switches" a stopped leader with its slowest sibling, which
+/// takes a leader on a pCPU. Here the only leader is idle: app vCPU 1 has
+/// nothing to run and vCPU 0 shares pCPU 0 with a hog (the shape of the
+/// interfering VM of the IRS paper's 1-inter runs, whose idle vCPUs lead its
+/// hog's). The idle leader is co-stopped, but nothing is switched and the
+/// laggard is never boosted ahead of the other VM's vCPU; with
+/// `boost_for_idle_leaders` it is, at the checks that stop the idle leader.
+#[test]
+fn stopping_an_idle_leader_boosts_no_laggard_unless_asked() {
+    let text = exact(true).replace("duration_ms = 40", "duration_ms = 100").replace("threads = 2", "threads = 1");
+    let (s, _) = sim(&text);
+    let rc = &s["vms"][0]["relaxed_co"];
+    assert!(rc["costops"].as_u64().unwrap() >= 5, "{rc}");
+    assert_eq!(rc["laggard_boosts"], 0, "{rc}");
+    let (s, _) = sim(&text.replace("boost_laggard = true", "boost_laggard = true, boost_for_idle_leaders = true"));
+    let rc = &s["vms"][0]["relaxed_co"];
+    assert!(rc["laggard_boosts"].as_u64().unwrap() >= 5, "{rc}");
+}

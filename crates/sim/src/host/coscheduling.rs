@@ -49,7 +49,11 @@
 //! is cumulative from the VM's start (ESX does not say it decays); a vCPU is
 //! co-stopped when its skew is strictly above the co-stop threshold and
 //! co-started when it is at or below the co-start threshold; the boost is
-//! on by default (`boost_laggard`), as the paper's baseline has it.
+//! on by default (`boost_laggard`), as the paper's baseline has it, and
+//! follows the stop of a leader that was running (a "switch" of a stopped
+//! leader with the laggard needs a leader on a pCPU; an idle leader, such as
+//! the idle vCPUs of a VM whose only busy vCPU shares its pCPU, holds none:
+//! `boost_for_idle_leaders` boosts for those too).
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -84,6 +88,14 @@ pub struct RelaxedCoParams {
     /// pCPU (the IRS paper's baseline, section 5.1).
     #[serde(default = "yes")]
     pub boost_laggard: bool,
+    /// Boost the slowest sibling also when every leader stopped at a check
+    /// was idle (halted in its guest). The paper's baseline "switches" a
+    /// stopped leader "with its slowest sibling" (section 5.1), which takes
+    /// a leader that holds a pCPU; an idle leader holds none, so by default
+    /// only the stop of a running leader boosts. The paper does not say more;
+    /// `true` is the other reading.
+    #[serde(default)]
+    pub boost_for_idle_leaders: bool,
     /// The scheduler the hooks are built into: host CFS, or Xen's Credit
     /// (the IRS paper's platform, where its authors implemented the
     /// baseline, section 5.1).
@@ -106,7 +118,15 @@ fn yes() -> bool {
 
 impl Default for RelaxedCoParams {
     fn default() -> Self {
-        RelaxedCoParams { costop_us: costop_us(), costart_us: costart_us(), poll_us: poll_us(), costart_poll_us: None, boost_laggard: true, base: HookBase::default() }
+        RelaxedCoParams {
+            costop_us: costop_us(),
+            costart_us: costart_us(),
+            poll_us: poll_us(),
+            costart_poll_us: None,
+            boost_laggard: true,
+            boost_for_idle_leaders: false,
+            base: HookBase::default(),
+        }
     }
 }
 
@@ -129,6 +149,7 @@ pub struct RelaxedCo {
     /// When the next skew check (co-stops, boosts) is due.
     next_skew_check: u64,
     boost_laggard: bool,
+    boost_for_idle_leaders: bool,
     costopped: Vec<bool>,
     /// Laggards to be picked at their pCPU's next decision.
     boosted: Vec<bool>,
@@ -153,6 +174,7 @@ impl RelaxedCo {
             costart_poll_ns: p.costart_poll_us.map_or(poll_ns, |us| ns(us).max(1)),
             next_skew_check: 0,
             boost_laggard: p.boost_laggard,
+            boost_for_idle_leaders: p.boost_for_idle_leaders,
             costopped: vec![false; vcpus],
             boosted: vec![false; vcpus],
             raw_at_stop: vec![0; vcpus],
@@ -220,7 +242,8 @@ impl RelaxedCo {
 
     /// One check of VM `vm`: co-start the co-stopped vCPUs that the slowest
     /// has caught up with and, at a skew check, co-stop the leaders past the
-    /// threshold and boost the slowest when a leader stops. What changed is
+    /// threshold and boost the slowest when a running leader stops (or any,
+    /// with `boost_for_idle_leaders`). What changed is
     /// appended to `changes` for the base scheduler to act on.
     fn check(&mut self, view: &HostView, vm: VmId, skew_check: bool, changes: &mut Vec<Coschedule>) {
         let vcpus = view.vcpus_of(vm);
@@ -237,7 +260,9 @@ impl RelaxedCo {
             }
         }
         let c = &mut self.counters[vm as usize];
-        let mut stopped_any = false;
+        // Whether a leader was stopped that a boost may switch with its
+        // slowest sibling: one on a pCPU, or any with `boost_for_idle_leaders`.
+        let mut switchable_stop = false;
         for (&(v, p), &(_, raw)) in progress.iter().zip(&raw) {
             let skew = p - min;
             c.max_skew_ns = c.max_skew_ns.max(skew);
@@ -246,8 +271,9 @@ impl RelaxedCo {
                 self.costopped[i] = true;
                 self.raw_at_stop[i] = raw;
                 c.costops += 1;
-                stopped_any = true;
-                changes.push(Coschedule::Stopped { v, running: view.state(v) == HostState::Running });
+                let running = view.state(v) == HostState::Running;
+                switchable_stop |= running || self.boost_for_idle_leaders;
+                changes.push(Coschedule::Stopped { v, running });
             } else if self.costopped[i] && skew <= self.costart_ns {
                 self.costopped[i] = false;
                 self.not_progress[i] += raw - self.raw_at_stop[i];
@@ -255,7 +281,7 @@ impl RelaxedCo {
                 changes.push(Coschedule::Started(v));
             }
         }
-        if stopped_any && self.boost_laggard && view.state(slowest) == HostState::Preempted {
+        if switchable_stop && self.boost_laggard && view.state(slowest) == HostState::Preempted {
             self.boosted[slowest as usize] = true;
             c.laggard_boosts += 1;
             changes.push(Coschedule::Boosted(slowest));
