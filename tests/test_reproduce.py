@@ -62,6 +62,10 @@ def test_builtin_claims_are_one_per_statement_and_each_states_something():
     background = claims["irs/fig9/background-speedup-irs-over-vanilla"][1]
     assert (background["at_least"], background["at_most"]) == (0.95, 1.06)
     assert claims["irs/fig10/gain-diminishes-with-interfered-vcpus"][1]["direction"] == "lower"
+    # The trends the IRS paper states are order claims: relaxed-Co "destructive, especially
+    # in the 4-inter cases" (section 5.2).
+    relaxed = claims["irs/fig5/relaxed-co-worse-at-4-inter"][1]
+    assert (registry.claim_kind(relaxed), relaxed["direction"]) == ("order", "lower")
     rtds = claims["tableau/sec7-4/capped-rtds-sla-aware-peak-throughput"][1]
     assert (rtds["paper_value"], rtds["direction"], rtds["versus"]["variant"]) == (1000, "lower", "credit-capped")
     assert claims["irs/fig7/weighted-speedup-irs-over-vanilla"][1]["mean_of"]
