@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use common::{n, summary};
+use common::{n, summary, summary_unchecked};
 use proptest::prelude::*;
 use serde_json::Value;
 use vmsched_sim::cfs::Tunables;
@@ -451,6 +451,27 @@ fn with_debt_the_boosted_vms_long_run_share_returns_to_its_entitlement() {
     let excess = |s: &Value| n(&web(s)["cpu_time_ns"]) - entitled;
     assert!(excess(&with_debt).abs() < 60e6, "with debt: {} ns over the entitlement", excess(&with_debt));
     assert!(excess(&without) > 300e6, "without debt: {} ns over the entitlement", excess(&without));
+}
+
+/// Section 2.3's CASE 2 on the two-hop built-in: the disk interrupt goes
+/// to vCPU 0 and the reader runs on vCPU 1, so its wakeup is a reschedule
+/// IPI. With the background VM's thread on vCPU 1 started 1 ms late, seed 1
+/// puts the two pCPUs' 5 ms turns in antiphase: a read issued in vCPU 1's
+/// turn completes while vCPU 0 waits, and the IPI sent in vCPU 0's turn
+/// finds vCPU 1 waiting, so a read waits two turns, more than one turn on
+/// average. With the reader on vCPU 0, a read waits at most for one turn
+/// and only when it straddles one's end.
+#[test]
+fn a_completion_in_two_hops_waits_two_host_turns_in_antiphase() {
+    let toml = vmsched_sim::scenarios::find("anubis-table1-two-hops").unwrap().toml;
+    let two_hops = summary_unchecked(toml, &["vm[1].workload[1].start_ms=1.0"]);
+    let one_hop = summary_unchecked(toml, &["vm[1].workload[1].start_ms=1.0", "vm[0].workload[0].affinity=[0]"]);
+    let mean = |s: &Value| n(&s["workloads"][0]["latency_ns"]["mean"]);
+    let turn = 5_000_000.0;
+    assert!(mean(&two_hops) > turn, "two hops: {} ns", mean(&two_hops));
+    assert!(mean(&one_hop) < turn / 5.0, "one hop: {} ns", mean(&one_hop));
+    let ipis = &two_hops["vms"][0]["interrupts"]["pending_ns_by_kind"]["reschedule"];
+    assert!(n(&ipis["count"]) > 100.0 && n(&ipis["mean"]) > turn / 2.0, "the wakeup IPIs wait for vCPU 1's turn: {ipis}");
 }
 
 /// Ping's network path shifts every latency by the same amount: the
