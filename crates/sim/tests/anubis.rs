@@ -474,6 +474,24 @@ fn a_completion_in_two_hops_waits_two_host_turns_in_antiphase() {
     assert!(n(&ipis["count"]) > 100.0 && n(&ipis["mean"]) > turn / 2.0, "the wakeup IPIs wait for vCPU 1's turn: {ipis}");
 }
 
+/// Fig. 5's pending time counts device interrupts and reschedule IPIs (the
+/// interrupts the prototype traces, section 6.1), not the timer interrupts
+/// of the guests' sleeping threads.
+#[test]
+fn io_pending_time_is_the_mean_over_device_interrupts_and_reschedule_ipis() {
+    let toml = vmsched_sim::scenarios::find("anubis-fig5").unwrap().toml;
+    let s = summary(toml, &["duration_ms=300"]);
+    let irqs = &s["vms"][0]["interrupts"];
+    let kinds = &irqs["pending_ns_by_kind"];
+    let (dev, resched, timer) = (&kinds["device"], &kinds["reschedule"], &kinds["timer"]);
+    assert!(n(&dev["count"]) > 0.0 && n(&resched["count"]) > 0.0 && n(&timer["count"]) > 0.0, "{kinds}");
+    let sum = |k: &Value| n(&k["mean"]) * n(&k["count"]);
+    let expected = (sum(dev) + sum(resched)) / (n(&dev["count"]) + n(&resched["count"]));
+    assert!((n(&irqs["io_pending_ns_mean"]) - expected).abs() <= 1.0, "{} vs {expected}", irqs["io_pending_ns_mean"]);
+    let all = (sum(dev) + sum(resched) + sum(timer)) / (n(&dev["count"]) + n(&resched["count"]) + n(&timer["count"]));
+    assert!((n(&irqs["pending_ns_mean"]) - all).abs() <= 1.0 && (all - expected).abs() > 1.0, "timers left out: {all} vs {expected}");
+}
+
 /// Ping's network path shifts every latency by the same amount: the
 /// schedule and the differences between runs stay as they were.
 #[test]
