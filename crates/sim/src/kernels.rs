@@ -80,6 +80,9 @@ const PLE_FIXED_WINDOW: Setting = ("kvm.ple_window_grow", "1");
 
 /// BASE_SLICE: sched_slice() no shorter than min_granularity, Linux 5.13
 /// (kernel/sched/features.h, with ALT_PERIOD) until EEVDF replaced it in 6.6.
+/// The Anubis prototype's Linux 5.10.90 tree (systems-nuts/Anubis,
+/// kernel/sched/features.h and sched_slice() in kernel/sched/fair.c) has
+/// both on, so the 5.10 host profile, the Anubis testbed's, has it too.
 const BASE_SLICE: Setting = ("cfs.base_slice", "true");
 /// The fair class: EEVDF replaced CFS's pick in Linux 6.6 (commit
 /// 147f3efaa241, "sched/fair: Implement an EEVDF-like scheduling policy");
@@ -126,7 +129,7 @@ const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW, ON_SPIN_READY, NEWIDLE_COS
 const HOST_3_18: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST];
 const HOST_4_4: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST];
 const HOST_4_14: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST];
-const HOST_5_10: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST, BUSY_INTERVAL_JIFFY, NOHZ_STATS, PULL_ABOVE_AVERAGE];
+const HOST_5_10: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, BASE_SLICE, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST, BUSY_INTERVAL_JIFFY, NOHZ_STATS, PULL_ABOVE_AVERAGE];
 const HOST_6_1: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, PV_TLB_FLUSH_HOST, PV_SCHED_YIELD_HOST, ON_SPIN_READY, BASE_SLICE, NEWIDLE_DOMAIN_COST, BUSY_INTERVAL_JIFFY, NOHZ_STATS];
 const GUEST_6_1: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, BASE_SLICE];
 const GUEST_6_6: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD, EEVDF_6_6];

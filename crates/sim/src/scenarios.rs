@@ -18,6 +18,7 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "two-vms-one-pcpu",
     "anubis-table1",
     "anubis-table1-rows",
+    "anubis-table1-two-hops",
     "anubis-fig5",
     "anubis-fig3",
     "anubis-fig9",

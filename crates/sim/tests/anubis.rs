@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use common::{n, summary};
+use common::{n, summary, summary_unchecked};
 use proptest::prelude::*;
 use serde_json::Value;
 use vmsched_sim::cfs::Tunables;
@@ -226,6 +226,108 @@ fn a_boost_pending_at_a_full_slice_is_served_at_the_next_tick() {
     assert!(late.is_empty(), "{} of {} boosts served later than a tick after the full slice, e.g. (full-slice tick, pick) {:?}", late.len(), log.served_after_full_slice.len(), &late[..late.len().min(5)]);
 }
 
+/// Three CPU-bound VMs and a VM whose one thread wakes on a guest timer
+/// every 2 ms, on one pCPU at the testbed's tunables. No vCPU ever has an
+/// IO point (no device interrupt, IPI or MMIO exit). With sched_nr_latency
+/// 3, a wakeup that preempts makes the preempted vCPU the last buddy, which
+/// host CFS picks again while it is less than a wakeup granularity (4 ms)
+/// ahead of the leftmost: up to 1.3 ms more than its slice (8 ms / 3).
+const TIMER_WAKEUPS_BESIDE_HOGS: &str = r#"
+name = "anubis-no-io"
+duration_ms = 1500
+[host]
+policy = "anubis"
+hz = 1000
+[host.cfs]
+latency_ns = 8_000_000
+min_granularity_ns = 3_000_000
+wakeup_granularity_ns = 4_000_000
+[[vm]]
+name = "timer"
+[[vm.workload]]
+kind = "periodic"
+sleep_us = 2000
+work_us = 100
+[[vm]]
+name = "bg0"
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "bg1"
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "bg2"
+[[vm.workload]]
+kind = "hog"
+"#;
+
+/// Anubis, watched at each tick: (vCPU, its run since picked, its
+/// vruntime lead over the leftmost, its slice, whether it is preempted).
+struct TickWatchedAnubis {
+    inner: Anubis,
+    ticks: Rc<RefCell<Vec<(VcpuId, u64, i64, u64, bool)>>>,
+}
+
+impl CfsHooks for TickWatchedAnubis {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn start(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut) {
+        self.inner.start(cfs, view, out)
+    }
+    fn pick(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, p: PcpuId, chosen: Option<VcpuId>) -> Option<VcpuId> {
+        self.inner.pick(cfs, view, out, p, chosen)
+    }
+    fn tick_preempt(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, p: PcpuId, preempt: bool) -> bool {
+        let before = cfs.curr(p).zip(cfs.first(p)).map(|(c, left)| (c, cfs.ran(c), cfs.vruntime(c) as i64 - cfs.vruntime(left) as i64, cfs.slice(c)));
+        let preempted = self.inner.tick_preempt(cfs, view, out, p, preempt);
+        if let Some((c, ran, lead, slice)) = before {
+            self.ticks.borrow_mut().push((c, ran, lead, slice, preempted));
+        }
+        preempted
+    }
+    fn on_interrupt(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {
+        self.inner.on_interrupt(cfs, view, out, to, kind, from)
+    }
+    fn on_exit(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, v: VcpuId, exit: Exit) {
+        self.inner.on_exit(cfs, view, out, v, exit)
+    }
+    fn on_eoi(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, v: VcpuId, kind: IrqKind) {
+        self.inner.on_eoi(cfs, view, out, v, kind)
+    }
+    fn vm_metrics(&self, vm: u32) -> Option<Value> {
+        self.inner.vm_metrics(vm)
+    }
+}
+
+/// The prototype's check_preempt_tick() keeps CFS's minimum run
+/// (min_granularity) only for a vCPU marked as doing IO: a vCPU without IO
+/// points that runs more than a slice ahead of the leftmost is preempted at
+/// its next tick, however short its run.
+#[test]
+fn only_an_io_marked_vcpu_keeps_its_minimum_run() {
+    let ticks = Rc::new(RefCell::new(Vec::new()));
+    let build = |b: HostBuild| -> Box<dyn HostPolicy> {
+        let tun = Tunables { tick_ns: 1_000_000_000 / b.host.hz as u64, ..Tunables::with_overrides(b.pcpus, &b.host.cfs) };
+        let hooks = TickWatchedAnubis { inner: Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus), ticks: ticks.clone() };
+        Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks))
+    };
+    let s = vmsched_sim::parse(TIMER_WAKEUPS_BESIDE_HOGS, &[]).unwrap();
+    let opts = RunOptions { validate: true, ..Default::default() };
+    let custom = CustomPolicies { host: Some(&build), guest: None };
+    let summary = run_custom(s, &opts, &custom, &mut |_, _| {}).unwrap().summary;
+    for vm in summary["vms"].as_array().unwrap() {
+        assert_eq!(n(&vm["anubis"]["boosts"]), 0.0, "no IO, no boost: {}", vm["anubis"]);
+    }
+    let min_gran = 3_000_000;
+    let ticks = ticks.borrow();
+    let short_and_ahead: Vec<_> = ticks.iter().filter(|&&(_, ran, lead, slice, _)| ran < min_gran && lead > slice as i64).collect();
+    assert!(short_and_ahead.len() >= 10, "only {} ticks of a vCPU a slice ahead within its minimum run", short_and_ahead.len());
+    let kept: Vec<_> = short_and_ahead.iter().filter(|t| !t.4).collect();
+    assert!(kept.is_empty(), "{} of {} such ticks kept the vCPU, e.g. (vCPU, ran, lead, slice, preempted) {:?}", kept.len(), short_and_ahead.len(), &kept[..kept.len().min(5)]);
+}
+
 /// A 1-vCPU VM reading from disk beside a CPU-bound task, overcommitted 2:1
 /// with a CPU-bound VM: the IO vCPU is boosted and extended.
 const SEQRD: &str = r#"
@@ -349,6 +451,45 @@ fn with_debt_the_boosted_vms_long_run_share_returns_to_its_entitlement() {
     let excess = |s: &Value| n(&web(s)["cpu_time_ns"]) - entitled;
     assert!(excess(&with_debt).abs() < 60e6, "with debt: {} ns over the entitlement", excess(&with_debt));
     assert!(excess(&without) > 300e6, "without debt: {} ns over the entitlement", excess(&without));
+}
+
+/// Section 2.3's CASE 2 on the two-hop built-in: the disk interrupt goes
+/// to vCPU 0 and the reader runs on vCPU 1, so its wakeup is a reschedule
+/// IPI. With the background VM's thread on vCPU 1 started 1 ms late, seed 1
+/// puts the two pCPUs' 5 ms turns in antiphase: a read issued in vCPU 1's
+/// turn completes while vCPU 0 waits, and the IPI sent in vCPU 0's turn
+/// finds vCPU 1 waiting, so a read waits two turns, more than one turn on
+/// average. With the reader on vCPU 0, a read waits at most for one turn
+/// and only when it straddles one's end.
+#[test]
+fn a_completion_in_two_hops_waits_two_host_turns_in_antiphase() {
+    let toml = vmsched_sim::scenarios::find("anubis-table1-two-hops").unwrap().toml;
+    let two_hops = summary_unchecked(toml, &["vm[1].workload[1].start_ms=1.0"]);
+    let one_hop = summary_unchecked(toml, &["vm[1].workload[1].start_ms=1.0", "vm[0].workload[0].affinity=[0]"]);
+    let mean = |s: &Value| n(&s["workloads"][0]["latency_ns"]["mean"]);
+    let turn = 5_000_000.0;
+    assert!(mean(&two_hops) > turn, "two hops: {} ns", mean(&two_hops));
+    assert!(mean(&one_hop) < turn / 5.0, "one hop: {} ns", mean(&one_hop));
+    let ipis = &two_hops["vms"][0]["interrupts"]["pending_ns_by_kind"]["reschedule"];
+    assert!(n(&ipis["count"]) > 100.0 && n(&ipis["mean"]) > turn / 2.0, "the wakeup IPIs wait for vCPU 1's turn: {ipis}");
+}
+
+/// Fig. 5's pending time counts device interrupts and reschedule IPIs (the
+/// interrupts the prototype traces, section 6.1), not the timer interrupts
+/// of the guests' sleeping threads.
+#[test]
+fn io_pending_time_is_the_mean_over_device_interrupts_and_reschedule_ipis() {
+    let toml = vmsched_sim::scenarios::find("anubis-fig5").unwrap().toml;
+    let s = summary(toml, &["duration_ms=300"]);
+    let irqs = &s["vms"][0]["interrupts"];
+    let kinds = &irqs["pending_ns_by_kind"];
+    let (dev, resched, timer) = (&kinds["device"], &kinds["reschedule"], &kinds["timer"]);
+    assert!(n(&dev["count"]) > 0.0 && n(&resched["count"]) > 0.0 && n(&timer["count"]) > 0.0, "{kinds}");
+    let sum = |k: &Value| n(&k["mean"]) * n(&k["count"]);
+    let expected = (sum(dev) + sum(resched)) / (n(&dev["count"]) + n(&resched["count"]));
+    assert!((n(&irqs["io_pending_ns_mean"]) - expected).abs() <= 1.0, "{} vs {expected}", irqs["io_pending_ns_mean"]);
+    let all = (sum(dev) + sum(resched) + sum(timer)) / (n(&dev["count"]) + n(&resched["count"]) + n(&timer["count"]));
+    assert!((n(&irqs["pending_ns_mean"]) - all).abs() <= 1.0 && (all - expected).abs() > 1.0, "timers left out: {all} vs {expected}");
 }
 
 /// Ping's network path shifts every latency by the same amount: the

@@ -191,3 +191,40 @@ fn an_io_only_vcpu_keeps_its_throughput_only_while_the_sleeper_credit_exceeds_th
     assert!((alone_8 - alone).abs() < 1e-9, "no contention, no difference: {alone_8} vs {alone}");
     assert!(shared_8 < 0.5 * alone_8, "8 ms: {shared_8} vs {alone_8} reads/s");
 }
+
+/// Three CPU-bound vCPUs on one pCPU of the Anubis testbed's host (the
+/// prototype's Linux 5.10.90 tree, HZ=1000, sched_latency 8 ms,
+/// min_granularity 3 ms): BASE_SLICE floors each slice at min_granularity,
+/// 3 ms instead of 8 ms / 3, and the tick ends a turn once the run exceeds
+/// it (check_preempt_tick(): `delta_exec > ideal_runtime`), at the 4th ms,
+/// where a 2.67 ms slice would end at the 3rd.
+#[test]
+fn three_hogs_on_the_anubis_testbed_take_turns_of_four_ticks() {
+    let hogs = r#"
+name = "three-hogs"
+duration_ms = 1200
+[host]
+kernel = "linux-5.10"
+hz = 1000
+[host.cfs]
+latency_ns = 8_000_000
+min_granularity_ns = 3_000_000
+wakeup_granularity_ns = 4_000_000
+[[vm]]
+name = "a"
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "b"
+[[vm.workload]]
+kind = "hog"
+[[vm]]
+name = "c"
+[[vm.workload]]
+kind = "hog"
+"#;
+    let s = run(hogs, &["timing.noise=false"]);
+    let turns: f64 = s["vms"].as_array().unwrap().iter().map(|vm| vm["vcpus"][0]["preemptions"].as_f64().unwrap()).sum();
+    let turn_ms = 1200.0 / turns;
+    assert!((turn_ms - 4.0).abs() < 0.1, "{turns} turns in 1.2 s: {turn_ms} ms each");
+}

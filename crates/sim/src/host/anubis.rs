@@ -275,17 +275,28 @@ impl CfsHooks for Anubis {
                 is_io = true;
             }
         }
+        let boost_pending = self.vcpus[c as usize].yield_to.is_some();
         if let Some(t) = self.vcpus[c as usize].yield_to.take() {
             if self.yield_to(cfs, view, p, c, t, is_io) {
                 return true;
             }
         }
-        if ran < cfs.tunables().min_granularity_ns && !paid {
-            return false;
-        }
         let leftmost = cfs.first(p).expect("the runqueue still has a queued vCPU");
         let left_vr = cfs.vruntime(leftmost);
         let delta = cfs.vruntime(c) as i64 - left_vr as i64;
+        let min_gran = cfs.tunables().min_granularity_ns;
+        // The prototype's check_preempt_tick() replaces CFS's "run at least
+        // min_granularity" with `delta_exec < min_granularity &&
+        // !must_yield && io_vcpu_mark && delta < min_granularity`: only a
+        // vCPU marked as doing IO, with no boost pending and not yet
+        // min_granularity ahead of the leftmost, keeps its minimum run; any
+        // other vCPU more than a slice ahead goes at this tick. That mark
+        // needs IO points; without them the hook keeps CFS's rule, so that
+        // with every switch off it is host CFS.
+        let keeps_min_run = if self.cfg.io_points { is_io && !boost_pending && delta < min_gran as i64 } else { !paid };
+        if ran < min_gran && keeps_min_run {
+            return false;
+        }
         if delta <= ideal as i64 {
             return false;
         }
