@@ -291,3 +291,19 @@ impl FairClass {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The 64-bit path gives the 128-bit quotient, across products
+        /// that fit and products that do not.
+        #[test]
+        fn mul_div_is_the_wide_quotient(a in proptest::prelude::any::<u64>(), b in 0u64..1 << 40, c in 1u64..u64::MAX) {
+            let wide = (a as u128 * b as u128 / c as u128) as u64;
+            proptest::prop_assert_eq!(mul_div(a, b, c), wide);
+            proptest::prop_assert_eq!(mul_div(a >> 40, b, c), ((a >> 40) as u128 * b as u128 / c as u128) as u64);
+        }
+    }
+}
