@@ -67,7 +67,11 @@ impl TableFiles {
 /// the file about half again as large. zstd at the crate's default level.
 fn schema_of(columns: &[(&'static str, Column<'_>)]) -> (Arc<Type>, Arc<WriterProperties>) {
     // Minimum and maximum per column chunk (a row group's), not per page: what
-    // a reader needs to skip row groups, for less work per value.
+    // a reader needs to skip row groups, for less work per value. None for the
+    // text columns: a chunk holds the rows of one stretch of time, for every VM,
+    // workload and metric, so each row group's range of names is the whole
+    // range and lets a reader skip nothing, while keeping it compared every
+    // row's string twice (the largest single cost of writing the samples).
     let mut properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_statistics_enabled(EnabledStatistics::Chunk)
@@ -79,7 +83,10 @@ fn schema_of(columns: &[(&'static str, Column<'_>)]) -> (Arc<Type>, Arc<WriterPr
                 Column::U32(_) | Column::U64(_) | Column::I64(_) => Type::primitive_type_builder(name, PhysicalType::INT64),
                 Column::F64(_) => Type::primitive_type_builder(name, PhysicalType::DOUBLE),
                 Column::Text(_) => {
-                    properties = properties.clone().set_column_dictionary_enabled((*name).into(), true);
+                    properties = properties
+                        .clone()
+                        .set_column_dictionary_enabled((*name).into(), true)
+                        .set_column_statistics_enabled((*name).into(), EnabledStatistics::None);
                     Type::primitive_type_builder(name, PhysicalType::BYTE_ARRAY).with_logical_type(Some(LogicalType::String))
                 }
             };
@@ -92,10 +99,23 @@ fn schema_of(columns: &[(&'static str, Column<'_>)]) -> (Arc<Type>, Arc<WriterPr
 
 /// A text column's values, one buffer per distinct string shared by its rows
 /// (a name repeats on every row of its VM or metric: copying it for each row
-/// cost more than encoding the column).
+/// cost more than encoding the column). The engine's name columns point into
+/// one shared string per name, so a row's string is found by its address and
+/// length, without hashing or comparing its text; rows that hold equal text
+/// at different addresses get equal buffers of their own.
 fn shared_text(rows: &[&str]) -> Vec<ByteArray> {
-    let mut distinct: HashMap<&str, ByteArray> = HashMap::new();
-    rows.iter().map(|&row| distinct.entry(row).or_insert_with(|| ByteArray::from(row)).clone()).collect()
+    let mut distinct: HashMap<(usize, usize), ByteArray> = HashMap::new();
+    let mut last: Option<(&str, ByteArray)> = None;
+    rows.iter()
+        .map(|&row| match &last {
+            Some((text, bytes)) if std::ptr::eq(*text, row) => bytes.clone(),
+            _ => {
+                let bytes = distinct.entry((row.as_ptr() as usize, row.len())).or_insert_with(|| ByteArray::from(row)).clone();
+                last = Some((row, bytes.clone()));
+                bytes
+            }
+        })
+        .collect()
 }
 
 fn write_row_group(writer: &mut SerializedFileWriter<File>, columns: Vec<(&'static str, Column<'_>)>) -> parquet::errors::Result<()> {

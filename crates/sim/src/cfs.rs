@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-pub use crate::sched_entity::{calc_delta_fair, nice_weight, Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
+pub use crate::sched_entity::{calc_delta_fair, mul_div, nice_weight, Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
 
 #[derive(Debug, Default, Clone)]
 pub struct CfsRq {
@@ -68,7 +68,7 @@ impl CfsRq {
     fn slice_for(&self, weight: u64, on_rq: bool, t: &Tunables) -> u64 {
         let nr = self.nr_running as u64 + u64::from(!on_rq);
         let load = self.load + if on_rq { 0 } else { weight };
-        t.slice_floor((t.period(nr) as u128 * weight as u128 / load.max(1) as u128) as u64, weight)
+        t.slice_floor(mul_div(t.period(nr), weight, load.max(1)), weight)
     }
 
     /// sched_slice(): the entity's share of the period in wall time.

@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::sched_domain::{Domain, GroupStats, IdleType, Level, Migration};
 use super::{keeps_running_until_notified, Delivery, Exit, HostOut, HostPolicy, HostView, IrqKind};
-use crate::cfs::{Entity, Placement, Tunables, NICE_0_LOAD};
+use crate::cfs::{mul_div, Entity, Placement, Tunables, NICE_0_LOAD};
 use crate::fair::{FairClass, FairRq};
 use crate::ids::{PcpuId, VcpuId, VmId};
 use crate::pelt::Pelt;
@@ -560,7 +560,7 @@ impl CfsCore {
         let local = self.rqs[rq as usize].load();
         let total = vg.vm_load[vm as usize].max(local).max(1);
         let shares = vg.shares[vm as usize];
-        let w = (shares as u128 * local as u128 / total as u128) as u64;
+        let w = mul_div(shares, local, total);
         let w = w.clamp(MIN_SHARES.min(shares), shares);
         // The reweight changes task_h_load() of the threads on `p`.
         self.update_rq_avgs(p, now);
@@ -598,12 +598,8 @@ impl CfsCore {
             let ent = &self.ents[e as usize];
             let rq_load = self.rqs[self.rq_of[e as usize] as usize].load() + if ent.on_rq { 0 } else { ent.weight };
             let share = self.ents[g as usize].weight;
-            // In 128 bits only when the product needs them: the quotient is
-            // the same, and balancing asks this of every thread it sums.
-            load = match load.checked_mul(share) {
-                Some(product) => product / rq_load.max(1),
-                None => (load as u128 * share as u128 / rq_load.max(1) as u128) as u64,
-            };
+            // Balancing asks this of every thread it sums.
+            load = mul_div(load, share, rq_load.max(1));
             e = g;
         }
         load
@@ -996,7 +992,7 @@ impl CfsCore {
             let rq = &self.rqs[self.rq_of[x as usize] as usize];
             let ent = &self.ents[x as usize];
             let load = rq.load() + if ent.on_rq { 0 } else { ent.weight };
-            slice = (slice as u128 * ent.weight as u128 / load.max(1) as u128) as u64;
+            slice = mul_div(slice, ent.weight, load.max(1));
             match self.parent(x) {
                 Some(g) => x = g,
                 None => break,

@@ -16,11 +16,14 @@ use std::sync::Arc;
 /// Recorded rows held before they go to the table sink, when there is one: at
 /// the first sample time past this many pending rows (samples and requests
 /// together) they are handed over as one chunk, so a run's memory does not
-/// grow with its length. A chunk is copied a few times on its way to a file
-/// (named rows here, JSON, Python lists, Arrow), at a few hundred bytes a row
-/// in all: this many keep that under about 10 MB, for row groups of about
-/// 200 KB of Parquet.
-pub const ROW_GROUP_ROWS: usize = 1 << 14;
+/// grow with its length. Each chunk becomes one row group of each file, and a
+/// row group costs the writer a fixed set of column writers (a zstd context
+/// each) besides its rows: at a quarter of this size, recording the peer
+/// cases of `vmsched bench --peer` took about 5% more CPU. A chunk held while
+/// it is written costs about 150 bytes a row (its columns, a copy of each,
+/// the encoded pages): this many add about 9 MB to a recording run's peak
+/// memory against a quarter of them (measured on the same cases).
+pub const ROW_GROUP_ROWS: usize = 1 << 16;
 
 /// Receives chunks of the recorded tables during a run (requests and samples,
 /// each chunk's rows after the previous chunk's).
