@@ -282,6 +282,20 @@ fn service(t: &PcpuSlices, vm: &str) -> Vec<(u64, u64)> {
     out
 }
 
+/// (pCPU, VM, vCPU, start, end) runs sorted by pCPU and time, with runs of
+/// one vCPU on one pCPU that touch merged into one.
+fn merge_runs(mut runs: Vec<(u32, String, u32, u64, u64)>) -> Vec<(u32, String, u32, u64, u64)> {
+    runs.sort_by(|a, b| (a.0, a.3).cmp(&(b.0, b.3)));
+    let mut out: Vec<(u32, String, u32, u64, u64)> = Vec::new();
+    for r in runs {
+        match out.last_mut() {
+            Some(l) if l.0 == r.0 && l.1 == r.1 && l.2 == r.2 && l.4 == r.3 => l.4 = r.4,
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
 fn served_in(iv: &[(u64, u64)], from: u64, to: u64) -> u64 {
     iv.iter().map(|&(s, e)| e.min(to).saturating_sub(s.max(from))).sum()
 }
@@ -321,6 +335,63 @@ proptest! {
                 last_end = e;
             }
         }
+    }
+
+    /// Tableau's table switch (section 6, "Lock-free table switches") on
+    /// three pCPUs, capped hogs: a reservation change is pushed at a random
+    /// time; every core runs the old table slot by slot up to the
+    /// wrap-around that ends the round after the push, and the new one slot
+    /// by slot from there, all cores switching at that one wrap-around.
+    /// Compared allocation by allocation (runs of one vCPU on one core
+    /// merged), no round of any core mixes the two tables.
+    #[test]
+    fn tableau_cores_switch_tables_together_at_one_wrap_around(
+        res in prop::collection::vec((0.05f64..0.6, 4.0f64..60.0), 3..8),
+        change in (any::<prop::sample::Index>(), 0.05f64..0.6, 4.0f64..60.0),
+        at_frac in 0.0f64..2.0,
+    ) {
+        let (which, new_u, new_l) = change;
+        let which = which.index(res.len());
+        let total: f64 = res.iter().map(|r| r.0).sum::<f64>() - res[which].0 + new_u;
+        let scale = if total.max(res.iter().map(|r| r.0).sum()) > 2.9 { 2.9 / total.max(res.iter().map(|r| r.0).sum()) } else { 1.0 };
+        let mut vms = String::new();
+        for (i, (u, l)) in res.iter().enumerate() {
+            vms += &hog_vm(&format!("v{i}"), &format!("utilization={:.3}\nlatency_ms={l:.1}", u * scale));
+        }
+        let old_text = format!("{}{vms}", host_with("tableau", 3, "capped=true\n"));
+        let old = vmsched_sim::tableau::plan_scenario(&vmsched_sim::parse(&old_text, &[]).unwrap()).unwrap().table;
+        let at_ns = (at_frac * old.table_length_ns as f64) as u64 / 1000 * 1000;
+        let text = format!(
+            "{}[[host.tableau.changes]]\nat_ms={}\nvm='v{which}'\nutilization={:.3}\nlatency_ms={new_l:.1}\n{vms}",
+            host_with("tableau", 3, "capped=true\n"),
+            at_ns as f64 / 1e6,
+            new_u * scale
+        );
+        let s = vmsched_sim::parse(&text, &[]).unwrap();
+        let new = vmsched_sim::tableau::plan_changes(&s).unwrap().remove(0).1;
+        let (l1, l2) = (old.table_length_ns, new.table_length_ns);
+        let switch = (at_ns / l1 + 2) * l1;
+        let end = switch + 2 * l2;
+        // The schedule the two tables prescribe: old rounds from 0, new
+        // rounds from the switch.
+        let mut want: Vec<(u32, String, u32, u64, u64)> = Vec::new();
+        for (table, from, to) in [(&old, 0, switch), (&new, switch, end)] {
+            let len = table.table_length_ns;
+            for round in 0..(to - from) / len {
+                for c in &table.cores {
+                    for a in &c.allocations {
+                        let e = &table.vcpus[a.vcpu as usize];
+                        want.push((c.core, e.vm.clone(), e.vcpu, from + round * len + a.start_ns, from + round * len + a.end_ns));
+                    }
+                }
+            }
+        }
+        let t = slices(&text, end.div_ceil(MS));
+        let got: Vec<(u32, String, u32, u64, u64)> = (0..t.vm.len())
+            .filter(|&i| t.start_ns[i] < end)
+            .map(|i| (t.pcpu[i], t.vm[i].clone(), t.vcpu[i], t.start_ns[i], t.end_ns[i].min(end)))
+            .collect();
+        prop_assert_eq!(merge_runs(got), merge_runs(want));
     }
 
     /// RTDS on one pCPU with an EDF-feasible set (sum of budget / period
@@ -625,6 +696,13 @@ fn tableau_switches_tables_at_a_wrap_around() {
     }
     let bad = text.replace("vm='a'\nutilization=0.6", "vm='a'\nutilization=0.9");
     assert_eq!(vmsched_sim::parse(&bad, &[]).unwrap_err().path, "host.tableau.changes[0]");
+    // One switch at a time: a second change before the first one's
+    // wrap-around is refused; at or after it, it is taken.
+    let second = |at_ms: u64| format!("{text}[[host.tableau.changes]]\nat_ms={at_ms}\nvm='b'\nutilization=0.2\nlatency_ms=20\n");
+    let e = vmsched_sim::parse(&second(switch / MS - 1), &[]).unwrap_err();
+    assert_eq!(e.path, "host.tableau.changes[1]");
+    assert!(e.reason.contains("one table switch at a time"), "{e}");
+    assert!(vmsched_sim::parse(&second(switch.div_ceil(MS)), &[]).is_ok());
 }
 
 /// The schedule lock RTDS shares between all pCPUs (sched_rt.c): four hogs
