@@ -20,24 +20,55 @@ pub fn plan_scenario(s: &Scenario) -> Result<vmsched_plan::Plan, ScenarioError> 
 /// The tables of the scenario's reservation changes (`host.tableau.changes`),
 /// each with the time it is pushed, in ns: change i applies changes 0..=i to
 /// the scenario's reservations and plans them. A change the planner rejects,
-/// out of order, outside the run or naming no VM, is an error at that change.
+/// out of order, outside the run, naming no VM, or pushed while the previous
+/// change's table is still waiting for its wrap-around (see
+/// [`table_switch_time`]) is an error at that change.
 pub fn plan_changes(s: &Scenario) -> Result<Vec<(u64, vmsched_plan::Table)>, ScenarioError> {
     let mut current = s.clone();
     let mut last_ms = 0.0;
     let mut tables = Vec::new();
+    // The table in force: where its rounds began and their length.
+    let mut epoch_ns = 0;
+    let mut length_ns = plan_scenario(s)?.table.table_length_ns;
+    let mut pending: Option<(usize, u64, u64)> = None;
     for (i, c) in s.host.tableau.changes.iter().enumerate() {
         let at = |reason: String| ScenarioError { path: format!("host.tableau.changes[{i}]"), reason };
         if !(c.at_ms >= last_ms && c.at_ms < s.duration_ms) {
             return Err(at(format!("at_ms {} must be within the run ({} ms) and not before the previous change", c.at_ms, s.duration_ms)));
         }
         last_ms = c.at_ms;
+        let push_ns = (c.at_ms * 1e6).round() as u64;
+        if let Some((prev, switch_ns, new_length_ns)) = pending.take() {
+            if push_ns < switch_ns {
+                return Err(at(format!(
+                    "pushed at {} ms while change {prev}'s table waits for its wrap-around at {} ms: one table switch at a time \
+                     (Tableau, section 6; the prototype refuses a push meanwhile with -EAGAIN)",
+                    c.at_ms,
+                    switch_ns as f64 / 1e6
+                )));
+            }
+            epoch_ns = switch_ns;
+            length_ns = new_length_ns;
+        }
         let vm = current.vms.iter_mut().find(|v| v.name == c.vm).ok_or_else(|| at(format!("no VM named `{}`", c.vm)))?;
         vm.utilization = Some(c.utilization);
         vm.latency_ms = Some(c.latency_ms);
         let plan = plan_scenario(&current).map_err(|e| at(format!("{} ({})", e.reason, e.path)))?;
-        tables.push(((c.at_ms * 1e6).round() as u64, plan.table));
+        pending = Some((i, table_switch_time(epoch_ns, length_ns, push_ns), plan.table.table_length_ns));
+        tables.push((push_ns, plan.table));
     }
     Ok(tables)
+}
+
+/// When a table pushed at `push_ns` takes over from the one in force, whose
+/// rounds of `length_ns` began at `epoch_ns` (Tableau, section 6, "Lock-free
+/// table switches"): the cores' next-table pointers are set in the middle of
+/// the round after the push's, and every core switches at the wrap-around
+/// that ends that round. (The prototype sets them a third into the second
+/// round after the push's, xen/common/sched_tableau.c update_table(), one
+/// round later; the paper's text is followed.)
+pub fn table_switch_time(epoch_ns: u64, length_ns: u64, push_ns: u64) -> u64 {
+    epoch_ns + ((push_ns - epoch_ns) / length_ns + 2) * length_ns
 }
 
 /// The planner input of a scenario: every pCPU is a guest core, each socket

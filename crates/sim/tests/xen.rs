@@ -282,6 +282,20 @@ fn service(t: &PcpuSlices, vm: &str) -> Vec<(u64, u64)> {
     out
 }
 
+/// (pCPU, VM, vCPU, start, end) runs sorted by pCPU and time, with runs of
+/// one vCPU on one pCPU that touch merged into one.
+fn merge_runs(mut runs: Vec<(u32, String, u32, u64, u64)>) -> Vec<(u32, String, u32, u64, u64)> {
+    runs.sort_by(|a, b| (a.0, a.3).cmp(&(b.0, b.3)));
+    let mut out: Vec<(u32, String, u32, u64, u64)> = Vec::new();
+    for r in runs {
+        match out.last_mut() {
+            Some(l) if l.0 == r.0 && l.1 == r.1 && l.2 == r.2 && l.4 == r.3 => l.4 = r.4,
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
 fn served_in(iv: &[(u64, u64)], from: u64, to: u64) -> u64 {
     iv.iter().map(|&(s, e)| e.min(to).saturating_sub(s.max(from))).sum()
 }
@@ -321,6 +335,63 @@ proptest! {
                 last_end = e;
             }
         }
+    }
+
+    /// Tableau's table switch (section 6, "Lock-free table switches") on
+    /// three pCPUs, capped hogs: a reservation change is pushed at a random
+    /// time; every core runs the old table slot by slot up to the
+    /// wrap-around that ends the round after the push, and the new one slot
+    /// by slot from there, all cores switching at that one wrap-around.
+    /// Compared allocation by allocation (runs of one vCPU on one core
+    /// merged), no round of any core mixes the two tables.
+    #[test]
+    fn tableau_cores_switch_tables_together_at_one_wrap_around(
+        res in prop::collection::vec((0.05f64..0.6, 4.0f64..60.0), 3..8),
+        change in (any::<prop::sample::Index>(), 0.05f64..0.6, 4.0f64..60.0),
+        at_frac in 0.0f64..2.0,
+    ) {
+        let (which, new_u, new_l) = change;
+        let which = which.index(res.len());
+        let total: f64 = res.iter().map(|r| r.0).sum::<f64>() - res[which].0 + new_u;
+        let scale = if total.max(res.iter().map(|r| r.0).sum()) > 2.9 { 2.9 / total.max(res.iter().map(|r| r.0).sum()) } else { 1.0 };
+        let mut vms = String::new();
+        for (i, (u, l)) in res.iter().enumerate() {
+            vms += &hog_vm(&format!("v{i}"), &format!("utilization={:.3}\nlatency_ms={l:.1}", u * scale));
+        }
+        let old_text = format!("{}{vms}", host_with("tableau", 3, "capped=true\n"));
+        let old = vmsched_sim::tableau::plan_scenario(&vmsched_sim::parse(&old_text, &[]).unwrap()).unwrap().table;
+        let at_ns = (at_frac * old.table_length_ns as f64) as u64 / 1000 * 1000;
+        let text = format!(
+            "{}[[host.tableau.changes]]\nat_ms={}\nvm='v{which}'\nutilization={:.3}\nlatency_ms={new_l:.1}\n{vms}",
+            host_with("tableau", 3, "capped=true\n"),
+            at_ns as f64 / 1e6,
+            new_u * scale
+        );
+        let s = vmsched_sim::parse(&text, &[]).unwrap();
+        let new = vmsched_sim::tableau::plan_changes(&s).unwrap().remove(0).1;
+        let (l1, l2) = (old.table_length_ns, new.table_length_ns);
+        let switch = (at_ns / l1 + 2) * l1;
+        let end = switch + 2 * l2;
+        // The schedule the two tables prescribe: old rounds from 0, new
+        // rounds from the switch.
+        let mut want: Vec<(u32, String, u32, u64, u64)> = Vec::new();
+        for (table, from, to) in [(&old, 0, switch), (&new, switch, end)] {
+            let len = table.table_length_ns;
+            for round in 0..(to - from) / len {
+                for c in &table.cores {
+                    for a in &c.allocations {
+                        let e = &table.vcpus[a.vcpu as usize];
+                        want.push((c.core, e.vm.clone(), e.vcpu, from + round * len + a.start_ns, from + round * len + a.end_ns));
+                    }
+                }
+            }
+        }
+        let t = slices(&text, end.div_ceil(MS));
+        let got: Vec<(u32, String, u32, u64, u64)> = (0..t.vm.len())
+            .filter(|&i| t.start_ns[i] < end)
+            .map(|i| (t.pcpu[i], t.vm[i].clone(), t.vcpu[i], t.start_ns[i], t.end_ns[i].min(end)))
+            .collect();
+        prop_assert_eq!(merge_runs(got), merge_runs(want));
     }
 
     /// RTDS on one pCPU with an EDF-feasible set (sum of budget / period
@@ -419,6 +490,66 @@ fn credit_soft_affinity_is_tried_before_hard_affinity() {
     assert!(run_on("cpus_soft=[2]").iter().all(|&p| p == 2));
 }
 
+/// Credit soft affinity per vCPU (xl.cfg's list-of-lists `cpus_soft`), on
+/// four pCPUs: hogs pinned to pCPUs 0 and 1 keep them busy; the two vCPUs
+/// of `x` start there (vCPUs are placed round-robin: x's are the 5th and
+/// 6th) and run one thread each, waking after random sleeps. Each wakeup on
+/// a busy pCPU tickles an idler in the vCPU's own soft affinity, which
+/// steals it in the soft step; from then on the vCPU wakes on its idle
+/// preferred pCPU and runs there. So with `[[3], [2]]` vCPU 0 only ever runs
+/// on pCPU 3 and vCPU 1 on pCPU 2, and `[[2], [3]]` swaps them.
+#[test]
+fn credit_soft_affinity_is_per_vcpu() {
+    let ran_on = |soft: &str| -> Vec<Vec<u32>> {
+        let text = format!(
+            "{}{}{}[[vm]]\nname='f1'\n[[vm]]\nname='f2'\n\
+             [[vm]]\nname='x'\nvcpus=2\n{soft}\n[[vm.workload]]\nkind='bursty'\nthreads=2\npin_threads=true\nstart_ms=5\nwork_dist='constant'\nwork_us=1000\nsleep_us=10000\n",
+            host("credit", 4),
+            pinned_hog("b0", 0),
+            pinned_hog("b1", 1)
+        );
+        let t = slices(&text, 100);
+        (0..2)
+            .map(|v| {
+                let mut on: Vec<u32> = (0..t.vm.len()).filter(|&i| t.vm[i] == "x" && t.vcpu[i] == v).map(|i| t.pcpu[i]).collect();
+                assert!(on.len() >= 5, "vCPU {v} ran {} times", on.len());
+                on.dedup();
+                on
+            })
+            .collect()
+    };
+    assert_eq!(ran_on("cpus_soft=[[3], [2]]"), [vec![3], vec![2]]);
+    assert_eq!(ran_on("cpus_soft=[[2], [3]]"), [vec![2], vec![3]]);
+}
+
+/// Bad soft affinities are scenario errors at the field, with the reason.
+#[test]
+fn bad_soft_affinities_are_scenario_errors() {
+    let error = |host_policy: &str, vm: &str| {
+        let text = format!("{}[[vm]]\nname='x'\n{vm}\n", host(host_policy, 4));
+        vmsched_sim::parse(&text, &[]).unwrap_err()
+    };
+    let cases = [
+        ("credit", "vcpus=2\ncpus_soft=[[1]]", "has 1 per-vCPU lists for 2 vCPUs"),
+        ("credit", "cpus_soft=[4]", "no pCPU 4 (host has 4)"),
+        ("credit", "cpus_soft=[1, [2]]", "mixes pCPU numbers and lists"),
+        ("credit", "cpus_soft=[-1]", "a pCPU number (0 or more) or a list of pCPU numbers"),
+        ("credit", "cpus_soft=[2, 2]", "pCPU 2 is named twice"),
+        ("credit", "cpus=[0, 1]\ncpus_soft=[2, 3]", "shares no pCPU with its hard affinity [0, 1]"),
+        ("credit", "vcpus=2\npin=[0, 1]\ncpus_soft=[[0], [0]]", "vCPU 1: soft affinity [0] shares no pCPU with its hard affinity [1]"),
+        ("credit2", "cpus_soft=[1]", "read by Xen Credit only"),
+        ("rtds", "cpus_soft=[1]", "read by Xen Credit only"),
+    ];
+    for (policy, vm, reason) in cases {
+        let e = error(policy, vm);
+        assert!(e.path.starts_with("vm[0].cpus_soft"), "{vm}: {e}");
+        assert!(e.reason.contains(reason), "{vm}: {e}");
+    }
+    // A soft affinity that covers the hard one is accepted (Xen treats it as none).
+    let text = format!("{}[[vm]]\nname='x'\ncpus=[0, 1]\ncpus_soft=[0, 1, 2]\n", host("credit", 4));
+    assert!(vmsched_sim::parse(&text, &[]).is_ok());
+}
+
 /// `[[vm]]` entries: a hog pinned to each of `pinned`, in order.
 fn pinned_hog(name: &str, pcpu: u32) -> String {
     format!("[[vm]]\nname='{name}'\npin=[{pcpu}]\n[[vm.workload]]\nkind='hog'\n")
@@ -463,6 +594,31 @@ fn credit_tick_moves_across_sockets_only_to_a_twice_as_idle_socket() {
     let text = format!("{base}{}{}[[vm]]\nname='f2'\npin=[2]\n", pinned_hog("busy0", 0), hog_vm("x", ""));
     let t = slices(&text, 60);
     assert_eq!(rows(&t, 1, MS), want(&[("x", 0, 60)]));
+}
+
+/// Credit's csched_load_balance() starts each node's scan after its
+/// balance bias, the peer it last stole from. Four pCPUs on one socket;
+/// hogs pinned to pCPUs 1 and 2; `d`, pinned to pCPU 3, runs 2 ms from 0.
+/// At 0.5 ms three hogs wake BOOSTed on busy pCPUs: `a1` (pCPUs 0-1) and `c`
+/// (1, 3) on pCPU 1, `b` (2, 3) on pCPU 2. Only a1 has an idler (pCPU 0),
+/// which steals it from pCPU 1 (the scan starts after the boot bias, pCPU
+/// 0): the bias is now pCPU 1. At 2 ms d halts and pCPU 3 steals: from pCPU
+/// 2 first, so b, not c (a scan in pCPU order would take c from pCPU 1).
+#[test]
+fn credit_steals_round_robin_from_the_peer_after_the_last_robbed() {
+    let late_hog = |name: &str, cpus: &str| format!("[[vm]]\nname='{name}'\ncpus={cpus}\n[[vm.workload]]\nkind='hog'\nstart_ms=0.5\n");
+    let text = format!(
+        "{}{}{}[[vm]]\nname='d'\npin=[3]\n[[vm.workload]]\nkind='periodic'\nwork_dist='constant'\nwork_us=2000\nsleep_us=50000\n{}{}[[vm]]\nname='f'\n{}",
+        host("credit", 4),
+        pinned_hog("h1", 1),
+        pinned_hog("h2", 2),
+        late_hog("a1", "[0, 1]"),
+        late_hog("c", "[1, 3]"),
+        late_hog("b", "[2, 3]"),
+    );
+    let t = slices(&text, 3);
+    assert_eq!(rows(&t, 0, 100_000), want(&[("a1", 5, 30)]));
+    assert_eq!(rows(&t, 3, 100_000), want(&[("d", 0, 20), ("b", 20, 30)]));
 }
 
 /// Credit's __runq_tickle() kicks the current vCPU away: on two pCPUs, a
@@ -540,6 +696,13 @@ fn tableau_switches_tables_at_a_wrap_around() {
     }
     let bad = text.replace("vm='a'\nutilization=0.6", "vm='a'\nutilization=0.9");
     assert_eq!(vmsched_sim::parse(&bad, &[]).unwrap_err().path, "host.tableau.changes[0]");
+    // One switch at a time: a second change before the first one's
+    // wrap-around is refused; at or after it, it is taken.
+    let second = |at_ms: u64| format!("{text}[[host.tableau.changes]]\nat_ms={at_ms}\nvm='b'\nutilization=0.2\nlatency_ms=20\n");
+    let e = vmsched_sim::parse(&second(switch / MS - 1), &[]).unwrap_err();
+    assert_eq!(e.path, "host.tableau.changes[1]");
+    assert!(e.reason.contains("one table switch at a time"), "{e}");
+    assert!(vmsched_sim::parse(&second(switch.div_ceil(MS)), &[]).is_ok());
 }
 
 /// The schedule lock RTDS shares between all pCPUs (sched_rt.c): four hogs

@@ -17,8 +17,9 @@
 //! A vCPU that yields (the SCHEDOP_yield hypercall, and the pause-loop exit,
 //! which Xen's VMX handler turns into the same call) skips the rate limit
 //! and queues behind one lower-priority vCPU (CSCHED_FLAG_VCPU_YIELD). A
-//! VM's soft affinity (`cpus_soft`) is tried before its hard affinity when
-//! an idler is tickled and when work is stolen (the two balance steps).
+//! vCPU's soft affinity (`cpus_soft`, per VM or per vCPU) is tried before
+//! its hard affinity when an idler is tickled, when work is stolen and when
+//! a pCPU is picked (the two balance steps).
 //!
 //! Two hook sets may be built in, each a small hook in csched_schedule():
 //! IRS's SA sender (`host/irs.rs`) and relaxed co-scheduling
@@ -87,7 +88,10 @@ struct Vc {
     running_since: u64,
     /// Asked to yield since it was last scheduled (CSCHED_FLAG_VCPU_YIELD).
     yielding: bool,
-    /// Soft affinity (vc->cpu_soft_affinity), if it is a useful one.
+    /// Soft affinity (vc->cpu_soft_affinity) as configured; empty: none.
+    soft_pcpus: Vec<u32>,
+    /// Soft affinity, if it is a useful one (set at start, from the hard
+    /// affinity the engine enforces).
     soft: Option<Vec<bool>>,
     /// To be moved when it next leaves its pCPU (_VPF_migrating).
     migrating: bool,
@@ -150,7 +154,13 @@ pub struct Credit {
     idle: Vec<bool>,
     runq_sort: u64,
     runq_sort_last: Vec<u64>,
-    last_tickle: PcpuId,
+    /// Per pCPU, the idler it last tickled (last_tickle_cpu, per-CPU in
+    /// Xen and 0 at boot): the next tickle it makes cycles on from there.
+    last_tickle: Vec<PcpuId>,
+    /// Per socket (NUMA node), the peer work was last stolen from
+    /// (prv->balance_bias, the node's first pCPU at boot): stealing in that
+    /// node starts after it.
+    balance_bias: Vec<PcpuId>,
     /// Per pCPU, the idler of its core or socket a pick last chose when it
     /// moved work there; the next such pick cycles on from it
     /// (csched_pcpu.idle_bias, nr_cpu_ids - 1 at first).
@@ -210,7 +220,8 @@ impl Credit {
             .vm_of
             .iter()
             .zip(b.initial_cpu)
-            .map(|(&vm, &cpu)| Vc {
+            .enumerate()
+            .map(|(v, (&vm, &cpu))| Vc {
                 dom: vm as usize,
                 credit: 0,
                 carry_ns: 0,
@@ -224,7 +235,8 @@ impl Credit {
                 active: false,
                 running_since: 0,
                 yielding: false,
-                soft: useful_soft_affinity(&s.vms[vm as usize], n),
+                soft_pcpus: s.vms[vm as usize].cpus_soft.of_vcpu(b.vm_of[..v].iter().filter(|&&o| o == vm).count() as u32).to_vec(),
+                soft: None,
                 migrating: false,
                 migrated: false,
                 last_run: 0,
@@ -246,7 +258,8 @@ impl Credit {
             idle: vec![true; n],
             runq_sort: 0,
             runq_sort_last: vec![0; n],
-            last_tickle: 0,
+            last_tickle: vec![0; n],
+            balance_bias: Vec::new(),
             idle_bias: vec![n as PcpuId - 1; n],
             migration_delay_ns: (prm.migration_delay_us * 1e3).round() as u64,
             boost_migrating: prm.boost_migrating,
@@ -292,7 +305,8 @@ impl Credit {
     /// __runq_tickle(): run the new vCPU on its pCPU if that is idle, or if
     /// no pCPU idles and it outranks the current one; otherwise wake one
     /// idle pCPU it may run on (tickle_one_idle_cpu), which will steal it.
-    fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+    /// `on` is the pCPU that processes the wakeup (its last_tickle_cpu).
+    fn tickle(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, on: PcpuId) {
         let cpu = self.vcs[v as usize].cpu;
         let new_pri = self.vcs[v as usize].pri;
         let cur_pri = self.pri_of(self.pcpu.curr[cpu as usize]);
@@ -312,11 +326,11 @@ impl Credit {
             // cpumask_cycle() from the last tickled pCPU over the idlers new
             // may use in this step; with none in its soft affinity, the hard
             // step decides.
-            let start = self.last_tickle;
+            let start = self.last_tickle[on as usize];
             let idler = (1..=n).map(|i| (start + i) % n).find(|&q| self.idle[q as usize] && self.may_use(view, v, q, step));
             match idler {
                 Some(q) => {
-                    self.last_tickle = q;
+                    self.last_tickle[on as usize] = q;
                     out.resched.push(q);
                     return;
                 }
@@ -346,40 +360,53 @@ impl Credit {
     }
 
     /// csched_load_balance() / csched_runq_steal(): the first queued vCPU
-    /// of strictly higher priority than `pri` on a busy peer, peers of the
-    /// same socket (NUMA node) first, each in pCPU order; first among the
-    /// vCPUs whose soft affinity includes `p`, then by hard affinity.
+    /// of strictly higher priority than `pri` on a busy peer; first among
+    /// the vCPUs whose soft affinity includes `p`, then by hard affinity.
+    /// In each step the nodes (sockets) are visited from `p`'s own, in
+    /// cycle_node() order, and a node's busy peers from the one after its
+    /// balance bias, which a successful steal moves to the peer robbed.
     fn steal(&mut self, view: &HostView, p: PcpuId, pri: i8) -> Option<VcpuId> {
         let m = view.machine;
-        let socket = m.socket_of[p as usize];
-        let n = m.pcpus;
-        let peers: Vec<PcpuId> = (0..n)
-            .filter(|&q| m.socket_of[q as usize] == socket)
-            .chain((0..n).filter(|&q| m.socket_of[q as usize] != socket))
-            .collect();
+        let nodes = m.pcpus_of_socket.len();
+        let own = m.socket_of[p as usize] as usize;
         for step in STEPS {
-            for &q in &peers {
+            for node in (0..nodes).map(|k| (own + k) % nodes) {
                 // Don't steal from an idle pCPU: it is about to run its own work.
-                if q == p || self.idle[q as usize] {
-                    continue;
-                }
-                for &v in &self.runq[q as usize] {
-                    if self.vcs[v as usize].pri <= pri {
-                        break;
-                    }
-                    if self.costopped(v) {
-                        continue;
-                    }
-                    // A vCPU without a useful soft affinity waits for the hard step.
-                    if step == Step::Soft && self.vcs[v as usize].soft.is_none() {
-                        continue;
-                    }
-                    if self.may_use(view, v, p, step) && !self.cache_hot(v, view.now) {
-                        self.runq_remove(v);
-                        self.vcs[v as usize].cpu = p;
+                let workers: Vec<bool> = (0..m.pcpus).map(|q| q != p && !self.idle[q as usize] && m.socket_of[q as usize] as usize == node).collect();
+                let Some(first) = cycle(self.balance_bias[node], &workers) else { continue };
+                let mut q = first;
+                loop {
+                    if let Some(v) = self.steal_from(view, q, p, pri, step) {
+                        self.balance_bias[node] = q;
                         return Some(v);
                     }
+                    q = cycle(q, &workers).expect("first is a worker");
+                    if q == first {
+                        break;
+                    }
                 }
+            }
+        }
+        None
+    }
+
+    /// csched_runq_steal() of one peer `q` for pCPU `p`, in one step.
+    fn steal_from(&mut self, view: &HostView, q: PcpuId, p: PcpuId, pri: i8, step: Step) -> Option<VcpuId> {
+        for &v in &self.runq[q as usize] {
+            if self.vcs[v as usize].pri <= pri {
+                break;
+            }
+            if self.costopped(v) {
+                continue;
+            }
+            // A vCPU without a useful soft affinity waits for the hard step.
+            if step == Step::Soft && self.vcs[v as usize].soft.is_none() {
+                continue;
+            }
+            if self.may_use(view, v, p, step) && !self.cache_hot(v, view.now) {
+                self.runq_remove(v);
+                self.vcs[v as usize].cpu = p;
+                return Some(v);
             }
         }
         None
@@ -470,28 +497,29 @@ impl Credit {
     /// a committed pick moves it, and, if it is runnable, it wakes there
     /// without a BOOST (csched_vcpu_wake() sees CSCHED_FLAG_VCPU_MIGRATING).
     /// A halted or parked vCPU keeps the flag until it next wakes.
-    fn vcpu_migrate(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+    /// `on` is the pCPU that saved its context (and processes the wakeup).
+    fn vcpu_migrate(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, on: PcpuId) {
         self.vcs[v as usize].migrating = false;
         let to = self.cpu_pick(view, v, true);
         let vc = &mut self.vcs[v as usize];
         vc.cpu = to;
         vc.migrated = true;
         if vc.awake && !vc.parked {
-            self.enqueue_woken(view, out, v);
+            self.enqueue_woken(view, out, v, on);
         }
     }
 
     /// csched_vcpu_wake() of a runnable vCPU: an UNDER vCPU is BOOSTed unless
     /// it wakes from a migration (from Xen 4.7); it is queued on its pCPU,
     /// and pCPUs are tickled.
-    fn enqueue_woken(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+    fn enqueue_woken(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, on: PcpuId) {
         let vc = &mut self.vcs[v as usize];
         let migrated = std::mem::take(&mut vc.migrated);
         if (!migrated || self.boost_migrating) && vc.pri == PRI_UNDER {
             vc.pri = PRI_BOOST;
         }
         self.runq_insert(v);
-        self.tickle(view, out, v);
+        self.tickle(view, out, v, on);
     }
 
     fn acct_start(&mut self, v: VcpuId) {
@@ -612,7 +640,8 @@ impl Credit {
         let vc = &self.vcs[v as usize];
         if vc.awake && !vc.on_runq && self.pcpu.curr[vc.cpu as usize] != Some(v) {
             self.runq_insert(v);
-            self.tickle(view, out, v);
+            // csched_acct() runs on prv->master, the first pCPU.
+            self.tickle(view, out, v, 0);
         }
     }
 
@@ -657,7 +686,7 @@ impl Credit {
                 Coschedule::Stopped { running: false, .. } => {}
                 Coschedule::Started(v) => {
                     if self.vcs[v as usize].on_runq {
-                        self.tickle(view, out, v);
+                        self.tickle(view, out, v, self.vcs[v as usize].cpu);
                     }
                 }
             }
@@ -678,6 +707,13 @@ impl HostPolicy for Credit {
     }
 
     fn start(&mut self, view: &HostView, out: &mut HostOut) {
+        let n = self.idle.len() as PcpuId;
+        // init_pdata(): the first pCPU of a node sets its balance bias.
+        self.balance_bias = view.machine.pcpus_of_socket.iter().map(|cpus| cpus[0]).collect();
+        for v in 0..self.vcs.len() as VcpuId {
+            let hard: Vec<bool> = (0..n).map(|p| view.may_run(v, p)).collect();
+            self.vcs[v as usize].soft = useful_soft_affinity(&hard, &self.vcs[v as usize].soft_pcpus);
+        }
         out.timers.push((self.tslice_ns, T_ACCT));
         out.timers.push((self.tick_ns, T_TICK));
         if let Some(co) = &mut self.coscheduling {
@@ -694,7 +730,8 @@ impl HostPolicy for Credit {
         if vc.parked {
             return;
         }
-        self.enqueue_woken(view, out, v);
+        let on = view.waker.unwrap_or(self.vcs[v as usize].cpu);
+        self.enqueue_woken(view, out, v, on);
     }
 
     /// A halting vCPU flagged for migration moves when its context is saved
@@ -706,7 +743,7 @@ impl HostPolicy for Credit {
         vc.last_run = view.now;
         self.pcpu.halted(p);
         if self.vcs[v as usize].migrating {
-            self.vcpu_migrate(view, out, v);
+            self.vcpu_migrate(view, out, v, p);
         }
     }
 
@@ -792,7 +829,7 @@ impl HostPolicy for Credit {
         if let Some(c) = prev.filter(|&c| next != Some(c)) {
             self.vcs[c as usize].last_run = now;
             if self.vcs[c as usize].migrating {
-                self.vcpu_migrate(view, out, c);
+                self.vcpu_migrate(view, out, c, p);
             }
         }
         next
@@ -849,18 +886,14 @@ fn cycle(from: PcpuId, mask: &[bool]) -> Option<PcpuId> {
     (1..=n).map(|i| (from as usize + i) % n).find(|&q| mask[q]).map(|q| q as PcpuId)
 }
 
-/// The VM's soft affinity when it is useful (__vcpu_has_soft_affinity()):
-/// it leaves out some pCPU the vCPU may use, and keeps some it may use.
-/// Hard affinity is per VM (`cpus`) or per vCPU (`pin`); a pinned vCPU has
-/// no choice to make, so soft affinity is never useful to it.
-fn useful_soft_affinity(vm: &crate::scenario::Vm, n: usize) -> Option<Vec<bool>> {
-    if vm.cpus_soft.is_empty() || !vm.pin.is_empty() {
-        return None;
-    }
-    let hard: Vec<bool> = (0..n as u32).map(|p| vm.cpus.is_empty() || vm.cpus.contains(&p)).collect();
-    let soft: Vec<bool> = (0..n as u32).map(|p| vm.cpus_soft.contains(&p)).collect();
-    let hard_within_soft = (0..n).all(|p| !hard[p] || soft[p]);
-    let overlaps = (0..n).any(|p| hard[p] && soft[p]);
+/// A vCPU's soft affinity when it is useful (__vcpu_has_soft_affinity()):
+/// it leaves out some pCPU of its hard affinity `hard` (so it does not
+/// cover the pool either) and keeps at least one. A pinned vCPU has no
+/// choice to make, so soft affinity is never useful to it.
+fn useful_soft_affinity(hard: &[bool], soft_pcpus: &[u32]) -> Option<Vec<bool>> {
+    let soft: Vec<bool> = (0..hard.len() as u32).map(|p| soft_pcpus.contains(&p)).collect();
+    let hard_within_soft = hard.iter().zip(&soft).all(|(&h, &s)| !h || s);
+    let overlaps = hard.iter().zip(&soft).any(|(&h, &s)| h && s);
     (!hard_within_soft && overlaps).then_some(soft)
 }
 

@@ -131,8 +131,7 @@ impl Tableau {
     /// middle of the current table's next round, so every core takes it
     /// at the wrap-around that ends that round.
     fn push_table(&mut self, out: &mut HostOut, table: Table, now: u64) {
-        let len = self.table.table_length_ns;
-        let switch_at = self.epoch_ns + (self.local(now) / len + 2) * len;
+        let switch_at = crate::tableau::table_switch_time(self.epoch_ns, self.table.table_length_ns, now);
         self.next_table = Some((switch_at, table));
         out.timers.push((switch_at, T_SWITCH));
     }
@@ -327,6 +326,9 @@ impl HostPolicy for Tableau {
         match token & KIND {
             T_BOUNDARY => out.resched.extend(self.pcpu.slice_due(token)),
             T_PUSH => {
+                // A switch due at this instant happens first (the scenario
+                // pushes one change at a time, `plan_changes`).
+                self.switch_if_due(out, view.now);
                 let table = self.changes[(token & !KIND) as usize].1.clone();
                 self.push_table(out, table, view.now);
             }

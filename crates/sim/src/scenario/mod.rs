@@ -293,11 +293,12 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
         if !vm.pin.is_empty() && vm.pin.len() != vm.vcpus as usize {
             return Err(err(format!("{p}.pin"), format!("has {} entries for {} vCPUs", vm.pin.len(), vm.vcpus)));
         }
-        for (field, list) in [("pin", &vm.pin), ("cpus", &vm.cpus), ("cpus_soft", &vm.cpus_soft), ("io_backend.affinity", &vm.io_backend.affinity)] {
+        for (field, list) in [("pin", &vm.pin), ("cpus", &vm.cpus), ("io_backend.affinity", &vm.io_backend.affinity)] {
             if let Some(bad) = list.iter().find(|&&c| c >= npcpu) {
                 return Err(err(format!("{p}.{field}"), format!("no pCPU {bad} (host has {npcpu})")));
             }
         }
+        check_soft_affinity(s, vi)?;
         for (i, c) in vm.pin_changes.iter().enumerate() {
             let f = format!("{p}.pin_changes[{i}]");
             if c.vcpu >= vm.vcpus {

@@ -26,13 +26,11 @@ pub struct Vm {
     /// pCPUs any vCPU of this VM may run on (default: all).
     #[serde(default)]
     pub cpus: Vec<u32>,
-    /// Soft affinity: pCPUs the VM's vCPUs prefer, within their hard
-    /// affinity (`pin`/`cpus`), as xl.cfg's `cpus_soft` sets it. Read by Xen
-    /// Credit, which tries them first when it tickles an idler and when it
-    /// steals work (the soft then hard balance steps of sched_credit.c);
-    /// empty means no preference.
+    /// Soft affinity: pCPUs the VM's vCPUs prefer within their hard
+    /// affinity, as xl.cfg's `cpus_soft` sets it: one list for every vCPU,
+    /// or one list per vCPU (see [`SoftAffinity`]). Read by Xen Credit.
     #[serde(default)]
-    pub cpus_soft: Vec<u32>,
+    pub cpus_soft: SoftAffinity,
     /// CFS bandwidth control (cpu.max) applied on the host.
     pub bandwidth: Option<Bandwidth>,
     /// Tableau reservation of each vCPU: utilization U (0 < U <= 1) and
@@ -70,6 +68,158 @@ pub struct Vm {
     /// VM's IO is direct.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub direct_io: Vec<DirectDevice>,
+}
+
+/// A VM's soft affinity (`cpus_soft`), in xl.cfg's two forms: a list of
+/// pCPUs for every vCPU (`cpus_soft = [2, 3]`), or a list of such lists,
+/// the i-th for vCPU i (`cpus_soft = [[2], [3]]`; xl.cfg(5), `cpus_soft`
+/// "exactly as cpus=", whose list form applies "the first to vcpu 0, the
+/// second to vcpu 1" and so on). An empty list is no preference. Xen Credit
+/// tries the preferred pCPUs first when it tickles an idler, steals work
+/// and picks a pCPU (the soft then hard balance steps of sched_credit.c);
+/// a soft affinity that covers the vCPU's hard affinity changes nothing
+/// there (__vcpu_has_soft_affinity()).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SoftAffinity {
+    /// The same preference for every vCPU (empty: none).
+    #[default]
+    None,
+    Every(Vec<u32>),
+    PerVcpu(Vec<Vec<u32>>),
+}
+
+impl SoftAffinity {
+    pub fn is_none(&self) -> bool {
+        matches!(self, SoftAffinity::None)
+    }
+
+    /// The preferred pCPUs of vCPU `i` (empty: no preference).
+    pub fn of_vcpu(&self, i: u32) -> &[u32] {
+        match self {
+            SoftAffinity::None => &[],
+            SoftAffinity::Every(list) => list,
+            SoftAffinity::PerVcpu(lists) => lists.get(i as usize).map_or(&[], |l| l.as_slice()),
+        }
+    }
+
+    /// Every pCPU named.
+    pub fn pcpus(&self) -> impl Iterator<Item = u32> + '_ {
+        let lists: &[Vec<u32>] = match self {
+            SoftAffinity::None => &[],
+            SoftAffinity::Every(list) => std::slice::from_ref(list),
+            SoftAffinity::PerVcpu(lists) => lists,
+        };
+        lists.iter().flatten().copied()
+    }
+}
+
+/// One entry of a `cpus_soft` list: a pCPU, or one vCPU's list of pCPUs.
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "a pCPU number (0 or more) or a list of pCPU numbers")]
+enum SoftEntry {
+    Pcpu(u32),
+    List(Vec<u32>),
+}
+
+impl<'de> Deserialize<'de> for SoftAffinity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let entries = Vec::<SoftEntry>::deserialize(d)?;
+        if entries.is_empty() {
+            return Ok(SoftAffinity::None);
+        }
+        let pcpus: Vec<u32> = entries.iter().filter_map(|e| if let SoftEntry::Pcpu(p) = e { Some(*p) } else { None }).collect();
+        if pcpus.len() == entries.len() {
+            return Ok(SoftAffinity::Every(pcpus));
+        }
+        if !pcpus.is_empty() {
+            return Err(serde::de::Error::custom(
+                "mixes pCPU numbers and lists: give one list of pCPUs for every vCPU (cpus_soft = [2, 3]) or one list per vCPU (cpus_soft = [[2], [3]])",
+            ));
+        }
+        Ok(SoftAffinity::PerVcpu(entries.into_iter().map(|e| if let SoftEntry::List(l) = e { l } else { unreachable!("checked") }).collect()))
+    }
+}
+
+impl Serialize for SoftAffinity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SoftAffinity::None => Vec::<u32>::new().serialize(s),
+            SoftAffinity::Every(list) => list.serialize(s),
+            SoftAffinity::PerVcpu(lists) => lists.serialize(s),
+        }
+    }
+}
+
+/// The pCPUs vCPU `i` of VM `vi` may run on (its hard affinity), as the
+/// world builds it: its `pin`, else the VM's `cpus`, else, beside a dom0
+/// with pCPUs of its own, every other pCPU, else every pCPU.
+pub fn hard_affinity(s: &Scenario, vi: usize, i: u32) -> Vec<u32> {
+    let vm = &s.vms[vi];
+    let total = s.host.sockets * s.host.cores_per_socket * s.host.threads_per_core;
+    if !vm.pin.is_empty() {
+        return vec![vm.pin[i as usize]];
+    }
+    if !vm.cpus.is_empty() {
+        return vm.cpus.clone();
+    }
+    let dedicated_dom0 = s.vms.iter().find(|o| o.dom0.as_ref().is_some_and(|d| d.dedicated));
+    match dedicated_dom0 {
+        Some(d) if vm.dom0.is_none() => {
+            let own = dom0_pcpus(d);
+            (0..total).filter(|p| !own.contains(p)).collect()
+        }
+        _ => (0..total).collect(),
+    }
+}
+
+/// `cpus_soft` of VM `vi`: one list per vCPU in the per-vCPU form, pCPUs
+/// the host has, no pCPU twice, a host policy that reads it (Xen Credit),
+/// and, for each vCPU, a preference that shares a pCPU with its hard
+/// affinity (Xen ignores one that does not: __vcpu_has_soft_affinity()).
+pub(super) fn check_soft_affinity(s: &Scenario, vi: usize) -> Result<(), ScenarioError> {
+    let vm = &s.vms[vi];
+    let f = format!("vm[{vi}].cpus_soft");
+    if vm.cpus_soft.is_none() {
+        return Ok(());
+    }
+    if let SoftAffinity::PerVcpu(lists) = &vm.cpus_soft {
+        if lists.len() != vm.vcpus as usize {
+            return Err(err(&f, format!("has {} per-vCPU lists for {} vCPUs (give one list per vCPU, [] for no preference)", lists.len(), vm.vcpus)));
+        }
+    }
+    let total = s.host.sockets * s.host.cores_per_socket * s.host.threads_per_core;
+    if let Some(bad) = vm.cpus_soft.pcpus().find(|&c| c >= total) {
+        return Err(err(&f, format!("no pCPU {bad} (host has {total})")));
+    }
+    let reads_soft = match s.host.policy {
+        HostPolicyKind::Credit => true,
+        HostPolicyKind::Irs => s.host.irs.base == crate::host::irs::HookBase::Credit,
+        HostPolicyKind::RelaxedCo => s.host.relaxed_co.base == crate::host::irs::HookBase::Credit,
+        _ => false,
+    };
+    if !reads_soft {
+        return Err(err(
+            &f,
+            format!(
+                "soft affinity is read by Xen Credit only (host.policy = \"credit\", or irs / relaxed_co with base = \"credit\"), not by host.policy = {}",
+                serde_json::to_value(s.host.policy).map_or_else(|_| String::new(), |v| v.to_string())
+            ),
+        ));
+    }
+    for i in 0..vm.vcpus {
+        let soft = vm.cpus_soft.of_vcpu(i);
+        if let Some(dup) = soft.iter().enumerate().find(|&(k, c)| soft[..k].contains(c)).map(|(_, c)| c) {
+            return Err(err(&f, format!("vCPU {i}: pCPU {dup} is named twice")));
+        }
+        let hard = hard_affinity(s, vi, i);
+        if !soft.is_empty() && !soft.iter().any(|c| hard.contains(c)) {
+            return Err(err(
+                &f,
+                format!("vCPU {i}: soft affinity {soft:?} shares no pCPU with its hard affinity {hard:?}, so Xen would ignore it (__vcpu_has_soft_affinity())"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A device kind a VM may have of its own (`direct_io`).
