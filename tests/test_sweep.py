@@ -246,13 +246,30 @@ def test_summary_cli_aggregates_the_seeds_of_each_point(cli, tmp_path):
     ('scenarios = ["default"]\nseeds = [1]\ntables = ["trace"]\n', "spec.toml: tables: expected true or a list"),
     ('scenarios = ["default"]\nseeds = [1]\nvariants = ["stacked"]\n', "variants: builtin:default has no variant 'stacked'"),
     ('scenarios = ["default"]\nseeds = [1]\n[grid]\n"vm[0].vcpuz" = [2]\n', "builtin:default: vm[0].vcpuz: unknown field"),
-    ('scenarios = ["nope"]\nseeds = [1]\n', "nope: unknown scenario"),
+    ('scenarios = ["nope"]\nseeds = [1]\n', "spec.toml: scenarios[0]: nope: unknown scenario"),
+    ('scenarios = ["default", "gone.toml"]\nseeds = [1]\n', "spec.toml: scenarios[1]: gone.toml: no such file"),
+    ('scenarios = ["gone.json"]\nseeds = [1]\n', "spec.toml: scenarios[0]: gone.json: no such file"),
 ])
 def test_spec_errors_name_the_file_and_field(cli, tmp_path, text, message):
     result = cli("sweep", write_spec(tmp_path, text), "--out", tmp_path / "out")
     assert result.exit_code == 2
     assert message in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_scenario_files_are_found_beside_the_spec_whatever_their_format(cli, tmp_path, monkeypatch):
+    # docs/scenario.md: a scenario is a TOML file or a JSON file of the same structure;
+    # docs/sweep.md: a spec's paths are relative to the spec, not to the working directory.
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    scenario = {"name": "json-one", "duration_ms": 20, "vm": [{"name": "a", "vcpus": 1}]}
+    (specs / "one.json").write_text(json.dumps(scenario))
+    write_spec(specs, 'scenarios = ["one.json"]\nseeds = [1]\n')
+    monkeypatch.chdir(tmp_path)
+    result = cli("sweep", "specs/spec.toml", "--out", "out")
+    assert result.exit_code == 0, result.stderr
+    results = pl.read_parquet(tmp_path / "out" / "results" / "runs.parquet")
+    assert results["status"].to_list() == ["ok"] and results["vms[a].vcpus[0].cpu_time_ns"].to_list() != [None]
 
 
 def test_python_api_returns_the_results_frame(tmp_path):

@@ -148,12 +148,18 @@ def run_key(config: dict, seed: int, duration_ns: int, tables: tuple[str, ...] =
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def _resolve_scenario(name: str, base_dir: Path) -> api.Scenario:
-    """A built-in name, a path relative to the spec's folder, or a path as given."""
-    beside_spec = base_dir / name
-    if name.endswith(".toml") and beside_spec.is_file():
-        return api.load_scenario(beside_spec)
-    return api.load_scenario(name)
+def _resolve_scenario(name: str, index: int, spec: SweepSpec) -> api.Scenario:
+    """A path relative to the spec's folder (TOML or JSON), else a built-in name or a path
+    as given; a scenario that cannot be found or read is an error naming the spec's entry."""
+    beside_spec = spec.base_dir / name
+    try:
+        found_beside = beside_spec.is_file()
+    except OSError:  # a name longer than the file system allows: load_scenario says so
+        found_beside = False
+    try:
+        return api.load_scenario(beside_spec if found_beside else name)
+    except UserError as err:
+        raise _field_error(spec.source, f"scenarios[{index}]", str(err)) from err
 
 
 def variant_overrides(scenario: api.Scenario, config: dict, variant: str, source: str) -> tuple[str, list[str]]:
@@ -177,8 +183,8 @@ def plan(spec: SweepSpec) -> list[PlannedRun]:
     points = [tuple(zip(grid_keys, (toml_literal(v) for v in values)))
               for values in itertools.product(*spec.grid.values())]
     runs: list[PlannedRun] = []
-    for name in spec.scenarios:
-        scenario = _resolve_scenario(name, spec.base_dir)
+    for index, name in enumerate(spec.scenarios):
+        scenario = _resolve_scenario(name, index, spec)
         base_config = api.normalize(scenario)
         for variant in spec.variants:
             label, variant_settings = variant_overrides(scenario, base_config, variant, spec.source)
