@@ -200,6 +200,24 @@ def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert "broken.toml" in error and "vm" in error
 
 
+def test_summary_lists_points_by_scenario_variant_and_grid_value_not_by_run_key():
+    # The store keeps rows by run key (a hash); a reader looks for the grid in its order,
+    # with numbers by value (250 before 1000).
+    rows = [("b", "", "1000", 1), ("a", "", "1000", 1), ("a", "", "250", 2), ("a", "", "250", 1),
+            ("a", "fast", "250", 1), ("b", "", "250", 1)]
+    results = pl.DataFrame({
+        "key": [f"k{i}" for i in range(len(rows))], "scenario": [r[0] for r in rows],
+        "variant": [r[1] for r in rows], "seed": [r[3] for r in rows],
+        "point": [f"host.hz={r[2]}" for r in rows], "status": ["ok"] * len(rows), "error": [None] * len(rows),
+        "set.host.hz": [r[2] for r in rows], "host.busy_ns": [1.0] * len(rows),
+        "host.pcpus": [1] * len(rows), "duration_ns": [1] * len(rows)})
+    expected = [("a", "", "host.hz=250"), ("a", "", "host.hz=1000"), ("a", "fast", "host.hz=250"),
+                ("b", "", "host.hz=250"), ("b", "", "host.hz=1000")]
+    assert [(line["scenario"], line["variant"], line["point"]) for line in engine.headline(results)] == expected
+    stats = engine.summarize(results, "busy")
+    assert list(zip(stats["scenario"], stats["variant"], stats["point"])) == expected
+
+
 def test_mean_and_interval_against_hand_computed_values():
     mean, ci95, n = engine.mean_ci95([1.0, 2.0, 3.0])
     # sd 1, t(0.975, 2 dof) = 4.303: 4.303 / sqrt(3)

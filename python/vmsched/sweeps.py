@@ -461,11 +461,23 @@ def mean_ci95(values: Iterable[float]) -> tuple[float | None, float | None, int]
     return mean, t975(n - 1) * math.sqrt(variance / n), n
 
 
+def _points_in_order(results: pl.DataFrame) -> pl.DataFrame:
+    """The runs by scenario, variant, then each grid key's value (as a number where it is
+    one, so host.hz=250 comes before host.hz=1000), then seed: the order a reader looks
+    for, where the store's own order is by run key, a hash."""
+    by_value = []
+    for name in (name for name in results.columns if name.startswith("set.")):
+        # The grid's values are stored as their TOML text.
+        by_value += [pl.col(name).cast(pl.String).cast(pl.Float64, strict=False), pl.col(name).cast(pl.String)]
+    return results.sort([pl.col("scenario"), pl.col("variant"), *by_value, pl.col("seed")],
+                        nulls_last=True, maintain_order=True)
+
+
 def summarize(results: pl.DataFrame, metric_filter: str | None = None) -> pl.DataFrame:
     """Per (scenario, variant, point, metric): seeds, mean and the 95% CI half-width over
     the seeds of the successful runs."""
     groups = ["scenario", "variant", "point"]
-    ok = results.filter(pl.col("status") == "ok")
+    ok = _points_in_order(results.filter(pl.col("status") == "ok"))
     metrics = [name for name, dtype in ok.schema.items()
                if dtype.is_numeric() and name not in (*LABEL_COLUMNS, *groups) and not name.startswith("set.")
                and (metric_filter is None or metric_filter in name)]
@@ -517,7 +529,7 @@ def headline(results: pl.DataFrame) -> list[dict]:
     """Per (scenario, variant, point) of the successful runs: the seeds and, for each
     headline figure that its runs have, the mean and 95% CI half-width over the seeds."""
     points: dict[tuple, list[dict]] = {}
-    for row in results.filter(pl.col("status") == "ok").iter_rows(named=True):
+    for row in _points_in_order(results.filter(pl.col("status") == "ok")).iter_rows(named=True):
         points.setdefault((row["scenario"], row["variant"], row["point"]), []).append(row)
     lines = []
     for (scenario, variant, point), rows in points.items():
