@@ -218,6 +218,18 @@ def test_summary_lists_points_by_scenario_variant_and_grid_value_not_by_run_key(
     assert list(zip(stats["scenario"], stats["variant"], stats["point"])) == expected
 
 
+def test_headline_throughput_is_the_scenarios_workloads_not_the_engines_threads():
+    # A guest's kworkers (VM/os_noise), a guest policy's threads and dom0's back ends are
+    # workloads of the summary, but their runs are no throughput of the scenario's.
+    row = {"key": "k", "scenario": "s", "variant": "", "seed": 1, "point": "", "status": "ok", "error": None,
+           "host.busy_ns": 1.0, "host.pcpus": 1, "duration_ns": 1}
+    for name, kind, rate in [("a/web", "server", 1000.0), ("a/batch", "parallel", 20.0), ("a/os_noise", "os_noise", 70.0),
+                             ("a/vsched", "guest_policy", 5.0), ("dom0/backends", "xen_backend", 900.0)]:
+        row |= {f"workloads[{name}].kind": kind, f"workloads[{name}].throughput_per_s": rate}
+    figures = engine.headline(pl.DataFrame([row]))[0]["figures"]
+    assert next(f["mean"] for f in figures if f["metric"] == "throughput") == 1020.0
+
+
 def test_mean_and_interval_against_hand_computed_values():
     mean, ci95, n = engine.mean_ci95([1.0, 2.0, 3.0])
     # sd 1, t(0.975, 2 dof) = 4.303: 4.303 / sqrt(3)
