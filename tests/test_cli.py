@@ -56,8 +56,23 @@ def test_bad_set(cli, tmp_path, override, field):
 
 def test_bad_duration_and_window(cli, tmp_path):
     out = tmp_path / "out"
-    assert_user_error(cli("run", "default", "--duration", "2 parsecs", "--out", out), "2 parsecs")
-    assert_user_error(cli("run", "default", "--trace-window", "3ms:1ms", "--out", out), "3ms:1ms")
+    assert_user_error(cli("run", "default", "--duration", "2 parsecs", "--out", out), "--duration: '2 parsecs'")
+    assert_user_error(cli("run", "default", "--duration", "5", "--out", out), "--duration: '5'", "unit")
+    assert_user_error(cli("run", "default", "--duration", "0", "--out", out), "--duration: '0'", "positive")
+    assert_user_error(cli("run", "default", "--trace-window", "3ms:1ms", "--out", out), "--trace-window: '3ms:1ms'")
+    assert not out.exists()
+
+
+def test_compare_checks_its_duration_and_window_before_any_run(cli, tmp_path):
+    # An option's error names the option, as `run` does, and comes before the first variant
+    # runs; a timeline window after the run's end would draw an empty report, as `run` refuses.
+    out = tmp_path / "out"
+    result = cli("compare", "vcpu-stacking", "--duration", "5", "--out", out)
+    assert_user_error(result, "--duration: '5'")
+    assert "running variant" not in result.stderr
+    assert_user_error(cli("compare", "vcpu-stacking", "--duration", "10ms", "--window", "20ms:30ms", "--out", out),
+                      "--window 20ms:30ms", "after the run's end at 10 ms")
+    assert_user_error(cli("compare", "vcpu-stacking", "--window", "9ms", "--out", out), "--window: '9ms'")
     assert not out.exists()
 
 

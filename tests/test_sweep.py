@@ -200,6 +200,36 @@ def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert "broken.toml" in error and "vm" in error
 
 
+def test_summary_lists_points_by_scenario_variant_and_grid_value_not_by_run_key():
+    # The store keeps rows by run key (a hash); a reader looks for the grid in its order,
+    # with numbers by value (250 before 1000).
+    rows = [("b", "", "1000", 1), ("a", "", "1000", 1), ("a", "", "250", 2), ("a", "", "250", 1),
+            ("a", "fast", "250", 1), ("b", "", "250", 1)]
+    results = pl.DataFrame({
+        "key": [f"k{i}" for i in range(len(rows))], "scenario": [r[0] for r in rows],
+        "variant": [r[1] for r in rows], "seed": [r[3] for r in rows],
+        "point": [f"host.hz={r[2]}" for r in rows], "status": ["ok"] * len(rows), "error": [None] * len(rows),
+        "set.host.hz": [r[2] for r in rows], "host.busy_ns": [1.0] * len(rows),
+        "host.pcpus": [1] * len(rows), "duration_ns": [1] * len(rows)})
+    expected = [("a", "", "host.hz=250"), ("a", "", "host.hz=1000"), ("a", "fast", "host.hz=250"),
+                ("b", "", "host.hz=250"), ("b", "", "host.hz=1000")]
+    assert [(line["scenario"], line["variant"], line["point"]) for line in engine.headline(results)] == expected
+    stats = engine.summarize(results, "busy")
+    assert list(zip(stats["scenario"], stats["variant"], stats["point"])) == expected
+
+
+def test_headline_throughput_is_the_scenarios_workloads_not_the_engines_threads():
+    # A guest's kworkers (VM/os_noise), a guest policy's threads and dom0's back ends are
+    # workloads of the summary, but their runs are no throughput of the scenario's.
+    row = {"key": "k", "scenario": "s", "variant": "", "seed": 1, "point": "", "status": "ok", "error": None,
+           "host.busy_ns": 1.0, "host.pcpus": 1, "duration_ns": 1}
+    for name, kind, rate in [("a/web", "server", 1000.0), ("a/batch", "parallel", 20.0), ("a/os_noise", "os_noise", 70.0),
+                             ("a/vsched", "guest_policy", 5.0), ("dom0/backends", "xen_backend", 900.0)]:
+        row |= {f"workloads[{name}].kind": kind, f"workloads[{name}].throughput_per_s": rate}
+    figures = engine.headline(pl.DataFrame([row]))[0]["figures"]
+    assert next(f["mean"] for f in figures if f["metric"] == "throughput") == 1020.0
+
+
 def test_mean_and_interval_against_hand_computed_values():
     mean, ci95, n = engine.mean_ci95([1.0, 2.0, 3.0])
     # sd 1, t(0.975, 2 dof) = 4.303: 4.303 / sqrt(3)
@@ -246,13 +276,30 @@ def test_summary_cli_aggregates_the_seeds_of_each_point(cli, tmp_path):
     ('scenarios = ["default"]\nseeds = [1]\ntables = ["trace"]\n', "spec.toml: tables: expected true or a list"),
     ('scenarios = ["default"]\nseeds = [1]\nvariants = ["stacked"]\n', "variants: builtin:default has no variant 'stacked'"),
     ('scenarios = ["default"]\nseeds = [1]\n[grid]\n"vm[0].vcpuz" = [2]\n', "builtin:default: vm[0].vcpuz: unknown field"),
-    ('scenarios = ["nope"]\nseeds = [1]\n', "nope: unknown scenario"),
+    ('scenarios = ["nope"]\nseeds = [1]\n', "spec.toml: scenarios[0]: nope: unknown scenario"),
+    ('scenarios = ["default", "gone.toml"]\nseeds = [1]\n', "spec.toml: scenarios[1]: gone.toml: no such file"),
+    ('scenarios = ["gone.json"]\nseeds = [1]\n', "spec.toml: scenarios[0]: gone.json: no such file"),
 ])
 def test_spec_errors_name_the_file_and_field(cli, tmp_path, text, message):
     result = cli("sweep", write_spec(tmp_path, text), "--out", tmp_path / "out")
     assert result.exit_code == 2
     assert message in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_scenario_files_are_found_beside_the_spec_whatever_their_format(cli, tmp_path, monkeypatch):
+    # docs/scenario.md: a scenario is a TOML file or a JSON file of the same structure;
+    # docs/sweep.md: a spec's paths are relative to the spec, not to the working directory.
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    scenario = {"name": "json-one", "duration_ms": 20, "vm": [{"name": "a", "vcpus": 1}]}
+    (specs / "one.json").write_text(json.dumps(scenario))
+    write_spec(specs, 'scenarios = ["one.json"]\nseeds = [1]\n')
+    monkeypatch.chdir(tmp_path)
+    result = cli("sweep", "specs/spec.toml", "--out", "out")
+    assert result.exit_code == 0, result.stderr
+    results = pl.read_parquet(tmp_path / "out" / "results" / "runs.parquet")
+    assert results["status"].to_list() == ["ok"] and results["vms[a].vcpus[0].cpu_time_ns"].to_list() != [None]
 
 
 def test_python_api_returns_the_results_frame(tmp_path):

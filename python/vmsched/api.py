@@ -45,7 +45,7 @@ MAX_SCENARIO_BYTES = 16 * 2**20
 
 
 def load_scenario(spec: str | Path) -> Scenario:
-    """A built-in name, or a path to a TOML file."""
+    """A built-in name, or a path to a TOML (or JSON) scenario file."""
     path = Path(spec)
     builtins = _native.builtin_scenario_texts()
     try:
@@ -68,8 +68,8 @@ def load_scenario(spec: str | Path) -> Scenario:
         except OSError as err:
             raise UserError(f"{spec}: cannot read ({err.strerror or err})") from err
     if str(spec) == "":
-        raise UserError("scenario: an empty name; give a built-in name or a .toml file")
-    if path.suffix == ".toml" or path.parent != Path("."):
+        raise UserError("scenario: an empty name; give a built-in name or a scenario file (.toml or .json)")
+    if path.suffix in (".toml", ".json") or path.parent != Path("."):
         raise UserError(f"{spec}: no such file")
     raise UserError(f"{spec}: unknown scenario; built-ins are {', '.join(sorted(builtins))}")
 

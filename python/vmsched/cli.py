@@ -122,12 +122,12 @@ def run(
     from .rundir import OutputDir
     from .summary_table import print_summary
 
-    window = _window(trace_window) if trace_window else None
+    window = _window(trace_window, "--trace-window") if trace_window else None
     if report and not record:
         raise fail("--report needs the recorded tables; drop --no-record")
     if not (math.isfinite(trace_limit_mb) and trace_limit_mb > 0):
         raise fail(f"--trace-limit-mb {trace_limit_mb:g}: must be a positive number of MB")
-    duration_ns = _user_input(lambda: parse_duration_ns(duration)) if duration else None
+    duration_ns = _duration(duration) if duration else None
     source = _user_input(lambda: api.load_scenario(scenario))
     label, overrides = "", []
     if variant is not None:
@@ -138,8 +138,8 @@ def run(
     config = _user_input(lambda: api.normalize(source, overrides))
     _user_input(lambda: api.check_seed(seed))
     run_ns = duration_ns or round(config["duration_ms"] * 1e6)
-    if window and window[0] >= run_ns:
-        raise fail(f"--trace-window {trace_window}: starts after the run's end at {run_ns / 1e6:g} ms")
+    if window:
+        _check_window_starts_in_run(window, trace_window, "--trace-window", run_ns)
     name = f"{config['name']}-{label}" if label else config["name"]
     out_dir = out if out is not None else str(_default_out(name, seed if seed is not None else config["seed"]))
     output = _user_input(lambda: OutputDir(out_dir, force))
@@ -185,8 +185,29 @@ def _default_out(name: str, seed: int) -> Path:
     return Path("runs") / f"{safe}-{seed}"
 
 
-def _window(text: str) -> tuple[int, int]:
-    return _user_input(lambda: parse_window_ns(text))
+def _option_value(option: str, parse):
+    """`parse()` of an option's value; a bad value is `error: OPTION: reason`, exit 2."""
+    try:
+        return parse()
+    except UserError as err:
+        raise fail(f"{option}: {err}") from err
+
+
+def _duration(text: str) -> int:
+    """--duration in ns: a positive simulated time with its unit."""
+    duration_ns = _option_value("--duration", lambda: parse_duration_ns(text))
+    if duration_ns == 0:
+        raise fail(f"--duration: {text!r}: a run needs a positive simulated time")
+    return duration_ns
+
+
+def _window(text: str, option: str) -> tuple[int, int]:
+    return _option_value(option, lambda: parse_window_ns(text))
+
+
+def _check_window_starts_in_run(window: tuple[int, int], text: str, option: str, run_ns: int) -> None:
+    if window[0] >= run_ns:
+        raise fail(f"{option} {text}: starts after the run's end at {run_ns / 1e6:g} ms")
 
 
 def _write_trace(result, out_dir: Path, shown_dir: Path, window: tuple[int, int] | None,
@@ -297,7 +318,7 @@ def report_cmd(
     from .report import write_report
     if not (run_dir / "summary.json").is_file():
         raise fail(f"{run_dir}: no summary.json; pass a directory written by `vmsched run`")
-    chosen = _window(window) if window else None
+    chosen = _window(window, "--window") if window else None
     status.print(f"wrote {_user_input(lambda: write_report(run_dir, window=chosen, task_vm=vm))}")
 
 
@@ -326,9 +347,12 @@ def compare_cmd(
     from .comparison import (parse_seeds, resolve_variants, rich_tables, run_comparison, run_seed_comparison,
                           seed_rich_tables, write_comparison)
     from .rundir import OutputDir
-    chosen_window = _window(window)
+    chosen_window = _window(window, "--window")
+    duration_ns = _duration(duration) if duration else None
     source = _user_input(lambda: api.load_scenario(scenario))
     config = _user_input(lambda: api.normalize(source, set_ or []))
+    _check_window_starts_in_run(chosen_window, window, "--window",
+                                duration_ns or round(config["duration_ms"] * 1e6))
     _user_input(lambda: api.check_seed(seed))
     _user_input(lambda: resolve_variants(source, config, variant or []))
     seed_list = _user_input(lambda: parse_seeds(seeds, seed if seed is not None else config["seed"])) if seeds else None
@@ -341,14 +365,14 @@ def compare_cmd(
     output = _user_input(lambda: OutputDir(out_dir, force))
     with output as staging:
         comparison = _user_input(lambda: run_comparison(
-            source, variant or [], seed=seed, set=set_ or [], duration=duration, validate=check_invariants,
+            source, variant or [], seed=seed, set=set_ or [], duration=duration_ns, validate=check_invariants,
             trace_window=chosen_window, allow_large=allow_large,
             on_start=lambda v: status.print(f"running variant {v.name}")))
         across_seeds = None
         if seed_list:
             status.print(f"running the other seeds: {', '.join(map(str, seed_list[1:]))}")
             across_seeds = _user_input(lambda: run_seed_comparison(
-                source, seeds=seed_list, set=set_ or [], duration=duration, store_dir=staging / "seeds",
+                source, seeds=seed_list, set=set_ or [], duration=duration_ns, store_dir=staging / "seeds",
                 first=comparison, workers=workers))
         if not as_json:
             for table in rich_tables(comparison):

@@ -148,12 +148,18 @@ def run_key(config: dict, seed: int, duration_ns: int, tables: tuple[str, ...] =
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def _resolve_scenario(name: str, base_dir: Path) -> api.Scenario:
-    """A built-in name, a path relative to the spec's folder, or a path as given."""
-    beside_spec = base_dir / name
-    if name.endswith(".toml") and beside_spec.is_file():
-        return api.load_scenario(beside_spec)
-    return api.load_scenario(name)
+def _resolve_scenario(name: str, index: int, spec: SweepSpec) -> api.Scenario:
+    """A path relative to the spec's folder (TOML or JSON), else a built-in name or a path
+    as given; a scenario that cannot be found or read is an error naming the spec's entry."""
+    beside_spec = spec.base_dir / name
+    try:
+        found_beside = beside_spec.is_file()
+    except OSError:  # a name longer than the file system allows: load_scenario says so
+        found_beside = False
+    try:
+        return api.load_scenario(beside_spec if found_beside else name)
+    except UserError as err:
+        raise _field_error(spec.source, f"scenarios[{index}]", str(err)) from err
 
 
 def variant_overrides(scenario: api.Scenario, config: dict, variant: str, source: str) -> tuple[str, list[str]]:
@@ -177,8 +183,8 @@ def plan(spec: SweepSpec) -> list[PlannedRun]:
     points = [tuple(zip(grid_keys, (toml_literal(v) for v in values)))
               for values in itertools.product(*spec.grid.values())]
     runs: list[PlannedRun] = []
-    for name in spec.scenarios:
-        scenario = _resolve_scenario(name, spec.base_dir)
+    for index, name in enumerate(spec.scenarios):
+        scenario = _resolve_scenario(name, index, spec)
         base_config = api.normalize(scenario)
         for variant in spec.variants:
             label, variant_settings = variant_overrides(scenario, base_config, variant, spec.source)
@@ -455,11 +461,23 @@ def mean_ci95(values: Iterable[float]) -> tuple[float | None, float | None, int]
     return mean, t975(n - 1) * math.sqrt(variance / n), n
 
 
+def _points_in_order(results: pl.DataFrame) -> pl.DataFrame:
+    """The runs by scenario, variant, then each grid key's value (as a number where it is
+    one, so host.hz=250 comes before host.hz=1000), then seed: the order a reader looks
+    for, where the store's own order is by run key, a hash."""
+    by_value = []
+    for name in (name for name in results.columns if name.startswith("set.")):
+        # The grid's values are stored as their TOML text.
+        by_value += [pl.col(name).cast(pl.String).cast(pl.Float64, strict=False), pl.col(name).cast(pl.String)]
+    return results.sort([pl.col("scenario"), pl.col("variant"), *by_value, pl.col("seed")],
+                        nulls_last=True, maintain_order=True)
+
+
 def summarize(results: pl.DataFrame, metric_filter: str | None = None) -> pl.DataFrame:
     """Per (scenario, variant, point, metric): seeds, mean and the 95% CI half-width over
     the seeds of the successful runs."""
     groups = ["scenario", "variant", "point"]
-    ok = results.filter(pl.col("status") == "ok")
+    ok = _points_in_order(results.filter(pl.col("status") == "ok"))
     metrics = [name for name, dtype in ok.schema.items()
                if dtype.is_numeric() and name not in (*LABEL_COLUMNS, *groups) and not name.startswith("set.")
                and (metric_filter is None or metric_filter in name)]
@@ -491,6 +509,19 @@ def _summed(pattern: str, scale: float = 1.0) -> Callable[[dict], float | None]:
     return lambda row: (sum(found) * scale if (found := _matching(row, compiled)) else None)
 
 
+# The engine's own threads are workloads of the summary too (a guest's kworkers `VM/os_noise`,
+# a guest policy's threads, dom0's back ends): their runs are no one's throughput.
+ENGINE_WORKLOAD_KINDS = frozenset({"os_noise", "guest_policy", "xen_backend"})
+_THROUGHPUT = re.compile(r"(workloads\[.+\]\.)throughput_per_s")
+
+
+def _scenario_throughput(row: dict) -> float | None:
+    found = [value for name, value in row.items()
+             if value is not None and (match := _THROUGHPUT.fullmatch(name))
+             and row.get(match.group(1) + "kind") not in ENGINE_WORKLOAD_KINDS]
+    return sum(found) if found else None
+
+
 def _steal_per_s(row: dict) -> float | None:
     stolen = _summed(r"vms\[[^\]]+\]\.steal_ns")(row)
     return stolen / row["duration_ns"] if stolen is not None and row.get("duration_ns") else None
@@ -503,7 +534,7 @@ def _worst_p99_ms(row: dict) -> float | None:
 
 HEADLINE = (("host busy", "%", _host_busy),
             ("steal", "vCPU-s/s", _steal_per_s),
-            ("throughput", "/s", _summed(r"workloads\[.+\]\.throughput_per_s")),
+            ("throughput", "/s", _scenario_throughput),
             ("worst p99", "ms", _worst_p99_ms))
 
 
@@ -511,7 +542,7 @@ def headline(results: pl.DataFrame) -> list[dict]:
     """Per (scenario, variant, point) of the successful runs: the seeds and, for each
     headline figure that its runs have, the mean and 95% CI half-width over the seeds."""
     points: dict[tuple, list[dict]] = {}
-    for row in results.filter(pl.col("status") == "ok").iter_rows(named=True):
+    for row in _points_in_order(results.filter(pl.col("status") == "ok")).iter_rows(named=True):
         points.setdefault((row["scenario"], row["variant"], row["point"]), []).append(row)
     lines = []
     for (scenario, variant, point), rows in points.items():

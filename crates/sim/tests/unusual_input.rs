@@ -127,3 +127,28 @@ proptest! {
         prop_assert!(out.is_ok(), "{field}={literal}: {}", out.err().unwrap_or_default());
     }
 }
+
+/// Workloads are told apart by name in the summary, the recorded tables and
+/// metric paths: two workloads of one name, a name that is another's default
+/// (`VM/KIND<index>`) or that of the VM's own threads, and names a metric path
+/// would misread (square brackets) are refused at the field; a disabled
+/// workload is not built and takes no name.
+#[test]
+fn workload_and_vm_names_can_be_told_apart() {
+    let wl = |fields: &str| format!("[[vm.workload]]\nkind='hog'\n{fields}\n");
+    let vm = |workloads: &str| format!("{}[[vm]]\nname='a'\nvcpus=1\n{workloads}", host("cfs", ""));
+    let e = refused(&vm(&(wl("name='w'") + &wl("name='w'"))));
+    assert_eq!(e.path, "vm[0].workload[1].name");
+    assert!(e.reason.contains("`w`") && e.reason.contains("vm[0].workload[0]"), "{}", e.reason);
+    assert_eq!(refused(&vm(&(wl("name='a/hog1'") + &wl("")))).path, "vm[0].workload[1].name");
+    let e = refused(&vm(&wl("name='a/os_noise'")));
+    assert!(e.reason.contains("own threads"), "{}", e.reason);
+    let e = refused(&format!("{}[[vm]]\nname='b'\nvcpus=1\n[vm.guest]\npolicy='irs'\n{}", host("cfs", ""), wl("name='b/irs'")));
+    assert_eq!(e.path, "vm[0].workload[0].name");
+    parse(&vm(&(wl("name='w'") + &wl("name='w'\nenabled=false"))), &[]).unwrap();
+    parse(&format!("{}{}", vm(&wl("name='w'")), "[[vm]]\nname='b'\nvcpus=1\n[[vm.workload]]\nkind='hog'\nname='b/w'\n"), &[]).unwrap();
+    assert_eq!(refused(&vm(&wl("name='w[0]'"))).path, "vm[0].workload[0].name");
+    let e = refused(&format!("{}[[vm]]\nname='a]b'\nvcpus=1\n", host("cfs", "")));
+    assert_eq!(e.path, "vm[0].name");
+    assert!(e.reason.contains("bracket"), "{}", e.reason);
+}

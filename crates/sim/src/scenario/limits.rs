@@ -65,6 +65,16 @@ pub(super) fn check_name(path: &str, name: &str, required: bool) -> Result<(), S
     Ok(())
 }
 
+/// A VM's or workload's name: a name, and not one a metric path would misread, since
+/// paths select list entries by name in brackets (`vms[web].share`, docs/outputs.md).
+pub(super) fn check_entity_name(path: &str, name: &str, required: bool) -> Result<(), ScenarioError> {
+    check_name(path, name, required)?;
+    if name.contains(['[', ']']) {
+        return Err(err(path, format!("`{name}` holds a square bracket; metric paths select VMs and workloads by name in brackets (vms[NAME].share)")));
+    }
+    Ok(())
+}
+
 fn check_cfs_tunables(path: &str, t: &CfsTunables) -> Result<(), ScenarioError> {
     let (low, high) = CFS_GRANULARITY_NS;
     let why = "the kernel's sysctl range";
@@ -132,7 +142,7 @@ pub(super) fn check_limits(s: &Scenario) -> Result<(), ScenarioError> {
     check_noise("host.noise", &h.noise)?;
     for (vi, vm) in s.vms.iter().enumerate() {
         let p = format!("vm[{vi}]");
-        check_name(&format!("{p}.name"), &vm.name, true)?;
+        check_entity_name(&format!("{p}.name"), &vm.name, true)?;
         check_noise(&format!("{p}.guest.noise"), &vm.guest.noise)?;
         in_range(&format!("{p}.vcpus"), vm.vcpus, 1, MAX_VCPUS, "KVM_MAX_VCPUS")?;
         in_range(&format!("{p}.weight"), vm.weight, MIN_WEIGHT, MAX_WEIGHT, "the kernel's MIN_SHARES..MAX_SHARES")?;

@@ -382,6 +382,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
             check_custom_slice(&format!("{p}.host_slice_us"), us, s.host.cfs.fair)?;
         }
     }
+    check_workload_names(s)?;
     check_uvf(s)?;
     for (name, ovs) in &s.variants {
         if ovs.is_empty() {
@@ -393,6 +394,34 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
     check_xen(s)?;
     if let Some(paper) = &s.paper {
         check_paper(paper, s)?;
+    }
+    Ok(())
+}
+
+/// Workload names are unique over the scenario: summary.json, the recorded tables and
+/// metric paths (`workloads[NAME]`) tell workloads apart by name alone. The engine's own
+/// workloads of a VM (its guest kworkers `VM/os_noise`, a guest policy's threads
+/// `VM/POLICY`, dom0's `VM/backends`) keep their names too.
+fn check_workload_names(s: &Scenario) -> Result<(), ScenarioError> {
+    let mut taken = std::collections::BTreeMap::new();
+    for vm in &s.vms {
+        let policy_threads = match vm.guest.policy {
+            GuestPolicyKind::Linux => None,
+            GuestPolicyKind::Vsched => Some("vsched"),
+            GuestPolicyKind::Irs => Some("irs"),
+        };
+        for own in ["os_noise", "backends"].into_iter().chain(policy_threads) {
+            taken.insert(format!("{}/{own}", vm.name), format!("reserved for VM `{}`'s own threads", vm.name));
+        }
+    }
+    for (vi, vm) in s.vms.iter().enumerate() {
+        for (wi, w) in vm.workloads.iter().enumerate().filter(|(_, w)| w.enabled) {
+            let path = format!("vm[{vi}].workload[{wi}]");
+            let name = w.label(&vm.name, wi);
+            if let Some(holder) = taken.insert(name.clone(), format!("the name of {path}")) {
+                return Err(err(format!("{path}.name"), format!("`{name}` is already {holder}; workloads are told apart by name in summary.json and the recorded tables")));
+            }
+        }
     }
     Ok(())
 }

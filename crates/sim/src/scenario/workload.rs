@@ -478,7 +478,7 @@ pub(super) fn check_refill(h: &Host, w: &Workload, p: &str) -> Result<(), Scenar
 
 /// Ranges of one workload's numbers; returns how many threads it creates.
 pub(super) fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> Result<u64, ScenarioError> {
-    check_name(&format!("{p}.name"), &w.name, false)?;
+    check_entity_name(&format!("{p}.name"), &w.name, false)?;
     let f = |field: &str| format!("{p}.{field}");
     for (field, v) in [("work_us", w.work_us), ("cs_us", w.cs_us), ("device_us", w.device_us)] {
         checked_ns(&f(field), v, 1e3, true)?;
