@@ -121,11 +121,16 @@ const PULL_ABOVE_AVERAGE: Setting = ("cfs.pull_above_average", "true");
 /// depends on the CPU model the VMM exposes as well as the kernel, so the
 /// later profiles keep the x2APIC of today's KVM guests.
 const XAPIC: Setting = ("xapic", "true");
+/// A group entity's share from its pCPU's current load and the other
+/// pCPUs' loads averaged over sysctl_sched_shares_window (10 ms): Linux
+/// 2.6.38 (kernel/sched_fair.c, update_cfs_load()) until 3.8
+/// replaced the windows with per-entity load tracking.
+const SHARES_WINDOW: Setting = ("cfs.shares_window_ns", "10000000");
 const GUEST_3_2: &[Setting] = &[STEAL_ACCOUNTING, XAPIC];
 const GUEST_3_18: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS];
 const GUEST_4_4: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK];
 const GUEST_5_10: &[Setting] = &[STEAL_ACCOUNTING, PV_SPINLOCKS, VIRT_SPIN_LOCK, VCPU_IS_PREEMPTED, PV_TLB_FLUSH, HALTPOLL, PV_SCHED_YIELD];
-const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW, ON_SPIN_READY, NEWIDLE_COST_GATE];
+const HOST_3_2: &[Setting] = &[PLE, PLE_FIXED_WINDOW, ON_SPIN_READY, NEWIDLE_COST_GATE, SHARES_WINDOW];
 const HOST_3_18: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST];
 const HOST_4_4: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST];
 const HOST_4_14: &[Setting] = &[PLE, DY_ELIGIBILITY, PV_UNHALT, HALT_POLL, PREEMPTED_FLAG, NEWIDLE_COST_GATE, NEWIDLE_DOMAIN_COST];

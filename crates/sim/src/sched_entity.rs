@@ -57,6 +57,9 @@ pub struct Tunables {
     /// Host CFS: exact ties of PELT loads between balance candidates are
     /// drawn at random (`host.cfs.load_ties`).
     pub random_load_ties: bool,
+    /// Host CFS with VM groups: sysctl_sched_shares_window of Linux 2.6.38
+    /// to 3.7, 0 for the current loads (`host.cfs.shares_window_ns`).
+    pub shares_window_ns: u64,
 }
 
 impl Tunables {
@@ -79,6 +82,7 @@ impl Tunables {
             nohz_stats_kick: false,
             pull_above_average: false,
             random_load_ties: true,
+            shares_window_ns: 0,
         }
     }
 
@@ -97,6 +101,7 @@ impl Tunables {
             nohz_stats_kick: o.nohz_stats_kick,
             pull_above_average: o.pull_above_average,
             random_load_ties: o.load_ties == crate::scenario::LoadTies::Random,
+            shares_window_ns: o.shares_window_ns,
         }
     }
 

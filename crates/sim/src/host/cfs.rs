@@ -300,6 +300,30 @@ struct VmGroups {
     key: Vec<(VmId, PcpuId)>,
     /// Group indexes created on each pCPU.
     on_pcpu: Vec<Vec<u32>>,
+    /// Per group index: its load averaged over the shares window
+    /// (`host.cfs.shares_window_ns`).
+    windows: Vec<LoadWindow>,
+    /// Per VM: tg->load_weight, the sum of its groups' windowed loads as
+    /// last folded in.
+    windowed_load: Vec<i64>,
+}
+
+/// A VM group runqueue's load averaged over sysctl_sched_shares_window, as
+/// Linux 2.6.38 to 3.7 keep it (struct cfs_rq's load_avg, load_period,
+/// load_stamp, load_last and load_contribution, kernel/sched_fair.c).
+#[derive(Debug, Clone, Copy, Default)]
+struct LoadWindow {
+    /// Load times time over the window so far (load_avg).
+    weighted: u128,
+    period: u64,
+    stamp: u64,
+    /// When the runqueue last had load.
+    last: u64,
+    /// What the runqueue adds to its VM's tg->load_weight.
+    contribution: i64,
+    /// The group entity's run time at the last update
+    /// (load_unacc_exec_time counts from there).
+    exec_at_update: u64,
 }
 
 /// LOAD_AVG_PERIOD (kernel/sched/sched-pelt.h): 32 ms, the period of the
@@ -479,6 +503,8 @@ impl CfsCore {
             index: HashMap::new(),
             key: Vec::new(),
             on_pcpu: vec![Vec::new(); self.pcpus as usize],
+            windows: Vec::new(),
+            windowed_load: vec![0; shares.len()],
         });
     }
 
@@ -514,6 +540,7 @@ impl CfsCore {
         if g == next {
             vg.key.push((vm, p));
             vg.on_pcpu[p as usize].push(g);
+            vg.windows.push(LoadWindow::default());
             self.ents.push(Entity { weight: vg.shares[vm as usize], ..Default::default() });
             self.rq_of.push(p);
             self.rqs.push(FairRq::new(&self.tun));
@@ -558,7 +585,15 @@ impl CfsCore {
         let e = self.group_entity_of_rq(rq);
         let (vm, p) = vg.key[(rq - self.pcpus) as usize];
         let local = self.rqs[rq as usize].load();
-        let total = vg.vm_load[vm as usize].max(local).max(1);
+        let total = if self.tun.shares_window_ns > 0 {
+            // calc_tg_weight(): the other pCPUs' windowed loads, this
+            // pCPU's current one.
+            let own = vg.windows[(rq - self.pcpus) as usize].contribution;
+            (vg.windowed_load[vm as usize] - own + local as i64).max(0) as u64
+        } else {
+            vg.vm_load[vm as usize]
+        };
+        let total = total.max(local).max(1);
         let shares = vg.shares[vm as usize];
         let w = mul_div(shares, local, total);
         let w = w.clamp(MIN_SHARES.min(shares), shares);
@@ -573,6 +608,70 @@ impl CfsCore {
             let g = &mut self.ents[e as usize].eevdf;
             g.slice = min;
             g.custom_slice = true;
+        }
+    }
+
+    /// update_cfs_load() of Linux 2.6.38 to 3.7 for VM group runqueue
+    /// `rq`: adds the load it held since the last update to its window,
+    /// halving the window's sums each time it outgrows the shares window,
+    /// and folds the average into the VM's total when it moved by more
+    /// than an eighth (update_cfs_rq_load_contribution()), or always on a
+    /// `global` update (update_shares() at a balance). Called before the
+    /// runqueue's load changes, so the interval is counted at the old load.
+    fn update_window(&mut self, rq: u32, now: u64, global: bool) {
+        let window = self.tun.shares_window_ns;
+        let g = (rq - self.pcpus) as usize;
+        let load = self.rqs[rq as usize].load();
+        let exec = self.ents[self.group_entity_of_rq(rq) as usize].sum_exec;
+        let vg = self.vm_groups.as_mut().expect("group runqueues exist only with VM groups");
+        let vm = vg.key[g].0 as usize;
+        let w = &mut vg.windows[g];
+        let mut delta = now - w.stamp;
+        // Load history is truncated after four idle windows.
+        if w.stamp > w.last && now - w.last > 4 * window {
+            (w.period, w.weighted, delta) = (0, 0, window - 1);
+        }
+        w.stamp = now;
+        w.exec_at_update = exec;
+        w.period += delta;
+        if load > 0 {
+            w.last = now;
+            w.weighted += delta as u128 * load as u128;
+        }
+        if global || w.period > window || w.period == 0 {
+            let moved = (w.weighted / (w.period as u128 + 1)) as i64 - w.contribution;
+            if global || moved.abs() > w.contribution / 8 {
+                vg.windowed_load[vm] += moved;
+                w.contribution += moved;
+            }
+        }
+        while w.period > window {
+            w.period /= 2;
+            w.weighted /= 2;
+        }
+    }
+
+    /// load_unacc_exec_time: what group runqueue `rq` has run since its
+    /// window was last updated.
+    fn unaccounted_exec(&self, rq: u32) -> u64 {
+        let vg = self.vm_groups.as_ref().expect("group runqueues exist only with VM groups");
+        self.ents[self.group_entity_of_rq(rq) as usize].sum_exec - vg.windows[(rq - self.pcpus) as usize].exec_at_update
+    }
+
+    /// update_shares() (Linux 2.6.38 to 3.7, at the start of a periodic or
+    /// newly idle balance): every VM group on `p` folds its window into its
+    /// VM's total and its group entity takes its new share.
+    fn update_shares(&mut self, p: PcpuId, now: u64) {
+        let Some(vg) = self.vm_groups.as_ref() else { return };
+        if self.tun.shares_window_ns == 0 {
+            return;
+        }
+        for g in vg.on_pcpu[p as usize].clone() {
+            let rq = self.pcpus + g;
+            self.update_window(rq, now, true);
+            if self.ents[self.group_entity_of_rq(rq) as usize].on_rq {
+                self.update_group_weight(rq, now);
+            }
         }
     }
 
@@ -769,6 +868,9 @@ impl CfsCore {
         // EEVDF 6.12: a vCPU whose halt was delayed is still queued and
         // counted; enqueueing requeues it in place (requeue_delayed_entity()).
         let requeue = self.ents[v as usize].on_rq;
+        if leaf != p && self.tun.shares_window_ns > 0 {
+            self.update_window(leaf, view.now, false);
+        }
         self.rqs[leaf as usize].enqueue(&mut self.ents, v, how, &self.tun, view.now);
         self.rq_of[v as usize] = leaf;
         self.cpu_of[v as usize] = p;
@@ -822,6 +924,9 @@ impl CfsCore {
         let p = self.cpu_of[v as usize];
         self.update_rq_avgs(p, now);
         let leaf = self.rq_of[v as usize];
+        if leaf != p && self.tun.shares_window_ns > 0 {
+            self.update_window(leaf, now, false);
+        }
         let left = if sleep {
             self.rqs[leaf as usize].dequeue_sleep(&mut self.ents, v, now)
         } else {
@@ -1532,6 +1637,7 @@ impl CfsCore {
     /// rq->next_balance becomes the earliest next balance of the domains
     /// the walk reached (at most 60 s ahead).
     fn rebalance_domains(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, may: &mut MayMigrate) {
+        self.update_shares(p, view.now);
         let m = view.machine;
         let mut idle = if self.is_idle(view, p) { IdleType::Idle } else { IdleType::NotIdle };
         let mut next_balance = view.now + 60_000_000_000;
@@ -1641,6 +1747,7 @@ impl CfsCore {
         if !self.overload || (self.tun.newidle_migration_cost_gate && self.avg_idle[p as usize] < MIGRATION_COST_NS) {
             return;
         }
+        self.update_shares(p, view.now);
         let m = view.machine;
         let mut walk_cost = 0;
         for level in Level::all(m) {
@@ -2022,10 +2129,19 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             self.k.update_rq_avgs(p, view.now);
         }
         if self.k.vm_groups.is_some() {
-            // entity_tick() -> update_cfs_group() for the running group entity.
+            // entity_tick() -> update_cfs_group() for the running group
+            // entity; with shares windows (Linux 2.6.38 to 3.7),
+            // update_entity_shares_tick() only once the group has run a
+            // whole window since its last update.
             if let Some(g) = self.k.rqs[p as usize].curr().filter(|&c| !self.k.is_vcpu(c)) {
                 let rq = self.k.own_rq(g);
-                self.k.update_group_weight(rq, view.now);
+                let window = self.k.tun.shares_window_ns;
+                if window == 0 {
+                    self.k.update_group_weight(rq, view.now);
+                } else if self.k.unaccounted_exec(rq) > window {
+                    self.k.update_window(rq, view.now, false);
+                    self.k.update_group_weight(rq, view.now);
+                }
             }
         }
         let preempt = self.k.tick_preempts(p);
@@ -2775,6 +2891,55 @@ mod tests {
     /// set_last_buddy(): a wakeup that preempts the running vCPU on a
     /// runqueue of sched_nr_latency (8 at the default tunables) or more
     /// marks it as the last buddy; on a shorter runqueue it does not.
+    /// A VM of two vCPUs, one per pCPU, cgroup shares 2048. Both run for
+    /// 40 ms, then vCPU 1 halts. With Linux 3.2's 10 ms shares windows,
+    /// pCPU 1's windowed load still counts (1023: 1024 averaged over a
+    /// window, truncated) when vCPU 0's group entity next takes its share,
+    /// so it keeps 2048 x 1024 / (1023 + 1024) = 1024; only once pCPU 1's
+    /// history is dropped, four idle windows on, does the entity get 2048.
+    /// With current loads (window 0) the tick after the halt gives 2048.
+    #[test]
+    fn a_halted_sibling_keeps_its_windowed_load_in_the_group_share() {
+        let m = machine(2);
+        let allowed = vec![vec![true; 2]; 2];
+        for (window, after_halt) in [(10_000_000, 1024), (0, 2048)] {
+            let tun = Tunables { shares_window_ns: window, ..Tunables::linux_default(2) };
+            let mut h = HostCfs::new(tun, 2, &[1024; 2], &[0, 1], vec![]).with_vm_groups(&[0, 0], &[2048]);
+            let mut out = HostOut::default();
+            for v in 0..2 {
+                h.wake(&HostView::new(0, &m, &allowed, &[None, None]), &mut out, v);
+            }
+            let both = [Some(0), Some(1)];
+            for p in 0..2 {
+                assert_eq!(h.pick_next(&HostView::new(0, &m, &allowed, &[None, None]), &mut out, p, None), Some(p));
+            }
+            for k in 1..=10 {
+                for p in 0..2 {
+                    h.tick(&HostView::new(k * 4_000_000, &m, &allowed, &both), &mut out, p);
+                }
+            }
+            let halted = HostView::new(40_000_000, &m, &allowed, &both);
+            h.block(&halted, &mut out, 1, 1);
+            assert_eq!(h.pick_next(&halted, &mut out, 1, Some(1)), None);
+            let alone = [Some(0), None];
+            h.tick(&HostView::new(44_000_000, &m, &allowed, &alone), &mut out, 0);
+            // Entity 2 is the VM's group entity on pCPU 0 (created first).
+            assert_eq!(h.k.ents[2].weight, after_halt, "window {window} ns, right after the halt");
+            // pCPU 1's own balances (its idle ticks: the testbed ran its
+            // host without dynamic ticks) fold its window: at 100 ms the
+            // idle time dilutes it, at 110 ms, four windows after its last
+            // load, its history is dropped.
+            for ms in [100, 110] {
+                h.k.update_shares(1, ms * 1_000_000);
+            }
+            for k in 28..=32 {
+                h.tick(&HostView::new(k * 4_000_000, &m, &allowed, &alone), &mut out, 0);
+            }
+            assert_eq!(h.k.ents[2].weight, 2048, "window {window} ns, 88 ms after the halt");
+            h.check_invariants().unwrap();
+        }
+    }
+
     #[test]
     fn a_preempted_vcpu_becomes_the_last_buddy_on_a_crowded_runqueue() {
         let m = machine(1);

@@ -371,6 +371,17 @@ pub struct CfsTunables {
     /// whose PELT loads are exactly equal (see [`LoadTies`]).
     #[serde(default)]
     pub load_ties: LoadTies,
+    /// Host only, with `vm_groups`: the window over which each VM group's
+    /// load on a pCPU is averaged before it counts toward the VM's total,
+    /// sysctl_sched_shares_window (10 ms), as Linux 2.6.38 to 3.7 compute a
+    /// group entity's share (update_cfs_load(), calc_cfs_shares() in
+    /// kernel/sched_fair.c, until per-entity load tracking in 3.8): the
+    /// share on a pCPU is the VM's weight times that pCPU's current load
+    /// over its current load plus the other pCPUs' windowed averages. 0
+    /// (the default) takes every pCPU's current load instead. Set by the
+    /// linux-3.2 profile.
+    #[serde(default)]
+    pub shares_window_ns: u64,
 }
 
 /// How find_busiest_group() and find_busiest_queue() choose among
