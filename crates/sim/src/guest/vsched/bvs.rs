@@ -68,3 +68,45 @@ pub fn select(k: &LinuxKernel, view: &GuestView, probes: &Probers, t: u32, state
     }
     lowest_latency
 }
+
+#[cfg(test)]
+mod tests {
+    use super::select;
+    use crate::guest::linux::LinuxKernel;
+    use crate::guest::vsched::probers::Probers;
+    use crate::guest::{GuestPolicy, GuestView, HostState};
+    use crate::scenario::{Policy, VschedParams};
+
+    /// The state check: vCPUs 0 and 1 run normal work (capacity 1000, not
+    /// above 1000), vCPU 2 only a SCHED_IDLE task, with capacity 100, below
+    /// the published average (the capacities vary widely, so vcap publishes
+    /// their mean, 700). vCPU 2 is taken only if it came back from idle or
+    /// from an inactive period less than 2 ms ago: at 20 ms, back from its
+    /// last inactive period at 19 ms, it is; back at 10 ms (and out of idle
+    /// since 0), it is not, however fresh its heartbeat (the tick 0.5 ms
+    /// ago). Without the state check it is not taken either way.
+    #[test]
+    fn state_check_takes_a_sched_idle_vcpu_only_just_back() {
+        let mut k = LinuxKernel::new(&toml::from_str("").unwrap(), 3);
+        let states = [HostState::Running; 3];
+        let start = GuestView { now: 0, host_state: &states, preempted: &[false; 3], steal_published: &[0; 3] };
+        for (v, policy) in [(0, Policy::Normal), (1, Policy::Normal), (2, Policy::Idle)] {
+            let t = k.add_task(policy, 0, vec![true; 3]);
+            k.enqueue(&start, t, v, true);
+            k.pick_next(&start, v);
+        }
+        let waking = k.add_task(Policy::Normal, 0, vec![true; 3]);
+        let mut probes = Probers::new(&VschedParams::default(), 3);
+        for (v, cap) in [1000.0, 1000.0, 100.0].into_iter().enumerate() {
+            probes.vcpus[v].capacity = Some(cap);
+        }
+        assert_eq!(Probers::published_average(&probes.capacities().unwrap(), |_| true), 700.0);
+        let now = GuestView { now: 20_000_000, ..start };
+        probes.vcpus[2].heartbeat = 19_500_000;
+        probes.vcpus[2].last_preemption = 19_000_000;
+        assert_eq!(select(&k, &now, &probes, waking, true), Some(2));
+        assert_eq!(select(&k, &now, &probes, waking, false), None);
+        probes.vcpus[2].last_preemption = 10_000_000;
+        assert_eq!(select(&k, &now, &probes, waking, true), None);
+    }
+}
