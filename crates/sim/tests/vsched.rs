@@ -21,9 +21,9 @@ fn workload<'a>(s: &'a Value, name: &str) -> &'a Value {
 /// of the time, in host slices); vCPUs 2 and 3 are dedicated. One CPU-bound
 /// thread starts on vCPU 0. HZ=1000: the heartbeat's 1.5 ms staleness of the
 /// public vSched code is 1.5 ticks at that rate. vcap samples continuously
-/// (`vcap_sleep_ms = 0`, the public prober's `-s 0`): IVH's targets are
-/// vCPUs running only SCHED_IDLE work, which without best-effort tasks are
-/// those where the light prober spins.
+/// (`vcap_sleep_ms = 0`, the public prober's `-s 0`), so every vCPU the
+/// guest leaves idle runs the light prober; the IVH tests sample as the
+/// public prober does by default (`SHARED_BETWEEN_WINDOWS`).
 const STALLED: &str = r#"
 name = "stalled"
 duration_ms = 600
@@ -50,37 +50,32 @@ kind = "hog"
 threads = 2
 "#;
 
-/// IVH moves the stalled task to a dedicated vCPU: migrations counted,
-/// about twice the CPU time (the paper's Fig. 3 migration mode).
-#[test]
-fn ivh_harvests_the_stalled_running_task() {
-    let off = run_toml(STALLED, &["vm[0].guest.vsched.ivh=false"]);
-    let on = run_toml(STALLED, &[]);
-    assert_eq!(counter(&off, "ivh_migrations"), 0);
-    assert!(counter(&on, "ivh_migrations") >= 1);
-    assert!(counter(&on, "ivh_pulls_sent") >= counter(&on, "ivh_migrations"));
-    let (a, b) = (n(&workload(&off, "task")["cpu_time_ns"]), n(&workload(&on, "task")["cpu_time_ns"]));
-    assert!(b > 1.5 * a, "IVH {b} vs none {a}");
-}
+/// IVH starts only while some vCPU is idle (the public trigger's
+/// `idle_cpus == 0` check: the weight of `nohz.idle_cpus_mask`), and a vCPU
+/// where vcap's light prober spins is not: IVH runs between vcap's windows,
+/// 100 ms in every 1.1 s, as the public prober samples by default. Every
+/// vCPU shares its pCPU with a busy VM: capacities alike, so no misfit
+/// migration moves the task instead.
+const SHARED_BETWEEN_WINDOWS: [&str; 5] =
+    ["duration_ms=1000", "vm[0].guest.vsched.vcap_sleep_ms=1000", "vm[1].vcpus=4", "vm[1].pin=[0, 1, 2, 3]", "vm[1].workload[0].threads=4"];
 
 /// Between vcap's sampling windows (the public prober's 1 s sleep) no vCPU
 /// runs SCHED_IDLE work: IVH takes an idle vCPU as its target, as the
 /// public hook does when it meets one first and as the paper's Figure 9
 /// describes ("if the target is idle, it wakes up, sends a task pull
-/// request"). Every vCPU shares its pCPU with a busy VM (equal capacities,
-/// so no misfit migration moves the task instead), and the run ends before
-/// the second window (1.1 s): every migration after the first window's
-/// capacities (0.1 s) is to an idle vCPU, which host CFS runs at once on
-/// its wakeup, so the task keeps running as in the paper's Fig. 3
-/// migration mode.
+/// request"). The run ends before the second window (1.1 s): every
+/// migration after the first window's capacities (0.1 s) is to an idle
+/// vCPU, which host CFS runs at once on its wakeup, so the task keeps
+/// running as in the paper's Fig. 3 migration mode: about twice the CPU
+/// time.
 #[test]
-fn ivh_targets_idle_vcpus_between_sampling_windows() {
-    let shared_between_windows =
-        ["duration_ms=1000", "vm[0].guest.vsched.vcap_sleep_ms=1000", "vm[1].vcpus=4", "vm[1].pin=[0, 1, 2, 3]", "vm[1].workload[0].threads=4"];
-    let off = run_toml(STALLED, &[&shared_between_windows[..], &["vm[0].guest.vsched.ivh=false"]].concat());
-    let on = run_toml(STALLED, &shared_between_windows);
+fn ivh_harvests_the_stalled_running_task_on_idle_vcpus() {
+    let off = run_toml(STALLED, &[&SHARED_BETWEEN_WINDOWS[..], &["vm[0].guest.vsched.ivh=false"]].concat());
+    let on = run_toml(STALLED, &SHARED_BETWEEN_WINDOWS);
+    assert_eq!(counter(&off, "ivh_migrations"), 0);
     assert_eq!(counter(&on, "vcap_windows"), 1);
     assert!(counter(&on, "ivh_migrations") >= 10);
+    assert!(counter(&on, "ivh_pulls_sent") >= counter(&on, "ivh_migrations"));
     let (a, b) = (n(&workload(&off, "task")["cpu_time_ns"]), n(&workload(&on, "task")["cpu_time_ns"]));
     assert!(b > 1.5 * a, "IVH {b} vs none {a}");
 }
@@ -128,9 +123,40 @@ threads = 2
 /// Activity-unaware IVH migrates from the tick without a pull request.
 #[test]
 fn activity_unaware_ivh_migrates_without_pull_requests() {
-    let s = run_toml(STALLED, &["vm[0].guest.vsched.ivh_activity_aware=false"]);
+    let s = run_toml(STALLED, &[&SHARED_BETWEEN_WINDOWS[..], &["vm[0].guest.vsched.ivh_activity_aware=false"]].concat());
     assert_eq!(counter(&s, "ivh_pulls_sent"), 0);
     assert!(counter(&s, "ivh_migrations") >= 1);
+}
+
+/// Every IVH pull request reaches its target, also when the guest's misfit
+/// migration moves the same task in the same tick: the pull is sent from
+/// the tick (trigger_load_balance()), the misfit move comes from the load
+/// balancing the tick raises afterwards, and the target then finds the task
+/// gone and abandons. Fig. 15's setting (canneal with 4 threads on a
+/// 16-vCPU VM whose vCPUs each share a core with a busy VM; the probed
+/// capacities differ a little, so misfit migration is on), 2 s. A pull
+/// still pending holds its source back (`skip_pull_pending`) for at most
+/// the pull's flight, a few ticks.
+#[test]
+fn ivh_pull_requests_are_never_lost() {
+    let fig15 = include_str!("../../../scenarios/vsched-fig15.toml");
+    let s = run_toml(fig15, &["duration_ms=2000", "vm[0].guest.policy=\"vsched\"", "vm[0].guest.vsched.vtop=false", "vm[0].guest.vsched.bvs=false", "vm[0].guest.vsched.rwc=false"]);
+    let sent = counter(&s, "ivh_pulls_sent");
+    assert!(sent > 100, "{sent} pulls");
+    assert!(sent - counter(&s, "ivh_migrations") - counter(&s, "ivh_abandoned") <= 4);
+    let pending = s["vms"][0]["guest_policy"]["ivh_trace"]["skip_pull_pending"].as_u64().unwrap_or(0);
+    assert!(pending * 10 < sent, "{pending} ticks held back by a pending pull, {sent} pulls");
+}
+
+/// While vcap's light prober spins on every vCPU the guest leaves idle
+/// (continuous sampling), no vCPU is idle and IVH never starts; the trace
+/// says so.
+#[test]
+fn ivh_waits_for_an_idle_vcpu() {
+    let s = run_toml(STALLED, &[]);
+    assert_eq!(counter(&s, "ivh_pulls_sent"), 0);
+    let trace = &s["vms"][0]["guest_policy"]["ivh_trace"];
+    assert!(trace["skip_no_idle_vcpu"].as_u64().unwrap() > 100, "{trace}");
 }
 
 /// vcap and vact measure what the host gives: the shared vCPUs about half
@@ -378,13 +404,22 @@ threads = 1
     // 4; which one measures worse is the run's, OS noise included).
     assert!(hidden.len() == 2 && hidden[0] == 3 && (hidden[1] == 4 || hidden[1] == 5), "hidden {hidden:?}");
     let (a, b) = (n(&workload(&off, "app")["completed"]), n(&workload(&on, "app")["completed"]));
-    assert!(b > 1.2 * a, "RWC {b} vs none {a}");
+    // Without RWC, Linux's misfit migration also moves threads off the
+    // straggler (its probed capacity is far below theirs); RWC's gain is
+    // what remains (289 against 270 phases).
+    assert!(b > 1.05 * a, "RWC {b} vs none {a}");
 }
 
 /// BVS places the waking request handlers of a latency-sensitive server on
 /// the dedicated vCPUs instead of where they last ran: placements counted,
 /// a far lower p95. The NIC interrupts go to a dedicated vCPU, so the
-/// difference is the handler's placement alone.
+/// difference is the handler's placement alone. vcap samples continuously,
+/// so every vCPU the guest leaves idle runs only the SCHED_IDLE light
+/// prober, and the busy VM has three times the VM's weight: the shared
+/// vCPUs keep a quarter of a core, so the capacities (as fractions of a
+/// core: 0.25, 0.25, 1, 1) vary by more than vcap's 0.1 and it publishes
+/// their average (with half cores it publishes 0, and the public hook then
+/// takes the first SCHED_IDLE-only vCPU from the handler's previous one).
 #[test]
 fn bvs_places_small_tasks_on_responsive_vcpus() {
     let toml = r#"
@@ -412,6 +447,7 @@ start_ms = 200
 name = "other"
 vcpus = 2
 pin = [0, 1]
+weight = 3072
 [[vm.workload]]
 kind = "hog"
 threads = 2

@@ -72,6 +72,12 @@ struct GuestRq {
     irq: Pelt,
     capacity: u32,
     next_balance: [u64; 2],
+    /// The last pick found nothing to run: the vCPU is in the idle loop.
+    in_idle: bool,
+    /// When the vCPU last left the idle loop (sched_clock; 0: never idle),
+    /// where Linux's idle accounting last stamps it (account_idle_time() at
+    /// the nohz idle exit).
+    idle_exit: u64,
 }
 
 /// The RT class's FIFO lists of one runqueue, by priority, highest first.
@@ -183,7 +189,7 @@ impl LinuxKernel {
         let asym_capacity = capacities_differ(&arch_capacity);
         let tick_ns = 1_000_000_000 / cfg.hz as u64;
         let tun = Tunables { tick_ns, ..Tunables::with_overrides(nv, &cfg.cfs) };
-        let rqs = arch_capacity.iter().map(|&c| GuestRq { capacity: c, cfs: FairRq::new(&tun), ..Default::default() }).collect();
+        let rqs = arch_capacity.iter().map(|&c| GuestRq { capacity: c, cfs: FairRq::new(&tun), in_idle: true, ..Default::default() }).collect();
         let mut smt_siblings: Vec<Vec<u32>> = (0..nv).map(|v| vec![v]).collect();
         for grp in &cfg.smt_groups {
             for &c in grp {
@@ -246,6 +252,26 @@ impl LinuxKernel {
         if self.track_util {
             self.tasks[t as usize].util.update(now, running);
         }
+    }
+
+    /// A task's utilization moves with it from `from` to `to` (whose clock
+    /// is up to date): it is brought up to `from`'s clock as not running
+    /// (migrate_task_rq_fair() -> sync_entity_load_avg(), with the running
+    /// time already accounted at put_prev), then stamped with `to`'s clock
+    /// (attach_entity_load_avg(): se->avg.last_update_time =
+    /// cfs_rq->avg.last_update_time; kernel/sched/fair.c, Linux 6.1). Each
+    /// vCPU's clock_task leaves out that vCPU's own steal, so two vCPUs'
+    /// clocks differ by the difference of their steal: unstamped, that
+    /// difference would later count as time the task ran or slept.
+    fn rebase_util(&mut self, view: &GuestView, t: u32, from: u32, to: u32) {
+        if !self.track_util || from == to {
+            return;
+        }
+        self.update_clock(view, from);
+        let then = self.rqs[from as usize].clock_task;
+        let util = &mut self.tasks[t as usize].util;
+        util.update(then, false);
+        util.last = self.rqs[to as usize].clock_task;
     }
 
     /// [`LinuxKernel::set_capacity`] with a capacity measured under the
@@ -385,6 +411,11 @@ impl LinuxKernel {
 
     pub fn is_idle(&self, view: &GuestView, v: u32) -> bool {
         self.rqs[v as usize].nr_running() == 0 && !view.preempted[v as usize]
+    }
+
+    /// When `v` last left the idle loop (0: never idle).
+    pub fn idle_exit(&self, v: u32) -> u64 {
+        self.rqs[v as usize].idle_exit
     }
 
     /// Runnable tasks on `v` that are not SCHED_IDLE (curr included).
@@ -542,6 +573,7 @@ impl LinuxKernel {
     /// `to`'s with its vruntime re-based by `lag` (no wakeup placement).
     fn attach(&mut self, view: &GuestView, t: u32, to: u32, lag: i64) {
         self.update_clock(view, to);
+        self.rebase_util(view, t, self.tasks[t as usize].cpu, to);
         self.apply_lag(t, to, lag);
         let task = &mut self.tasks[t as usize];
         let rt = task.is_rt();
@@ -687,6 +719,7 @@ impl GuestPolicy for LinuxKernel {
         if from != v && !new_task {
             let lag = self.lag(t, from);
             self.apply_lag(t, v, lag);
+            self.rebase_util(view, t, from, v);
         }
         let task = &mut self.tasks[t as usize];
         if from != v {
@@ -741,6 +774,11 @@ impl GuestPolicy for LinuxKernel {
         let rq = &mut self.rqs[v as usize];
         rq.curr = next;
         rq.rr_mark = now;
+        if next.is_none() {
+            rq.in_idle = true;
+        } else if std::mem::take(&mut rq.in_idle) {
+            rq.idle_exit = view.now;
+        }
         if let Some(n) = next {
             self.update_util(n, now, false);
         }
@@ -1141,6 +1179,30 @@ mod tests {
         let mut plain = guest(2, "");
         let p = ran_50_ms(&mut plain);
         assert_eq!(plain.task(p).util.avg, 0.0);
+    }
+
+    /// A task's utilization moves with it: a vCPU's clock_task leaves out
+    /// its own steal, so vCPU 0, which lost 900 of its first 1000 ms, is
+    /// 900 ms behind vCPU 1. The task ran 100 ms of vCPU 0's clock (util
+    /// 1024 x (1 - 2^(-100 ms / HALF_LIFE_NS)), about 894), blocked, and wakes on vCPU 1 at
+    /// once: it keeps that utilization instead of decaying over the 900 ms
+    /// difference of the two clocks (attach_entity_load_avg()).
+    /// (PELT's half-life: 32 periods of 1024 x 1024 ns, `HALF_LIFE_NS`.)
+    #[test]
+    fn utilization_is_restamped_when_a_task_changes_vcpu() {
+        let mut g = guest(2, "capacity = [512, 1024]");
+        let t = g.add_task(Policy::Normal, 0, vec![true; 2]);
+        let start = view(&[HostState::Running, HostState::Halted], &[0; 2]);
+        g.enqueue(&start, t, 0, true);
+        g.pick_next(&start, 0);
+        let steal = [900_000_000, 0];
+        let later = GuestView { now: 1_000_000_000, ..view(&[HostState::Running, HostState::Running], &steal) };
+        g.block_curr(&later, 0);
+        let ran = g.task(t).util.avg;
+        assert!((ran - 1024.0 * (1.0 - (-100e6 / crate::pelt::HALF_LIFE_NS).exp2())).abs() < 1.0, "{ran}");
+        g.enqueue(&later, t, 1, false);
+        assert_eq!(g.pick_next(&later, 1), Some(t));
+        assert_eq!(g.task(t).util.avg.to_bits(), ran.to_bits());
     }
 
     /// The LLC the guest believes bounds the idle search.

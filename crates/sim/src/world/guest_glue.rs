@@ -206,13 +206,17 @@ impl World {
             let wv = self.global_vcpu(vm, w);
             self.send_ipi(v, wv, irq::Kind::Reschedule, irq::What::Resched);
         }
-        // Misfit: the stopper moves the running task to a bigger idle vCPU.
-        if self.curr_movable(v) {
+        // The tick's own acts (vSched's IVH pull request is sent from
+        // trigger_load_balance() in the tick) come before the load balancing
+        // that the tick only raises as a softirq.
+        self.apply_guest_acts(vm, out.acts);
+        // Misfit: the stopper moves the running task to a bigger idle vCPU
+        // (active balance, from that softirq).
+        if self.host_state(v) == HostState::Running && self.curr_movable(v) {
             if let Some(w) = with_guest!(self, vm, |g, view| g.misfit_target(&view, local)) {
                 self.stopper_migrate(v, w);
             }
         }
-        self.apply_guest_acts(vm, out.acts);
     }
 
     /// The current task of `v` may be moved (it is not in a non-preemptible

@@ -316,6 +316,7 @@ impl LinuxHooks for Vsched {
             "capacity_history": self.probers.history,
             "topology": topology,
             "hidden": hidden,
+            "ivh_trace": self.ivh.trace,
             "counters": {
                 "vcap_windows": self.probers.windows,
                 "vcap_sampled_ms": self.probers.sampled_ns / 1_000_000,

@@ -39,6 +39,12 @@ use crate::workloads::Op;
 /// only when the vCPUs' capacities (fractions of a core) vary more than this.
 const PUBLISHED_AVERAGE_MIN_VARIANCE: f64 = 0.1;
 
+/// Steal seen at one tick above which vact stamps the vCPU's return from
+/// an inactive period (public vsched_kernel, kernel/sched/cputime.c,
+/// `steal_account_process_time()`: `if (steal > 1000000)
+/// rq->last_preemption = now`).
+const RETURN_STEAL_NS: u64 = 1_000_000;
+
 /// Work of one light-phase chunk (ns at capacity 1024): the light prober
 /// only needs to stay runnable; the chunk bounds its event count.
 pub const LIGHT_CHUNK_NS: u64 = 1_000_000;
@@ -65,8 +71,9 @@ pub struct VcpuProbe {
     pub preemptions_total: u64,
     steal_at_tick: u64,
     pub heartbeat: u64,
-    /// When the vCPU was last seen coming back from a preemption.
-    pub active_since: u64,
+    /// When the vCPU was last seen coming back from an inactive period of
+    /// more than 1 ms (0: never), the public kernel's `rq->last_preemption`.
+    pub last_preemption: u64,
     /// Probed capacity (EMA) and vCPU latency of the last window.
     pub capacity: Option<f64>,
     pub latency_us: f64,
@@ -111,7 +118,7 @@ impl Probers {
             preemptions_total: 0,
             steal_at_tick: 0,
             heartbeat: 0,
-            active_since: 0,
+            last_preemption: 0,
             capacity: None,
             latency_us: 0.0,
             share: 1.0,
@@ -163,13 +170,25 @@ impl Probers {
     pub fn tick(&mut self, view: &GuestView, v: u32) {
         let st = &mut self.vcpus[v as usize];
         let steal = view.steal_published[v as usize];
-        if steal - st.steal_at_tick >= self.threshold_ns {
+        let stolen = steal - st.steal_at_tick;
+        if stolen >= self.threshold_ns {
             st.preemptions += 1;
             st.preemptions_total += 1;
-            st.active_since = view.now;
+        }
+        if stolen > RETURN_STEAL_NS {
+            st.last_preemption = view.now;
         }
         st.steal_at_tick = steal;
         st.heartbeat = view.now;
+    }
+
+    /// How long `w` has run without interruption at `now`: since it last
+    /// left idle (`idle_exit`, the kernel's record) or came back from an
+    /// inactive period, whichever is later (the public hooks'
+    /// `get_task_runtime()`: `now - max(rq->last_idle_tp,
+    /// rq->last_preemption)`, 0 when that is in the future).
+    pub fn since_interruption(&self, now: u64, w: u32, idle_exit: u64) -> u64 {
+        now.saturating_sub(idle_exit.max(self.vcpus[w as usize].last_preemption))
     }
 
     /// The heartbeat of `w` is fresh: the vCPU is active (vact's state).
