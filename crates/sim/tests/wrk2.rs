@@ -80,25 +80,11 @@ fn on_pace_a_request_counts_from_its_plan_and_pays_the_millisecond_timer() {
 fn past_capacity_wrk2_latency_grows_with_the_plan_and_a_closed_loop_hides_it() {
     let overload = ["vm[0].workload[0].work_us=2000", "vm[0].workload[0].rate_per_s=1000", "vm[0].workload[0].wrk2_connections=10", "vm[0].workload[0].wrk2_threads=2", "duration_ms=1000"];
     let (wrk2, _) = requests(&overload);
-    let closed_loop = r#"
-name = "closed"
-duration_ms = 1000
-[timing]
-noise = false
-[host]
-cores_per_socket = 2
-[[vm]]
-name = "web"
-vcpus = 1
-pin = [0]
-[[vm.workload]]
-kind = "server"
-threads = 1
-work_us = 2000
-work_dist = "constant"
-clients = 10
-"#;
-    let s = vmsched_sim::parse(closed_loop, &[]).unwrap();
+    // The same server with ten closed-loop clients instead of wrk2.
+    let closed_loop = SERVER.replace("rate_per_s = 100\nwrk2_connections = 1\nwrk2_threads = 1\n", "clients = 10\n");
+    assert!(closed_loop.contains("clients = 10"));
+    let sets: Vec<String> = ["vm[0].workload[0].work_us=2000", "duration_ms=1000"].iter().map(|s| s.to_string()).collect();
+    let s = vmsched_sim::parse(&closed_loop, &sets).unwrap();
     let out = run(s, &RunOptions { seed: Some(1), ..Default::default() }, &mut |_, _| {}).unwrap();
     let closed = &out.summary["workloads"][0];
     // Both serve the server's capacity, about 500 requests in 1 s.
