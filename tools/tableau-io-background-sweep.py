@@ -2,19 +2,21 @@
 """Figs. 5 and 6 against the I/O background's open parameter:
 
     tools/tableau-io-background-sweep.py [--scenario tableau-fig5-bg-io] [--work-us 20 50 100 ...]
+                                         [--device-us 30 100 ...] [--workers 1 2 ...]
                                          [--backend-us 0 5 ...] [--irq-vcpus 0 0,1,2,3 ...]
                                          [--variants ...] [--seeds 1 2 3]
 
-The paper names the background (`stress -i`, section 7.2) but not how long each
-vCPU runs per I/O. stress's I/O worker calls sync() in a loop; what a guest vCPU
-spends per call before it blocks depends on the guest's page cache and block
-driver, which the paper does not describe. `tableau-fig6-bg-io` models it as
-`work_us` of CPU then `device_us` of waiting (assumed 20 and 100), as does
-`tableau-fig5-bg-io`. This runs the scenario with every background VM's
-`work_us` set to each value (device wait unchanged), per variant and seed, and
-prints the vantage VM's mean and maximum latency (Fig. 6: ping round trip;
-Fig. 5: the redis-cli probe's delay) and the largest background VM's CPU share,
-as a Markdown table.
+The paper names the background (`stress -i`, section 7.2) but not its
+parameters. stress's I/O worker calls sync() in a loop; `tableau-fig6-bg-io`
+and `tableau-fig5-bg-io` model each call (profile `stress-io`) as `work_us` of
+CPU, 16 us as measured by tools/measure-sync-cost.py, then `device_us` of
+waiting for the disk's cache flush (assumed 100). This runs the scenario with
+every background VM's `work_us` set to each value, and with `--device-us` its
+flush time and with `--workers` its number of stress -i workers (stress -i N:
+N processes, one per thread here; the paper gives neither), per variant and
+seed, and prints the vantage VM's mean and maximum latency (Fig. 6: ping round
+trip; Fig. 5: the redis-cli probe's delay) and the largest background VM's CPU
+share, as a Markdown table.
 
 dom0 (the scenarios' last VM) carries the background's block requests and the
 pings; two of its settings are open too and are swept the same way:
@@ -42,7 +44,11 @@ def shown(setting) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=SCENARIOS, default=SCENARIOS[0])
-    parser.add_argument("--work-us", type=float, nargs="+", default=[20, 50, 100, 200, 300, 500, 1000])
+    parser.add_argument("--work-us", type=float, nargs="+", default=[16, 50, 100, 200, 300, 500, 1000])
+    parser.add_argument("--device-us", type=float, nargs="+", default=[None],
+                        help="the flush's device time per sync() (default: the scenario's)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[None],
+                        help="stress -i workers per background VM (default: the scenario's one)")
     parser.add_argument("--backend-us", type=float, nargs="+", default=[None],
                         help="dom0's blkback and netback CPU per request or packet (default: the scenario's)")
     parser.add_argument("--irq-vcpus", nargs="+", default=[None],
@@ -56,29 +62,33 @@ def main() -> None:
     variants = {v.name: v.overrides for v in scenario_variants(scenario, config)}
     background = [i for i, vm in enumerate(config["vm"]) if vm.get("workload") and vm["workload"][0]["kind"] == "disk_read"]
     dom0 = next(i for i, vm in enumerate(config["vm"]) if vm.get("dom0") is not None)
-    print("| variant | work_us | dom0 backend_us | dom0 irq_vcpus | mean latency (ms) | max latency (ms), per seed "
-          "| largest background share | dom0 busy (vCPUs) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for variant in args.variants:
-        for work_us in args.work_us:
-            for backend_us in args.backend_us:
-                for irq in args.irq_vcpus:
-                    dom0_sets = []
-                    if backend_us is not None:
-                        dom0_sets += [f"vm[{dom0}].dom0.blkback_us={backend_us:g}", f"vm[{dom0}].dom0.netback_us={backend_us:g}"]
-                    if irq is not None:
-                        dom0_sets.append(f"vm[{dom0}].dom0.irq_vcpus=[{irq}]")
-                    means, maxima, shares, busy = [], [], [], []
-                    for seed in args.seeds:
-                        overrides = variants[variant] + dom0_sets + [f"vm[{i}].workload[0].work_us={work_us:g}" for i in background]
-                        summary = api.run(scenario, seed=seed, set=overrides, duration=args.duration, record=False).summary
-                        vantage = summary["workloads"][0]["latency_ns"]
-                        means.append(vantage["mean"] / 1e6)
-                        maxima.append(vantage["max"] / 1e6)
-                        shares.append(max(summary["vms"][i]["share"] for i in background))
-                        busy.append(summary["vms"][dom0]["share"])
-                    print(f"| {variant} | {work_us:g} | {shown(backend_us)} | {shown(irq)} | {statistics.fmean(means):.3f} | "
-                          f"{' / '.join(f'{m:.3g}' for m in maxima)} | {max(shares):.2f} | {statistics.fmean(busy):.2f} |")
+    print("| variant | work_us | device_us | workers | dom0 backend_us | dom0 irq_vcpus | mean latency (ms) "
+          "| max latency (ms), per seed | largest background share | dom0 busy (vCPUs) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    grid = [(variant, work_us, device_us, workers, backend_us, irq) for variant in args.variants for work_us in args.work_us
+            for device_us in args.device_us for workers in args.workers for backend_us in args.backend_us for irq in args.irq_vcpus]
+    for variant, work_us, device_us, workers, backend_us, irq in grid:
+        background_sets = [f"vm[{i}].workload[0].work_us={work_us:g}" for i in background]
+        if device_us is not None:
+            background_sets += [f"vm[{i}].workload[0].device_us={device_us:g}" for i in background]
+        if workers is not None:
+            background_sets += [f"vm[{i}].workload[0].threads={workers}" for i in background]
+        dom0_sets = []
+        if backend_us is not None:
+            dom0_sets += [f"vm[{dom0}].dom0.blkback_us={backend_us:g}", f"vm[{dom0}].dom0.netback_us={backend_us:g}"]
+        if irq is not None:
+            dom0_sets.append(f"vm[{dom0}].dom0.irq_vcpus=[{irq}]")
+        means, maxima, shares, busy = [], [], [], []
+        for seed in args.seeds:
+            overrides = variants[variant] + dom0_sets + background_sets
+            summary = api.run(scenario, seed=seed, set=overrides, duration=args.duration, record=False).summary
+            vantage = summary["workloads"][0]["latency_ns"]
+            means.append(vantage["mean"] / 1e6)
+            maxima.append(vantage["max"] / 1e6)
+            shares.append(max(summary["vms"][i]["share"] for i in background))
+            busy.append(summary["vms"][dom0]["share"])
+        print(f"| {variant} | {work_us:g} | {shown(device_us)} | {shown(workers)} | {shown(backend_us)} | {shown(irq)} | {statistics.fmean(means):.3f} | "
+              f"{' / '.join(f'{m:.3g}' for m in maxima)} | {max(shares):.2f} | {statistics.fmean(busy):.2f} |")
 
 
 if __name__ == "__main__":

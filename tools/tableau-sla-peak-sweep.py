@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """Section 7.4's SLA-aware peak throughput against the request's open CPU cost:
 
-    tools/tableau-sla-peak-sweep.py [--work-us 100 125 150] [--rates 500 750 ...]
-                                    [--variants ...] [--seeds 1 2 3] [--set KEY=VALUE ...]
+    tools/tableau-sla-peak-sweep.py [--profile wrk2-nginx-php-1k] [--work-us 100 150 ...]
+                                    [--rates 500 750 ...] [--variants ...] [--seeds 1 2 3]
+                                    [--set KEY=VALUE ...]
 
 The paper gives the request (nginx over HTTPS, a small PHP script sending a random
-1 KiB file from tmpfs; wrk2 as the client) but not its CPU cost on the server, and
-wrk2 (the load generator) says nothing of it. `tableau-sla-peak` assumes 100 us
-(exponential). The paper's own peaks bound it: Tableau's 1,600 requests/s on a
-vCPU capped at 25% leave at most 156 us per request. This runs the built-in's
-capped variants with the vantage server's `work_us` set to each value and its
-request rate swept, and prints per variant and cost the peak per seed (the highest
-rate whose p99 latency stays within the SLA of the built-in's peak claims), with
-the time the pCPUs spent waiting for a shared schedule lock (RTDS's global lock) at
-the peak, as a share of all pCPU time. `--set` adds overrides to every run (say
-`host.rtds.lock_contention=false`)."""
+file of 1 KiB, 100 KiB or 1 MiB from tmpfs; wrk2 as the client) but not its CPU cost
+on the server. `tableau-sla-peak` runs the vantage server as the profile
+`wrk2-nginx-php-1k`, whose cost per request was measured on this project's machine
+(tools/measure-nginx-request-cost.py), not on the paper's. The paper's own peaks
+bound it: Tableau's 1,600 requests/s on a vCPU capped at 25% leave at most 156 us
+per request. This runs the built-in's capped variants with the vantage server's
+profile (`--profile`: the file size) and, with `--work-us`, its CPU per request set
+to each value (default: the profile's own), its wrk2 rate swept, and prints per
+variant and cost the peak per seed (the highest rate whose p99 latency stays within
+the SLA of the built-in's peak claims), with the time the pCPUs spent waiting for a
+shared schedule lock (RTDS's global lock) at the peak, as a share of all pCPU time.
+`--set` adds overrides to every run (say `host.rtds.lock_contention=false`)."""
 from __future__ import annotations
 
 import argparse
@@ -25,12 +28,16 @@ from vmsched import api
 from vmsched.variants import scenario_variants
 
 SCENARIO = "tableau-sla-peak"
+# The same setup with the uncapped variants too (credit2-uncapped, ...).
+SCENARIOS = (SCENARIO, "tableau-fig7")
 
 
 def one_run(job: tuple) -> tuple:
-    variant, overrides, work_us, rate, seed, duration = job
-    scenario = api.load_scenario(SCENARIO)
-    sets = overrides + [f"vm[0].workload[0].work_us={work_us:g}", f"vm[0].workload[0].rate_per_s={rate:g}"]
+    name, variant, overrides, work_us, rate, seed, duration = job
+    scenario = api.load_scenario(name)
+    sets = overrides + [f"vm[0].workload[0].rate_per_s={rate:g}"]
+    if work_us is not None:
+        sets.append(f"vm[0].workload[0].work_us={work_us:g}")
     summary = api.run(scenario, seed=seed, set=sets, duration=duration, record=False).summary
     host = summary["host"]
     wait = host.get(host["policy"], {}).get("sched_lock_wait_ns", 0)
@@ -40,7 +47,11 @@ def one_run(job: tuple) -> tuple:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work-us", type=float, nargs="+", default=[100, 125, 150])
+    parser.add_argument("--scenario", choices=SCENARIOS, default=SCENARIO,
+                        help="tableau-fig7 for its uncapped variants (the SLA is tableau-sla-peak's either way)")
+    parser.add_argument("--profile", default=None, help="the server's profile, e.g. wrk2-nginx-php-100k (default: the built-in's)")
+    parser.add_argument("--work-us", type=float, nargs="+", default=[None],
+                        help="CPU per request, us (default: the profile's measured cost)")
     parser.add_argument("--rates", type=float, nargs="+", default=None,
                         help="request rates to sweep (default: the built-in's peak claims')")
     parser.add_argument("--variants", nargs="+", default=["rtds-capped", "credit-capped", "tableau-capped"])
@@ -49,12 +60,12 @@ def main() -> None:
     parser.add_argument("--duration", default=None, help="simulated time (default: the scenario's 5 s)")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    scenario = api.load_scenario(SCENARIO)
-    config = api.normalize(scenario)
-    peak = config["paper"]["claim"][0]["peak"]
+    peak = api.normalize(api.load_scenario(SCENARIO))["paper"]["claim"][0]["peak"]
     rates = args.rates or peak["values"]
-    variants = {v.name: v.overrides for v in scenario_variants(scenario, config)}
-    jobs = [(variant, variants[variant] + args.sets, work_us, rate, seed, args.duration)
+    scenario = api.load_scenario(args.scenario)
+    variants = {v.name: v.overrides for v in scenario_variants(scenario, api.normalize(scenario))}
+    profile = [f'vm[0].workload[0].profile="{args.profile}"'] if args.profile else []
+    jobs = [(args.scenario, variant, variants[variant] + profile + args.sets, work_us, rate, seed, args.duration)
             for variant in args.variants for work_us in args.work_us for rate in rates for seed in args.seeds]
     with ProcessPoolExecutor(args.workers) as pool:
         results = dict(pool.map(one_run, jobs))
@@ -69,7 +80,7 @@ def main() -> None:
                 top = max(holding, default=0)
                 peaks.append(top)
                 waits.append(results[variant, work_us, top, seed][1] if top else 0.0)
-            print(f"| {variant} | {work_us:g} | {' / '.join(f'{p:g}' for p in peaks)} | {statistics.fmean(peaks):.0f} "
+            print(f"| {variant} | {'profile' if work_us is None else f'{work_us:g}'} | {' / '.join(f'{p:g}' for p in peaks)} | {statistics.fmean(peaks):.0f} "
                   f"| {statistics.fmean(waits):.3f} |")
 
 

@@ -276,3 +276,16 @@ fn capped_credit_caps_the_guests_not_dom0() {
         assert!(cpu("guest") < 0.7, "{sets:?}: the guest ran {:.2} of its pCPU", cpu("guest"));
     }
 }
+
+/// Section 7.4's setup (`tableau-sla-peak`): every VM has an SR-IOV NIC, so
+/// the server's requests never touch dom0, while the stress -i background's
+/// sync() flushes all go through dom0's blkback.
+#[test]
+fn section_7_4s_server_bypasses_dom0_and_its_background_does_not() {
+    let b = vmsched_sim::scenarios::find("tableau-sla-peak").expect("built-in");
+    let s = sim(b.toml, &[], 20);
+    let d = &vm(&s, "dom0")["dom0"];
+    assert_eq!((u(&d["packets_received"]), u(&d["packets_sent"])), (0, 0), "{d}");
+    assert!(u(&d["block_requests"]) > 100, "{d}");
+    assert!(u(&workload(&s, "vm00/server0")["completed"]) > 0);
+}

@@ -189,6 +189,16 @@ pub struct Workload {
     /// pause between a reply and its next request (default 0: at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_us: Option<f64>,
+    /// Server: the client is wrk2 with this many connections (its `-c`):
+    /// `rate_per_s` is wrk2's constant throughput (`-R`), paced per
+    /// connection with one request in flight on each, and latency counts
+    /// from when the plan wanted a request sent (`workloads::wrk2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrk2_connections: Option<u32>,
+    /// Server with `wrk2_connections`: wrk2's threads (`-t`, default 2),
+    /// over which the connections are divided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrk2_threads: Option<u32>,
     /// Server: each reply leaves through a virtio-net transmit queue whose
     /// notify write exits to the host (virtqueue_kick() -> vp_notify(); KVM
     /// takes it as a fast MMIO exit, vmx.c handle_ept_misconfig(), or a PIO
@@ -409,7 +419,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
             "tlb_shootdowns_per_s", "work_stealing", "departure_barrier", "condvar_barrier"
         ),
         WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "serial_work_us", "dispatch_us", "tlb_shootdowns_per_s"),
-        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog", "clients", "think_us", "reply_exit"),
+        WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog", "clients", "think_us", "reply_exit", "wrk2_connections", "wrk2_threads"),
         WorkloadKind::Tailbench => threaded!("work_us", "work_dist", "rate_per_s"),
         // Answered in the guest kernel's interrupt handler: no threads.
         WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
@@ -519,6 +529,18 @@ pub(super) fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> 
         if w.pin_threads || !w.affinity.is_empty() {
             return Err(err(f("migrate_every_us"), "a self-migrating thread sets its own affinity: leave `affinity` and `pin_threads` unset"));
         }
+    }
+    if let Some(connections) = w.wrk2_connections {
+        if w.clients.is_some() {
+            return Err(err(f("wrk2_connections"), "wrk2 is an open-loop client at `rate_per_s`; closed-loop `clients` is another: give one"));
+        }
+        // As with `clients`, a dropped request would leave its connection waiting for ever.
+        in_range(&f("wrk2_connections"), connections, 1, w.backlog, "each connection has one request outstanding, and all must fit in the backlog")?;
+        let threads = w.wrk2_threads.unwrap_or(crate::workloads::wrk2::DEFAULT_THREADS);
+        // wrk.c parse_args(): "number of connections must be >= threads".
+        in_range(&f("wrk2_threads"), threads, 1, connections, "wrk2 needs at least one connection per thread (number of connections must be >= threads)")?;
+    } else if w.wrk2_threads.is_some() {
+        return Err(err(f("wrk2_threads"), "wrk2's threads need `wrk2_connections` too"));
     }
     if let Some(think) = w.think_us {
         if w.clients.is_none() {

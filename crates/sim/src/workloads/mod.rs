@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod server;
 pub mod tailbench;
 pub mod work_stealing;
+pub mod wrk2;
 
 use rand::Rng as _;
 use rand_distr::{Distribution as _, Exp};

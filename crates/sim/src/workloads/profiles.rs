@@ -135,8 +135,8 @@ pub const PROFILES: &[WorkloadProfile] = &[
     // an endless loop) and redis-cli (src/redis-cli.c, intrinsicLatencyMode()).
     WorkloadProfile {
         name: "stress-io",
-        description: "stress -i, the Tableau paper's I/O-intensive background (sections 7.2-7.3): one worker calling sync() in an endless loop (stress.c hogio()), so it blocks on the disk and wakes again over and over. The CPU of one sync() and the disk's flush time are not given by stress or the paper: 20 us and 100 us are assumptions, swept in docs/tableau.md (tools/tableau-io-background-sweep.py)",
-        settings: &[("kind", "'disk_read'"), ("threads", "1"), ("work_us", "20.0"), ("device_us", "100.0")],
+        description: "stress -i, the Tableau paper's I/O-intensive background (sections 7.2-7.3): one worker calling sync() in an endless loop (stress.c hogio()), so it blocks on the disk and wakes again over and over. On an idle ext4 each sync() sends the disk one cache flush (ext4_sync_fs() -> blkdev_issue_flush(); measured: 1.00 flush per call) and costs its caller 16 us of CPU (the median of tools/measure-sync-cost.py, 2 x 2000 calls on Linux 6.18 with 20 mounts: 15.7 and 15.8 us; stress 1.0.7 itself, `stress -i 1 -t 5`: 16,037 flushes in 0.25 s of CPU, 15.6 us each; the paper's Linux 4.4 guest was not measured). The flush's device time is not given by stress or the paper: 100 us is an assumption, swept in docs/tableau.md (tools/tableau-io-background-sweep.py)",
+        settings: &[("kind", "'disk_read'"), ("threads", "1"), ("work_us", "16.0"), ("device_us", "100.0")],
     },
     WorkloadProfile {
         name: "stress-cpu",
@@ -147,6 +147,23 @@ pub const PROFILES: &[WorkloadProfile] = &[
         name: "stress-vm",
         description: "stress --vm, the cache-thrashing background of the Tableau paper's Fig. 8 (section 7.4: 'fully CPU-bound'): one worker that mallocs --vm-bytes (default 256 MiB), writes then reads one byte every --vm-stride (default 4096) bytes and frees it, endlessly (stress.c hogvm(), stress(1)): CPU-bound, its working set far beyond any cache",
         settings: &[("kind", "'hog'"), ("threads", "1"), ("working_set_kb", "262144.0")],
+    },
+    // The web server of the Tableau paper's section 7.4 under its load
+    // generator, one profile per file size of Fig. 7.
+    WorkloadProfile {
+        name: "wrk2-nginx-php-1k",
+        description: "nginx serving the Tableau paper's section 7.4 PHP application (over HTTPS, a randomly selected file of 1 KiB from a data set in tmpfs; nginx at a real-time priority, here SCHED_FIFO 99, one worker on the VM's single vCPU) to wrk2 (workloads/wrk2.rs: constant throughput per connection, latency from the plan; -t 2 -c 10 and -R 1000 are wrk2's defaults, wrk.c parse_args() and its README: the paper gives none of them). CPU per request 192 us, constant (every request sends a file of the same size): the nginx and PHP-FPM workers' CPU time per request measured by tools/measure-nginx-request-cost.py (nginx 1.22, PHP-FPM 8.2 with opcache, one worker each, wrk -c10 over HTTPS on loopback, 10 s; this project's 2-core AMD EPYC VM under a load average of 19, not the paper's 3.2 GHz Xeon E5-2667: runs of 5 s gave 268 us). nginx sending the file itself took 18 us, against 24.9 / 207 us for 1 / 100 KiB on one 2.3 GHz Xeon E5-2699 v3 core in NGINX's own HTTPS test (Testing the Performance of NGINX and NGINX Plus Web Servers, 2017: 40,207 / 4,830 requests/s)",
+        settings: &[("kind", "'server'"), ("threads", "1"), ("policy", "'fifo'"), ("rt_priority", "99"), ("wrk2_connections", "10"), ("wrk2_threads", "2"), ("rate_per_s", "1000.0"), ("work_us", "192.0"), ("work_dist", "'constant'")],
+    },
+    WorkloadProfile {
+        name: "wrk2-nginx-php-100k",
+        description: "nginx serving the Tableau paper's section 7.4 PHP application (over HTTPS, a randomly selected file of 100 KiB from a data set in tmpfs; nginx at a real-time priority, here SCHED_FIFO 99, one worker on the VM's single vCPU) to wrk2 (workloads/wrk2.rs: constant throughput per connection, latency from the plan; -t 2 -c 10 and -R 1000 are wrk2's defaults, wrk.c parse_args() and its README: the paper gives none of them). CPU per request 439 us, constant (every request sends a file of the same size): the nginx and PHP-FPM workers' CPU time per request measured by tools/measure-nginx-request-cost.py (nginx 1.22, PHP-FPM 8.2 with opcache, one worker each, wrk -c10 over HTTPS on loopback, 10 s; this project's 2-core AMD EPYC VM under a load average of 19, not the paper's 3.2 GHz Xeon E5-2667: runs of 5 s gave 697 us). nginx sending the file itself took 108 us, against 24.9 / 207 us for 1 / 100 KiB on one 2.3 GHz Xeon E5-2699 v3 core in NGINX's own HTTPS test (Testing the Performance of NGINX and NGINX Plus Web Servers, 2017: 40,207 / 4,830 requests/s)",
+        settings: &[("kind", "'server'"), ("threads", "1"), ("policy", "'fifo'"), ("rt_priority", "99"), ("wrk2_connections", "10"), ("wrk2_threads", "2"), ("rate_per_s", "1000.0"), ("work_us", "439.0"), ("work_dist", "'constant'")],
+    },
+    WorkloadProfile {
+        name: "wrk2-nginx-php-1m",
+        description: "nginx serving the Tableau paper's section 7.4 PHP application (over HTTPS, a randomly selected file of 1 MiB from a data set in tmpfs; nginx at a real-time priority, here SCHED_FIFO 99, one worker on the VM's single vCPU) to wrk2 (workloads/wrk2.rs: constant throughput per connection, latency from the plan; -t 2 -c 10 and -R 1000 are wrk2's defaults, wrk.c parse_args() and its README: the paper gives none of them). CPU per request 2548 us, constant (every request sends a file of the same size): the nginx and PHP-FPM workers' CPU time per request measured by tools/measure-nginx-request-cost.py (nginx 1.22, PHP-FPM 8.2 with opcache, one worker each, wrk -c10 over HTTPS on loopback, 10 s; this project's 2-core AMD EPYC VM under a load average of 19, not the paper's 3.2 GHz Xeon E5-2667: runs of 5 s gave 1977 us). nginx sending the file itself took 859 us, against 24.9 / 207 us for 1 / 100 KiB on one 2.3 GHz Xeon E5-2699 v3 core in NGINX's own HTTPS test (Testing the Performance of NGINX and NGINX Plus Web Servers, 2017: 40,207 / 4,830 requests/s)",
+        settings: &[("kind", "'server'"), ("threads", "1"), ("policy", "'fifo'"), ("rt_priority", "99"), ("wrk2_connections", "10"), ("wrk2_threads", "2"), ("rate_per_s", "1000.0"), ("work_us", "2548.0"), ("work_dist", "'constant'")],
     },
     WorkloadProfile {
         name: "redis-intrinsic-latency",
@@ -202,5 +219,19 @@ mod tests {
         assert_eq!((s.vms[0].workloads[0].work_us, s.vms[0].workloads[0].spin_us), (50.0, 100.0));
         let e = crate::parse(&doc.replace("streamcluster", "nope"), &[]).unwrap_err();
         assert_eq!(e.path, "vm[0].workload[0].profile");
+    }
+
+    /// Section 7.4's three file sizes: each a wrk2-driven server, the larger
+    /// file costing more CPU per request.
+    #[test]
+    fn the_wrk2_profiles_cost_more_per_request_the_larger_the_file() {
+        let cost = |name: &str| {
+            let doc = format!("name='t'\nduration_ms=1\n[[vm]]\nname='a'\nvcpus=1\n[[vm.workload]]\nprofile='{name}'\n");
+            let w = crate::parse(&doc, &[]).unwrap().vms[0].workloads[0].clone();
+            assert_eq!((w.wrk2_connections, w.wrk2_threads), (Some(10), Some(2)), "{name}: wrk2's defaults");
+            w.work_us
+        };
+        let (small, medium, large) = (cost("wrk2-nginx-php-1k"), cost("wrk2-nginx-php-100k"), cost("wrk2-nginx-php-1m"));
+        assert!(small < medium && medium < large, "{small} {medium} {large}");
     }
 }

@@ -15,25 +15,36 @@
 //! exponentially distributed think time of mean `think_us` (0: at once). The
 //! offered load then follows the server's speed, and at most N requests are
 //! ever in the machine.
+//!
+//! wrk2 (`wrk2_connections = N`): `rate_per_s` is wrk2's constant throughput,
+//! paced per connection with one request in flight on each, and a request's
+//! latency counts from when wrk2's plan wanted it sent (`workloads::wrk2`).
 
 use std::collections::VecDeque;
 
+use super::wrk2::Wrk2;
 use super::{draw, exp_ns, us, Cx, IrqAction, Objects, Op, Program, RequestRow};
 use crate::scenario::{Distribution, Workload};
+
+/// wrk2 has no connection for a request of the other load models.
+const NO_CONNECTION: u32 = u32::MAX;
 
 pub struct Server {
     mean_gap_ns: f64,
     dist: Distribution,
     service_mean: f64,
     queue_sem: u32,
-    queue: VecDeque<u64>,
+    /// Requests no worker has taken: (arrival, wrk2 connection).
+    queue: VecDeque<(u64, u32)>,
     backlog: usize,
-    /// Per worker: the request it serves (arrival, start).
-    serving: Vec<Option<(u64, u64)>>,
+    /// Per worker: the request it serves (arrival, start, wrk2 connection).
+    serving: Vec<Option<(u64, u64, u32)>>,
     waiting: Vec<bool>,
     /// Closed loop: the number of clients and their mean think time.
     clients: Option<u32>,
     think_mean_ns: u64,
+    /// The wrk2 client, with `wrk2_connections`.
+    wrk2: Option<Wrk2>,
     /// Each reply rings the transmit queue's doorbell (`reply_exit`).
     reply_exit: bool,
 }
@@ -51,6 +62,7 @@ impl Server {
             waiting: vec![false; w.threads as usize],
             clients: w.clients,
             think_mean_ns: us(w.think_us.unwrap_or(0.0)),
+            wrk2: w.wrk2_connections.map(|c| Wrk2::new(w.rate_per_s, c, w.wrk2_threads.unwrap_or(super::wrk2::DEFAULT_THREADS))),
             reply_exit: w.reply_exit,
         }
     }
@@ -65,10 +77,13 @@ impl Server {
 impl Program for Server {
     fn next_op(&mut self, thread: u32, cx: &mut Cx) -> Op {
         let t = thread as usize;
-        if let Some((arrival, start)) = self.serving[t].take() {
+        if let Some((arrival, start, connection)) = self.serving[t].take() {
             cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: arrival, start_ns: Some(start), end_ns: cx.now });
             if self.clients.is_some() {
                 self.send_next_request(cx);
+            }
+            if let Some(wrk2) = &mut self.wrk2 {
+                cx.client_requests.push(wrk2.response(connection, cx.now));
             }
             if self.reply_exit {
                 // The reply is handed to the NIC; the worker takes its next
@@ -77,8 +92,8 @@ impl Program for Server {
             }
         }
         if std::mem::take(&mut self.waiting[t]) {
-            let arrival = self.queue.pop_front().expect("semaphore counts queued requests");
-            self.serving[t] = Some((arrival, cx.now));
+            let (arrival, connection) = self.queue.pop_front().expect("semaphore counts queued requests");
+            self.serving[t] = Some((arrival, cx.now, connection));
             return Op::Compute(draw(self.dist, self.service_mean, cx.rng));
         }
         self.waiting[t] = true;
@@ -89,6 +104,10 @@ impl Program for Server {
             cx.client_requests.extend(std::iter::repeat_n(cx.now, clients as usize));
             return None;
         }
+        if let Some(wrk2) = &mut self.wrk2 {
+            cx.client_requests.extend(wrk2.start(cx.now));
+            return None;
+        }
         Some((exp_ns(self.mean_gap_ns, cx.rng), cx.now))
     }
     fn on_irq(&mut self, arrival: u64, cx: &mut Cx) -> IrqAction {
@@ -96,7 +115,15 @@ impl Program for Server {
             cx.metrics.dropped += 1;
             return IrqAction::Nothing;
         }
-        self.queue.push_back(arrival);
+        // A wrk2 request's latency counts from when its plan wanted it sent.
+        let request = match &mut self.wrk2 {
+            Some(wrk2) => {
+                let r = wrk2.arrives(arrival);
+                (r.due_ns, r.connection)
+            }
+            None => (arrival, NO_CONNECTION),
+        };
+        self.queue.push_back(request);
         cx.metrics.backlog_max = cx.metrics.backlog_max.max(self.queue.len() as u64);
         IrqAction::SemUp(self.queue_sem)
     }
