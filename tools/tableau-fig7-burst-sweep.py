@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["credit2-uncapped", "credit-uncapped", "tableau-uncapped"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--duration", default=None, help="simulated time (default: the scenario's 5 s)")
-    parser.add_argument("--rate", type=float, default=None, help="requests/s offered to the server (default: the scenario's 1000)")
+    parser.add_argument("--rate", type=float, default=None, help="requests/s offered to the server (default: the scenario's own rate)")
     args = parser.parse_args()
     if any(w <= 0 for w in args.work_us):
         parser.error("--work-us: every burst must be positive")
