@@ -145,11 +145,24 @@ struct BoostLog {
     served_after_full_slice: Vec<(u64, u64)>,
 }
 
-/// Anubis, watched: every hook goes to the policy unchanged, and the
-/// boosts it delivers are followed to their target's next pick.
+/// One tick as the watcher saw it: (vCPU, its run since picked, its
+/// vruntime lead over the leftmost, its slice, whether it is preempted).
+type TickRecord = (VcpuId, u64, i64, u64, bool);
+
+/// Anubis, watched: every hook goes to the policy unchanged; the boosts it
+/// delivers are followed to their target's next pick, and every tick's
+/// decision is recorded.
 struct WatchedAnubis {
     inner: Anubis,
     log: Rc<RefCell<BoostLog>>,
+    ticks: Rc<RefCell<Vec<TickRecord>>>,
+}
+
+/// Host CFS with watched Anubis hooks, for `run_custom`.
+fn watched_anubis(b: HostBuild, log: &Rc<RefCell<BoostLog>>, ticks: &Rc<RefCell<Vec<TickRecord>>>) -> Box<dyn HostPolicy> {
+    let tun = Tunables { tick_ns: 1_000_000_000 / b.host.hz as u64, ..Tunables::with_overrides(b.pcpus, &b.host.cfs) };
+    let hooks = WatchedAnubis { inner: Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus), log: log.clone(), ticks: ticks.clone() };
+    Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks))
 }
 
 impl CfsHooks for WatchedAnubis {
@@ -179,7 +192,12 @@ impl CfsHooks for WatchedAnubis {
                 }
             }
         }
-        self.inner.tick_preempt(cfs, view, out, p, preempt)
+        let before = cfs.curr(p).zip(cfs.first(p)).map(|(c, left)| (c, cfs.ran(c), cfs.vruntime(c) as i64 - cfs.vruntime(left) as i64, cfs.slice(c)));
+        let preempted = self.inner.tick_preempt(cfs, view, out, p, preempt);
+        if let Some((c, ran, lead, slice)) = before {
+            self.ticks.borrow_mut().push((c, ran, lead, slice, preempted));
+        }
+        preempted
     }
     fn on_interrupt(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {
         let delivery = self.inner.on_interrupt(cfs, view, out, to, kind, from);
@@ -208,11 +226,8 @@ impl CfsHooks for WatchedAnubis {
 #[test]
 fn a_boost_pending_at_a_full_slice_is_served_at_the_next_tick() {
     let log = Rc::new(RefCell::new(BoostLog::default()));
-    let build = |b: HostBuild| -> Box<dyn HostPolicy> {
-        let tun = Tunables { tick_ns: 1_000_000_000 / b.host.hz as u64, ..Tunables::with_overrides(b.pcpus, &b.host.cfs) };
-        let hooks = WatchedAnubis { inner: Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus), log: log.clone() };
-        Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks))
-    };
+    let ticks = Rc::new(RefCell::new(Vec::new()));
+    let build = |b: HostBuild| watched_anubis(b, &log, &ticks);
     let s = vmsched_sim::parse(ONE_PCPU_PING, &[]).unwrap();
     let opts = RunOptions { validate: true, ..Default::default() };
     let custom = CustomPolicies { host: Some(&build), guest: None };
@@ -262,57 +277,15 @@ name = "bg2"
 kind = "hog"
 "#;
 
-/// Anubis, watched at each tick: (vCPU, its run since picked, its
-/// vruntime lead over the leftmost, its slice, whether it is preempted).
-struct TickWatchedAnubis {
-    inner: Anubis,
-    ticks: Rc<RefCell<Vec<(VcpuId, u64, i64, u64, bool)>>>,
-}
-
-impl CfsHooks for TickWatchedAnubis {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn start(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut) {
-        self.inner.start(cfs, view, out)
-    }
-    fn pick(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, p: PcpuId, chosen: Option<VcpuId>) -> Option<VcpuId> {
-        self.inner.pick(cfs, view, out, p, chosen)
-    }
-    fn tick_preempt(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, p: PcpuId, preempt: bool) -> bool {
-        let before = cfs.curr(p).zip(cfs.first(p)).map(|(c, left)| (c, cfs.ran(c), cfs.vruntime(c) as i64 - cfs.vruntime(left) as i64, cfs.slice(c)));
-        let preempted = self.inner.tick_preempt(cfs, view, out, p, preempt);
-        if let Some((c, ran, lead, slice)) = before {
-            self.ticks.borrow_mut().push((c, ran, lead, slice, preempted));
-        }
-        preempted
-    }
-    fn on_interrupt(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {
-        self.inner.on_interrupt(cfs, view, out, to, kind, from)
-    }
-    fn on_exit(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, v: VcpuId, exit: Exit) {
-        self.inner.on_exit(cfs, view, out, v, exit)
-    }
-    fn on_eoi(&mut self, cfs: &mut CfsCore, view: &HostView, out: &mut HostOut, v: VcpuId, kind: IrqKind) {
-        self.inner.on_eoi(cfs, view, out, v, kind)
-    }
-    fn vm_metrics(&self, vm: u32) -> Option<Value> {
-        self.inner.vm_metrics(vm)
-    }
-}
-
 /// The prototype's check_preempt_tick() keeps CFS's minimum run
 /// (min_granularity) only for a vCPU marked as doing IO: a vCPU without IO
 /// points that runs more than a slice ahead of the leftmost is preempted at
 /// its next tick, however short its run.
 #[test]
 fn only_an_io_marked_vcpu_keeps_its_minimum_run() {
+    let log = Rc::new(RefCell::new(BoostLog::default()));
     let ticks = Rc::new(RefCell::new(Vec::new()));
-    let build = |b: HostBuild| -> Box<dyn HostPolicy> {
-        let tun = Tunables { tick_ns: 1_000_000_000 / b.host.hz as u64, ..Tunables::with_overrides(b.pcpus, &b.host.cfs) };
-        let hooks = TickWatchedAnubis { inner: Anubis::new(b.host.anubis.clone(), b.weights.len(), b.pcpus), ticks: ticks.clone() };
-        Box::new(HostCfs::with_hooks(tun, b.pcpus, b.weights, b.initial_cpu, b.bandwidth.clone(), hooks))
-    };
+    let build = |b: HostBuild| watched_anubis(b, &log, &ticks);
     let s = vmsched_sim::parse(TIMER_WAKEUPS_BESIDE_HOGS, &[]).unwrap();
     let opts = RunOptions { validate: true, ..Default::default() };
     let custom = CustomPolicies { host: Some(&build), guest: None };
