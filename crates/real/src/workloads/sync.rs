@@ -129,31 +129,44 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// Each lock guards its own critical section (a thread may be inside the
+    /// ticket section while another is inside the mutex section). Violations
+    /// are counted, never asserted inside a thread: a thread that panicked
+    /// while holding a lock or before a barrier would leave the others
+    /// waiting for good, and the test would hang instead of failing.
     #[test]
     fn locks_exclude_and_barriers_gather() {
         let ticket = Arc::new(TicketLock::default());
         let mutex = Arc::new(FutexMutex::new(2_000));
         let barrier = Arc::new(Barrier::new(4, 5_000));
-        let inside = Arc::new(AtomicU32::new(0));
+        let inside_ticket = Arc::new(AtomicU32::new(0));
+        let inside_mutex = Arc::new(AtomicU32::new(0));
         let phases = Arc::new(AtomicU32::new(0));
+        let violations = Arc::new(AtomicU32::new(0));
         let threads: Vec<_> = (0..4)
             .map(|_| {
-                let (ticket, mutex, barrier, inside, phases) = (ticket.clone(), mutex.clone(), barrier.clone(), inside.clone(), phases.clone());
+                let (ticket, mutex, barrier) = (ticket.clone(), mutex.clone(), barrier.clone());
+                let (inside_ticket, inside_mutex, phases, violations) = (inside_ticket.clone(), inside_mutex.clone(), phases.clone(), violations.clone());
                 std::thread::spawn(move || {
+                    let check = |ok: bool| {
+                        if !ok {
+                            violations.fetch_add(1, Ordering::SeqCst);
+                        }
+                    };
+                    let critical_section = |lock: &dyn Lock, inside: &AtomicU32| {
+                        lock.lock();
+                        check(inside.fetch_add(1, Ordering::SeqCst) == 0);
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        lock.unlock();
+                    };
                     for phase in 0..50 {
-                        ticket.lock();
-                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0);
-                        inside.fetch_sub(1, Ordering::SeqCst);
-                        ticket.unlock();
-                        mutex.lock();
-                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0);
-                        inside.fetch_sub(1, Ordering::SeqCst);
-                        mutex.unlock();
+                        critical_section(&*ticket, &inside_ticket);
+                        critical_section(&*mutex, &inside_mutex);
                         phases.fetch_add(1, Ordering::SeqCst);
-                        assert!(barrier.wait());
+                        check(barrier.wait());
                         // Every thread finished this phase before any left the barrier.
-                        assert!(phases.load(Ordering::SeqCst) >= 4 * (phase + 1));
-                        assert!(barrier.wait());
+                        check(phases.load(Ordering::SeqCst) >= 4 * (phase + 1));
+                        check(barrier.wait());
                     }
                 })
             })
@@ -161,6 +174,8 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+        assert_eq!(violations.load(Ordering::SeqCst), 0);
+        assert_eq!(phases.load(Ordering::SeqCst), 4 * 50);
     }
 
     #[test]
