@@ -159,6 +159,8 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                 Some(clients) => running.min(clients as f64) * 1e6 / w.work_us,
                 None => w.rate_per_s,
             };
+            // A page fault is three operations (down_read, its work, up_read).
+            per_second += running * w.page_faults_per_s * SYNC_EVENTS_PER_UNIT;
             if let Some(every_us) = w.migrate_every_us {
                 per_second += running * EVENTS_PER_BOUNDARY * 1e6 / every_us;
             }

@@ -62,6 +62,10 @@ fn scenario_with(cores: u32, smt: u32, vms: &[(u32, bool, Option<u32>, Vec<Wl>)]
                 ("rate_per_s", "2000".into()),
                 ("device_us", "80".into()),
                 ("tlb_shootdowns_per_s", if w.tlb { "500" } else { "0" }.into()),
+                // The shootdowns as munmap()s under the mmap_sem, which the
+                // page faults take for reading.
+                ("munmap_shootdowns", w.tlb.to_string()),
+                ("page_faults_per_s", if w.tlb { "3000" } else { "0" }.into()),
                 ("irq_vcpu", (vcpus - 1).to_string()),
             ];
             s += &format!("[[vm.workload]]\nkind='{}'\n", KINDS[w.kind]);

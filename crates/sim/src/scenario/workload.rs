@@ -115,6 +115,17 @@ pub struct Workload {
     pub imbalance: f64,
     #[serde(default)]
     pub tlb_shootdowns_per_s: f64,
+    /// Page faults per thread-second of work, each taking the address
+    /// space's `mmap_sem` for reading for `fault_us` (`workloads::mm`).
+    #[serde(default)]
+    pub page_faults_per_s: f64,
+    /// Kernel work of one page fault, with `mmap_sem` held for reading.
+    #[serde(default = "fault_us")]
+    pub fault_us: f64,
+    /// The TLB shootdowns are munmap()s, which hold `mmap_sem` for writing
+    /// across the flush (`workloads::mm`).
+    #[serde(default)]
+    pub munmap_shootdowns: bool,
     #[serde(default)]
     pub work_stealing: bool,
     /// Work-stealing programs: tasks dealt to each thread's queue per frame.
@@ -257,6 +268,12 @@ fn tasks_per_thread() -> u32 {
 }
 fn gap_us() -> f64 {
     10.0
+}
+/// An anonymous page fault (zero-fill, 4 KiB) costs 2.08 us of the faulting
+/// thread's CPU time, measured on a KVM guest (AMD EPYC, Linux 6.18) with
+/// `tools/measure-vips-mm-rates.py` (docs/uvf.md, "Fig. 8a: the mm semaphore").
+fn fault_us() -> f64 {
+    2.08
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -416,9 +433,13 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         WorkloadKind::Periodic => threaded!("work_us", "work_dist", "sleep_us"),
         WorkloadKind::Parallel => threaded!(
             "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",
-            "tlb_shootdowns_per_s", "work_stealing", "departure_barrier", "condvar_barrier"
+            "tlb_shootdowns_per_s", "page_faults_per_s", "fault_us", "munmap_shootdowns", "work_stealing", "departure_barrier",
+            "condvar_barrier"
         ),
-        WorkloadKind::Pipeline => threaded!("work_us", "work_dist", "stages", "serial_work_us", "dispatch_us", "tlb_shootdowns_per_s"),
+        WorkloadKind::Pipeline => threaded!(
+            "work_us", "work_dist", "stages", "serial_work_us", "dispatch_us", "tlb_shootdowns_per_s", "page_faults_per_s", "fault_us",
+            "munmap_shootdowns"
+        ),
         WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog", "clients", "think_us", "reply_exit", "wrk2_connections", "wrk2_threads"),
         WorkloadKind::Tailbench => threaded!("work_us", "work_dist", "rate_per_s"),
         // Answered in the guest kernel's interrupt handler: no threads.
@@ -512,6 +533,10 @@ pub(super) fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> 
     if !(w.tlb_shootdowns_per_s >= 0.0 && w.tlb_shootdowns_per_s <= MAX_RATE_PER_S) {
         return Err(err(f("tlb_shootdowns_per_s"), format!("{} is outside [0, 1e7]: each shootdown interrupts every vCPU for about 2 us", w.tlb_shootdowns_per_s)));
     }
+    if !(w.page_faults_per_s >= 0.0 && w.page_faults_per_s <= MAX_RATE_PER_S) {
+        return Err(err(f("page_faults_per_s"), format!("{} is outside [0, 1e7]: a fault every 100 ns of work leaves no work between them", w.page_faults_per_s)));
+    }
+    checked_ns(&f("fault_us"), w.fault_us, 1e3, true)?;
     // Thread 0's grain is (1 + imbalance) times the others': beyond 1 the
     // phase is one thread's serial work rather than an imbalance.
     if !(w.imbalance >= 0.0 && w.imbalance <= 1.0) {

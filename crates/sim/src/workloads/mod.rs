@@ -7,6 +7,7 @@ pub mod bursty;
 pub mod disk_read;
 pub mod hog;
 pub mod latency_probe;
+pub mod mm;
 pub mod noise;
 pub mod parallel;
 pub mod periodic;
@@ -42,6 +43,12 @@ pub enum Op {
     /// Counting semaphore on a futex (condition wait / notify of a queue).
     SemDown(u32),
     SemUp(u32),
+    /// Kernel reader/writer semaphore (`sync::RwSemaphore`): down_read(),
+    /// up_read(), down_write(), up_write(). Waiters sleep.
+    DownRead(u32),
+    UpRead(u32),
+    DownWrite(u32),
+    UpWrite(u32),
     /// Flush the TLBs of the other vCPUs running this address space.
     TlbShootdown,
     /// Device IO of the given latency, completion interrupt to a vCPU.
@@ -77,6 +84,8 @@ pub trait Objects {
     /// (`Workload::condvar_barrier`).
     fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64, condvar: bool) -> u32;
     fn semaphore(&mut self, initial: u32) -> u32;
+    /// A kernel reader/writer semaphore (an address space's `mmap_sem`).
+    fn rwsem(&mut self) -> u32;
 }
 
 /// A finished request (or item, or read) for the requests table.

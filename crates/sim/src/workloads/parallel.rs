@@ -15,11 +15,14 @@
 //! (an eighth of a grain) that threads take until it is empty, so early
 //! threads absorb the imbalance. TLB shootdowns occur after a grain with the
 //! probability given by `tlb_shootdowns_per_s` per thread-second of work.
+//! Its compute faults pages and its shootdowns may be munmap()s under the
+//! address space's `mmap_sem` (`workloads::mm`).
 
 use std::collections::VecDeque;
 
 use rand::Rng as _;
 
+use super::mm::AddressSpace;
 use super::{draw, sync_objects, us, Cx, Objects, Op, Program, RequestRow};
 use crate::scenario::{Distribution, SyncKind, Workload};
 
@@ -46,6 +49,7 @@ pub struct Parallel {
     pool_phase: u32,
     phase_started: u64,
     stage: Vec<Stage>,
+    mm: AddressSpace,
 }
 
 impl Parallel {
@@ -71,6 +75,7 @@ impl Parallel {
             pool_phase: 0,
             phase_started: 0,
             stage: vec![Stage::Start; w.threads as usize],
+            mm: AddressSpace::new(w, w.threads, objs),
         }
     }
 
@@ -87,9 +92,9 @@ impl Parallel {
     fn push_grain(&mut self, thread: u32, work: u64, cx: &mut Cx) {
         let work = draw(self.dist, work as f64, cx.rng);
         let q = &mut self.queued[thread as usize];
-        q.push_back(Op::Compute(work));
+        self.mm.compute(thread, work, cx.rng, q);
         if self.tlb_per_ns > 0.0 && cx.rng.random::<f64>() < self.tlb_per_ns * work as f64 {
-            q.push_back(Op::TlbShootdown);
+            self.mm.shootdown(q);
         }
         if !self.locks.is_empty() {
             let l = self.locks[cx.rng.random_range(0..self.locks.len())];

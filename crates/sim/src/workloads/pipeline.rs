@@ -24,11 +24,15 @@
 //! the worker ups `idle` when its tile is done), the thread pool PARSEC 2.1's
 //! vips predates (libvips's threadpool.c replaced it in 7.22, 2010). The
 //! strip writes of im_wbuffer()'s write-behind thread are left out.
+//!
+//! A stage's compute faults pages and its shootdowns may be munmap()s under
+//! the address space's `mmap_sem` (`workloads::mm`).
 
 use std::collections::VecDeque;
 
 use rand::Rng as _;
 
+use super::mm::AddressSpace;
 use super::{draw, thread_specs, us, Cx, Objects, Op, Program, RequestRow, ThreadSpec};
 use crate::scenario::{Distribution, Workload};
 
@@ -44,6 +48,9 @@ pub struct Pipeline {
     /// Admission times of the items in each queue, in order.
     queues: Vec<VecDeque<u64>>,
     step: Vec<Step>,
+    mm: AddressSpace,
+    /// Ops of a thread's item still to run (its compute, faults, shootdown).
+    pending: Vec<VecDeque<Op>>,
 }
 
 /// Threads of the serial stages (or the dispatcher) a pipeline has besides
@@ -85,6 +92,8 @@ impl Pipeline {
             sems,
             queues: vec![VecDeque::new(); plan.len()],
             step: vec![Step::Idle; n as usize],
+            mm: AddressSpace::new(w, n, objs),
+            pending: vec![VecDeque::new(); n as usize],
         }
     }
 
@@ -120,14 +129,16 @@ impl Pipeline {
 enum Step {
     Idle,
     Waiting,
-    /// Computed the item; flushes remote TLBs before passing it on.
-    Shootdown(u64),
+    /// Working on the item (its ops pending); passes it on when done.
     Working(u64),
 }
 
 impl Program for Pipeline {
     fn next_op(&mut self, thread: u32, cx: &mut Cx) -> Op {
         let t = thread as usize;
+        if let Some(op) = self.pending[t].pop_front() {
+            return op;
+        }
         let stage = self.stage_of(thread);
         match self.step[t] {
             Step::Idle => {
@@ -138,12 +149,12 @@ impl Program for Pipeline {
                 let admitted = if stage == 0 { cx.now } else { self.queues[stage].pop_front().expect("semaphore counts items") };
                 let work = draw(self.dist, self.stage_work[stage], cx.rng);
                 let flush = self.tlb_per_ns > 0.0 && cx.rng.random::<f64>() < self.tlb_per_ns * work as f64;
-                self.step[t] = if flush { Step::Shootdown(admitted) } else { Step::Working(admitted) };
-                Op::Compute(work)
-            }
-            Step::Shootdown(admitted) => {
+                self.mm.compute(thread, work, cx.rng, &mut self.pending[t]);
+                if flush {
+                    self.mm.shootdown(&mut self.pending[t]);
+                }
                 self.step[t] = Step::Working(admitted);
-                Op::TlbShootdown
+                self.pending[t].pop_front().expect("an item's work has ops")
             }
             Step::Working(admitted) => {
                 self.step[t] = Step::Idle;

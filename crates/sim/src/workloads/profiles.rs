@@ -53,8 +53,17 @@ pub const PROFILES: &[WorkloadProfile] = &[
     },
     WorkloadProfile {
         name: "vips",
-        description: "PARSEC vips: 8 worker threads fed tile by tile by one dispatcher thread (vips 7.x's threadgroup under im_wbuffer(): the dispatcher waits for an idle worker and starts it on the next tile, and a worker that is done goes idle until started again), TLB-shootdown intensive at 1350 IPIs/s/vCPU (section 3.1.1; Table 1: 41.35% TLB, 4.32% lock on the mm semaphore's wait-queue lock, left out). Tile 500 us and 5 us of dispatching per tile: approximations (docs/uvf.md sweeps the dispatch work)",
-        settings: &[("kind", "'pipeline'"), ("threads", "8"), ("stages", "1"), ("dispatch_us", "5.0"), ("work_us", "500.0"), ("tlb_shootdowns_per_s", "192.9")],
+        description: "PARSEC vips: 8 worker threads fed tile by tile by one dispatcher thread (vips 7.x's threadgroup under im_wbuffer(): the dispatcher waits for an idle worker and starts it on the next tile, and a worker that is done goes idle until started again), TLB-shootdown intensive at 1350 IPIs/s/vCPU (section 3.1.1; Table 1: 41.35% TLB, 4.32% lock on the mm semaphore's wait-queue lock). Its shootdowns are munmap()s holding the mm semaphore for writing, and its threads fault 9,100 pages per CPU-second, each taking the semaphore for reading: measured on libvips 8.14 running PARSEC's `vips im_benchmark` with 8 threads (tools/measure-vips-mm-rates.py; docs/uvf.md sweeps the rate). Tile 500 us and 5 us of dispatching per tile: approximations (docs/uvf.md sweeps the dispatch work)",
+        settings: &[
+            ("kind", "'pipeline'"),
+            ("threads", "8"),
+            ("stages", "1"),
+            ("dispatch_us", "5.0"),
+            ("work_us", "500.0"),
+            ("tlb_shootdowns_per_s", "192.9"),
+            ("munmap_shootdowns", "true"),
+            ("page_faults_per_s", "9100.0"),
+        ],
     },
     WorkloadProfile {
         name: "x264",

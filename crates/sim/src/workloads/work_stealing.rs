@@ -154,6 +154,9 @@ mod tests {
         fn semaphore(&mut self, _: u32) -> u32 {
             0
         }
+        fn rwsem(&mut self) -> u32 {
+            0
+        }
     }
 
     fn program(extra: &str) -> WorkStealing {

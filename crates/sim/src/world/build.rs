@@ -460,6 +460,7 @@ impl Task {
             off_since: None,
             record_gaps_over,
             parked: false,
+            rwsem_sleep: false,
             cache_pcpu: None,
             refill_work: 0.0,
             refill_total: 0.0,

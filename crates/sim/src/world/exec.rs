@@ -119,6 +119,43 @@ impl World {
                 self.block(t, v);
                 false
             }
+            KStep::WaitRwsem(s, write) => {
+                let sem = &mut self.sync.rwsems[s as usize];
+                let wait_lock = sem.wait_lock;
+                sem.waiters.push_back((t, write));
+                // "If there are no active locks, wake the front queued
+                // process(es)", which may be the caller itself.
+                let granted = sem.grant_front();
+                let q = &mut self.tasks[t as usize].kseq;
+                q.push_front(KStep::SleepRwsem(s));
+                q.push_front(KStep::Op(Op::Unlock(wait_lock)));
+                for &w in granted.iter().rev().filter(|&&w| w != t) {
+                    q.push_front(KStep::WakeGranted(w));
+                }
+                true
+            }
+            KStep::SleepRwsem(s) => {
+                if self.sync.rwsems[s as usize].waiters.iter().any(|&(w, _)| w == t) {
+                    self.tasks[t as usize].rwsem_sleep = true;
+                    self.block(t, v);
+                    return false;
+                }
+                true
+            }
+            KStep::WakeRwsem(s) => {
+                let granted = self.sync.rwsems[s as usize].grant_front();
+                let q = &mut self.tasks[t as usize].kseq;
+                for &w in granted.iter().rev() {
+                    q.push_front(KStep::WakeGranted(w));
+                }
+                true
+            }
+            KStep::WakeGranted(w) => {
+                if std::mem::take(&mut self.tasks[w as usize].rwsem_sleep) {
+                    self.wake_from_task(w, t, v);
+                }
+                true
+            }
             KStep::WakeMutex(m) => {
                 if let Some(w) = self.sync.mutexes[m as usize].waiters.pop_front() {
                     self.tasks[w as usize].kseq.push_front(KStep::Op(Op::MutexLock(m)));
@@ -301,6 +338,25 @@ impl World {
                 }
                 true
             }
+            Op::DownRead(s) | Op::DownWrite(s) => {
+                let write = matches!(op, Op::DownWrite(_));
+                let sem = &mut self.sync.rwsems[s as usize];
+                if sem.try_take(t, write) {
+                    return true;
+                }
+                let wait_lock = sem.wait_lock;
+                self.tasks[t as usize].kseq.extend([KStep::Op(Op::Lock(wait_lock)), KStep::WaitRwsem(s, write)]);
+                true
+            }
+            Op::UpRead(s) | Op::UpWrite(s) => {
+                let write = matches!(op, Op::UpWrite(_));
+                let sem = &mut self.sync.rwsems[s as usize];
+                if sem.release(t, write) {
+                    let wait_lock = sem.wait_lock;
+                    self.futex_path(t, wait_lock, KStep::WakeRwsem(s));
+                }
+                true
+            }
             Op::TlbShootdown => self.tlb_shootdown(t, v),
             Op::Io { device_ns, irq_vcpu } => {
                 // The doorbell write exits first; the request is under way
@@ -366,7 +422,8 @@ impl World {
         vc.curr_task == Some(t) && self.host_state(v) == HostState::Running && vc.pv.poll.is_none()
     }
 
-    /// futex_wake(): take the hash-bucket lock, wake, release it.
+    /// futex_wake() (or rwsem_wake()): take the hash-bucket lock (the
+    /// semaphore's wait_lock), wake, release it.
     fn futex_path(&mut self, t: TaskId, bucket: u32, wake: KStep) {
         let q = &mut self.tasks[t as usize].kseq;
         q.push_front(KStep::Op(Op::Unlock(bucket)));

@@ -170,6 +170,18 @@ enum KStep {
     WaitMutex(u32),
     WaitBarrier(u32, u64),
     WaitSem(u32),
+    /// rwsem_down_failed_common() under the wait_lock: queue as a reader or
+    /// a writer (`true`), and grant the front if nobody holds the lock.
+    WaitRwsem(u32, bool),
+    /// The slow path's wait, after the wait_lock is released: sleep unless
+    /// the lock was granted meanwhile (`waiter.task` cleared).
+    SleepRwsem(u32),
+    /// rwsem_wake() under the wait_lock: grant the front and wake it.
+    WakeRwsem(u32),
+    /// One waiter granted the rwsem is woken (wake_up_process() of a task
+    /// asleep on it; one that has not yet slept just goes on, and may by now
+    /// sleep on something else).
+    WakeGranted(TaskId),
     WakeMutex(u32),
     WakeBarrier(u32),
     WakeSem(u32),
@@ -212,6 +224,8 @@ pub struct Task {
     record_gaps_over: Option<u64>,
     /// Blocked in `Op::Park` until its guest policy wakes it.
     parked: bool,
+    /// Asleep in a reader/writer semaphore's slow path, until granted.
+    rwsem_sleep: bool,
     /// Hardware thread whose caches hold its working set (where it last ran).
     cache_pcpu: Option<PcpuId>,
     /// Refill work (ns at capacity 1024) its next computation does first.

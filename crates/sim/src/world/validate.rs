@@ -61,6 +61,19 @@ impl World {
         }
         self.check_paravirt()?;
         self.check_backends()?;
+        if let Some(t) = self.tasks.iter().find(|t| t.rwsem_sleep && t.exec != Exec::Blocked) {
+            return Err(format!("task {} is marked asleep on a reader/writer semaphore but is {:?}", t.name, t.exec));
+        }
+        // A reader/writer semaphore's writer holds it alone, and a sleeping
+        // waiter is not running.
+        for (i, sem) in self.sync.rwsems.iter().enumerate() {
+            if sem.writer.is_some() && sem.readers > 0 {
+                return Err(format!("rwsem {i}: a writer holds it with {} readers", sem.readers));
+            }
+            if let Some(&(t, _)) = sem.waiters.iter().find(|&&(t, _)| sem.writer == Some(t) || self.tasks[t as usize].exec == Exec::Exited) {
+                return Err(format!("rwsem {i}: task {} waits while holding it or after exiting", self.tasks[t as usize].name));
+            }
+        }
         let busy: u64 = self.pcpu_busy_ns.iter().sum();
         let run: u64 = self.vcpus.iter().map(|v| v.cpu_ns).sum();
         if busy != run {
