@@ -373,6 +373,27 @@ fn fig7a_corunner_sleeps_and_wakes_and_preempts_the_main_vm() {
     assert!(vcpu_sum(0, "preemptions") > 0.0, "main VM preempted {} times", vcpu_sum(0, "preemptions"));
 }
 
+/// Fig. 7a's two sources of futex-queue LHPs (section 3.1.1: the waker is
+/// preempted "by either its recipient or another one"). With the main VM's
+/// vCPUs free to stack (no balance scheduling), a reschedule IPI wakes a
+/// sibling behind its sender, which preempts the sender under the bucket
+/// lock: several times the LHPs of LC balance, which keeps the siblings
+/// apart, and all after the ICR write, so the 500 us delay removes them.
+#[test]
+fn fig7a_stacked_siblings_preempt_their_wakers_and_resched_dp_covers_them() {
+    let b = BUILTINS.iter().find(|b| b.name == "uvf-fig7a").unwrap();
+    let lhps = |sets: &[&str]| {
+        let s = vmsched_sim::parse(b.toml, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let opts = RunOptions { duration_ns: Some(1_000_000_000), seed: Some(1), ..Default::default() };
+        n(&run(s, &opts, &mut |_, _| {}).unwrap().summary["vms"][0]["locks"]["lhp_count"])
+    };
+    let stacked = lhps(&["host.uvf.balance=\"off\""]);
+    let lc = lhps(&[]);
+    let stacked_delayed = lhps(&["host.uvf.balance=\"off\"", "host.uvf.resched_dp_us=500.0"]);
+    assert!(stacked >= 3.0 * lc.max(1.0), "LHPs: {stacked} stacked, {lc} under LC balance");
+    assert!(stacked_delayed <= 0.1 * stacked, "LHPs stacked: {stacked} without delay, {stacked_delayed} at 500 us");
+}
+
 /// Every `uvf-` experiment and variant runs under the engine's invariant
 /// checks.
 #[test]
