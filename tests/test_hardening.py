@@ -35,6 +35,7 @@ REFUSED_OVERRIDES = [
     ("vm[0].bandwidth={quota_ms=inf}", ["vm[0].bandwidth.quota_ms", "finite"]),
     ("vm[0].bandwidth={quota_ms=20, period_ms=10}", ["vm[0].bandwidth.quota_ms", "period_ms"]),
     ("vm[0].bandwidth={quota_ms=5, phase_ms=nan}", ["vm[0].bandwidth.phase_ms", "finite"]),
+    ("vm[0].vcpu_bandwidth=[{vcpus=[99], quota_ms=2}]", ["vm[0].vcpu_bandwidth[0].vcpus", "no vCPU 99"]),
     ("vm[0].weight=4294967295", ["vm[0].weight", "MAX_SHARES"]),
     ("duration_ms=1e-300", ["duration_ms", "1 ns"]),
     ("vm[0].guest.capacity=[0, 0]", ["vm[0].guest.capacity[0]", "SCHED_CAPACITY_SCALE"]),

@@ -140,6 +140,11 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
             let groups = if bw.per == crate::scenario::BandwidthScope::Vm { 1.0 } else { nv };
             per_second += groups * 2.0 * EVENTS_PER_BOUNDARY * 1e3 / bw.period_ms;
         }
+        // Per-vCPU limits set or written during the run: each vCPU's group at
+        // the shortest period it is given.
+        if let Some(period_ms) = vm.vcpu_bandwidth.iter().map(|c| c.period_ms).reduce(f64::min) {
+            per_second += nv * 2.0 * EVENTS_PER_BOUNDARY * 1e3 / period_ms;
+        }
         if vm.guest.policy == GuestPolicyKind::Vsched {
             per_second += vsched::prober_events_per_second(&vm.guest.vsched, vm.vcpus);
             tasks += (vsched::PROBER_THREADS_PER_VCPU * vm.vcpus) as f64;

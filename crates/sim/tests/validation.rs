@@ -21,6 +21,13 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("vm[0].bandwidth={quota_ms=20, period_ms=10}", "vm[0].bandwidth.quota_ms", "period_ms"),
     ("vm[0].bandwidth={quota_ms=0.5, period_ms=10}", "vm[0].bandwidth.quota_ms", "1 ms"),
     ("vm[0].bandwidth={quota_ms=5, phase_ms=nan}", "vm[0].bandwidth.phase_ms", "finite"),
+    ("vm[0].vcpu_bandwidth=[{vcpus=[2], quota_ms=2, period_ms=4}]", "vm[0].vcpu_bandwidth[0].vcpus", "no vCPU 2"),
+    ("vm[0].vcpu_bandwidth=[{at_ms=100, quota_ms=2, period_ms=4}]", "vm[0].vcpu_bandwidth[0].at_ms", "not within the run"),
+    ("vm[0].vcpu_bandwidth=[{at_ms=-1, quota_ms=2}]", "vm[0].vcpu_bandwidth[0].at_ms", "finite"),
+    ("vm[0].vcpu_bandwidth=[{quota_ms=0.5, period_ms=4}]", "vm[0].vcpu_bandwidth[0].quota_ms", "1 ms"),
+    ("vm[0].vcpu_bandwidth=[{quota_ms=8, period_ms=4}]", "vm[0].vcpu_bandwidth[0].quota_ms", "period_ms"),
+    ("vm[0].vcpu_bandwidth=[{quota_ms=nan}]", "vm[0].vcpu_bandwidth[0].quota_ms", "finite"),
+    ("vm[0].vcpu_bandwidth=[{period_ms=2000}]", "vm[0].vcpu_bandwidth[0].period_ms", "1..=1000"),
     ("vm[0].weight=4294967295", "vm[0].weight", "MAX_SHARES"),
     ("vm[0].weight=1", "vm[0].weight", "MIN_SHARES"),
     ("duration_ms=1e-300", "duration_ms", "1 ns"),
@@ -78,6 +85,21 @@ fn every_out_of_range_input_names_its_field() {
         assert!(e.reason.contains(fragment), "{ov}: {e}");
         assert!(!e.reason.contains('\n'), "{ov}: one line: {e}");
     }
+}
+
+/// Per-vCPU limits where they have no meaning: under a VM-wide limit (nested
+/// cgroups) or on a host without cpu.max.
+#[test]
+fn vcpu_bandwidth_needs_a_host_cfs_and_no_vm_wide_limit() {
+    let limit = "vm[0].vcpu_bandwidth=[{quota_ms=2, period_ms=4}]";
+    let e = refused(BASE, &[limit, "vm[0].bandwidth={quota_ms=2, period_ms=4, per='vm'}"]);
+    assert_eq!(e.path, "vm[0].vcpu_bandwidth[0]", "{e}");
+    assert!(e.reason.contains("per = \"vm\""), "{e}");
+    let e = refused(BASE, &[limit, "host.policy='credit'", "host.kernel='xen-4.9'"]);
+    assert_eq!(e.path, "vm[0].vcpu_bandwidth[0]", "{e}");
+    assert!(e.reason.contains("host CFS"), "{e}");
+    // Beside a per-vCPU `bandwidth`, which it overrides, it is accepted.
+    parse(BASE, &[limit.to_string(), "vm[0].bandwidth={quota_ms=2, period_ms=4, per='vcpu'}".to_string()]).unwrap();
 }
 
 #[test]

@@ -120,6 +120,50 @@ threads = 2
     assert_eq!(counter(&dedicated, "vcap_sampled_ms"), 1000);
 }
 
+/// A cpu.max write is a change of the vCPU's share of its core, which every
+/// light window sees as steal (§3.1: the light phase profiles "the
+/// percentage of CPU time a vCPU can share on a core"; 5.1 sets capacity
+/// this way). Both vCPUs share their pCPUs with a CPU-bound vCPU (half a
+/// core each) until, at 400 ms, vCPU 1's own cgroup is limited to a third
+/// of each 30 ms period: the first window that closes after the write
+/// already believes vCPU 1 weaker than vCPU 0, and by the end it is below
+/// four fifths of it (the EMA on its way to half), while before the write
+/// the two read alike. vcap samples continuously (`vcap_sleep_ms = 0`).
+#[test]
+fn vcap_sees_a_bandwidth_write_as_steal_in_the_next_light_window() {
+    let toml = r#"
+name = "bandwidth-write"
+duration_ms = 1000
+[host]
+cores_per_socket = 2
+[[vm]]
+name = "vm"
+vcpus = 2
+pin = [0, 1]
+vcpu_bandwidth = [{ at_ms = 400, vcpus = [1], quota_ms = 10, period_ms = 30 }]
+[vm.guest]
+policy = "vsched"
+hz = 1000
+vsched = { vcap_sleep_ms = 0, ivh = false, bvs = false, rwc = false }
+[[vm]]
+name = "other"
+vcpus = 2
+pin = [0, 1]
+[[vm.workload]]
+kind = "hog"
+threads = 2
+"#;
+    let s = run_toml(toml, &[]);
+    let history: Vec<(f64, Vec<f64>)> = serde_json::from_value(s["vms"][0]["guest_policy"]["capacity_history"].clone()).unwrap();
+    let (before, after): (Vec<_>, Vec<_>) = history.iter().partition(|(ms, _)| *ms < 400.0);
+    let (_, last_before) = before.last().expect("a window before the write");
+    assert!((last_before[0] - last_before[1]).abs() < 0.1 * last_before[0], "alike before the write: {last_before:?}");
+    let (_, first_after) = after.first().expect("a window after the write");
+    assert!(first_after[1] < first_after[0], "first window after the write: {first_after:?}");
+    let (_, last) = after.last().unwrap();
+    assert!(last[1] < 0.8 * last[0], "at the end: {last:?}");
+}
+
 /// Activity-unaware IVH migrates from the tick without a pull request.
 #[test]
 fn activity_unaware_ivh_migrates_without_pull_requests() {

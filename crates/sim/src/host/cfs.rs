@@ -264,13 +264,25 @@ enum LbOutcome {
     NotBalancer,
 }
 
-/// A cpu.max cgroup: `quota` of runtime per `period`, shared by its members.
+/// A cpu.max cgroup: `quota` of runtime per `period`, shared by its members
+/// (`None`: "max", no limit), and the values written to it during the run.
 #[derive(Debug, Clone)]
 pub struct BandwidthGroup {
-    pub quota_ns: u64,
+    pub quota_ns: Option<u64>,
     pub period_ns: u64,
     pub phase_ns: u64,
     pub members: Vec<VcpuId>,
+    /// Writes to the group's cpu.max during the run, in time order.
+    pub changes: Vec<BandwidthChange>,
+}
+
+/// A write to a cgroup's cpu.max at `at_ns` (tg_set_cfs_bandwidth(),
+/// kernel/sched/core.c): `quota_ns` (`None`: "max") per `period_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BandwidthChange {
+    pub at_ns: u64,
+    pub quota_ns: Option<u64>,
+    pub period_ns: u64,
 }
 
 struct GroupState {
@@ -280,6 +292,28 @@ struct GroupState {
     throttled: Vec<VcpuId>,
     /// Bumped whenever the expiry estimate changes; stale timers are ignored.
     expiry_gen: u64,
+    /// cfs_b->period_active: the period timer is armed. It stops at a
+    /// period boundary that finds no quota (do_sched_cfs_period_timer()
+    /// deactivates for RUNTIME_INF) and restarts when a quota is written.
+    period_active: bool,
+}
+
+impl GroupState {
+    /// Whether the group's members may run out of runtime.
+    fn limited(&self) -> bool {
+        self.cfg.quota_ns.is_some()
+    }
+
+    /// Out of runtime: its members are held until the refill.
+    fn exhausted(&self) -> bool {
+        self.limited() && self.runtime_left <= 0
+    }
+
+    /// __refill_cfs_bandwidth_runtime(): the pool back to one quota. No
+    /// carry-over of unused quota: cpu.max.burst defaults to 0.
+    fn refill(&mut self) {
+        self.runtime_left = self.cfg.quota_ns.unwrap_or(0) as i64;
+    }
 }
 
 /// One cpu cgroup per VM holding its vCPU threads (libvirt's
@@ -333,6 +367,8 @@ const LOAD_AVG_PERIOD_NS: u64 = 32_000_000;
 /// Timer tokens: kind in the top byte, generation in the middle, id below.
 const T_EXPIRE: u64 = 1 << 56;
 const T_REFILL: u64 = 2 << 56;
+/// A cpu.max write: the change's index in the middle, the group below.
+const T_SET_BANDWIDTH: u64 = 4 << 56;
 
 /// A hook set's consent to a balancer migration of queued `v` from one pCPU
 /// to another.
@@ -449,7 +485,12 @@ impl CfsCore {
             group_of,
             groups: groups
                 .into_iter()
-                .map(|cfg| GroupState { runtime_left: cfg.quota_ns as i64, cfg, last_charge: 0, throttled: Vec::new(), expiry_gen: 0 })
+                .map(|cfg| {
+                    let period_active = cfg.quota_ns.is_some();
+                    let mut st = GroupState { runtime_left: 0, cfg, last_charge: 0, throttled: Vec::new(), expiry_gen: 0, period_active };
+                    st.refill();
+                    st
+                })
                 .collect(),
             throttled: vec![false; weights.len()],
             sd: vec![[SdState::default(); 3]; pcpus as usize],
@@ -571,7 +612,10 @@ impl CfsCore {
         }
         if let (Some(c), Some(b)) = (leaf, before) {
             if let Some(g) = self.group_of[c as usize] {
-                self.groups[g as usize].runtime_left -= (self.ents[c as usize].sum_exec - b) as i64;
+                let st = &mut self.groups[g as usize];
+                if st.limited() {
+                    st.runtime_left -= (self.ents[c as usize].sum_exec - b) as i64;
+                }
             }
         }
     }
@@ -1833,7 +1877,7 @@ impl CfsCore {
         let running = self.groups[g].cfg.members.iter().filter(|&&v| self.leaf_curr(self.cpu_of[v as usize]) == Some(v)).count() as i64;
         let st = &mut self.groups[g];
         st.expiry_gen += 1;
-        if running > 0 && st.throttled.is_empty() {
+        if running > 0 && st.throttled.is_empty() && st.limited() {
             let left = st.runtime_left.max(0);
             let at = view.now + (left + running - 1) as u64 / running as u64;
             out.timers.push((at, T_EXPIRE | (st.expiry_gen << 24) | g as u64));
@@ -1858,6 +1902,20 @@ impl CfsCore {
             }
         }
         self.groups[g].last_charge = view.now;
+    }
+
+    /// unthrottle_cfs_rq() for each throttled member of group `g`: queued
+    /// again as a wakeup (ENQUEUE_WAKEUP); one still running since its
+    /// throttle (the reschedule not yet taken) simply stays.
+    fn unthrottle_group(&mut self, g: usize) -> Vec<VcpuId> {
+        let woken = std::mem::take(&mut self.groups[g].throttled);
+        woken
+            .into_iter()
+            .filter(|&v| {
+                self.throttled[v as usize] = false;
+                !self.ents[v as usize].on_rq
+            })
+            .collect()
     }
 }
 
@@ -2009,6 +2067,17 @@ impl<H: CfsHooks> HostCfs<H> {
             Preempt::NotifyFirst { limit_ns } => Some(limit_ns),
         })
     }
+
+    /// After group `g`'s pool was refilled: its throttled members queued
+    /// again where they last ran (unthrottle_cfs_rq() enqueues with
+    /// ENQUEUE_WAKEUP), and the expiry estimate redone.
+    fn unthrottle_and_rearm(&mut self, view: &HostView, out: &mut HostOut, g: usize) {
+        for v in self.k.unthrottle_group(g) {
+            let p = self.k.cpu_of[v as usize];
+            self.enqueue(view, out, v, p, Placement::Wakeup);
+        }
+        self.k.arm_expiry(view, out, g);
+    }
 }
 
 impl<H: CfsHooks> HostPolicy for HostCfs<H> {
@@ -2018,7 +2087,12 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
 
     fn start(&mut self, view: &HostView, out: &mut HostOut) {
         for (g, st) in self.k.groups.iter().enumerate() {
-            out.timers.push((st.cfg.phase_ns + st.cfg.period_ns, T_REFILL | g as u64));
+            if st.period_active {
+                out.timers.push((st.cfg.phase_ns + st.cfg.period_ns, T_REFILL | g as u64));
+            }
+            for (i, c) in st.cfg.changes.iter().enumerate() {
+                out.timers.push((c.at_ns, T_SET_BANDWIDTH | (i as u64) << 24 | g as u64));
+            }
         }
         self.hooks.start(&mut self.k, view, out);
     }
@@ -2026,7 +2100,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         if let Some(g) = self.k.group_of[v as usize] {
             self.k.charge_group(view, g as usize);
-            if self.k.groups[g as usize].runtime_left <= 0 {
+            if self.k.groups[g as usize].exhausted() {
                 // A throttled cgroup holds its woken threads until the refill.
                 self.k.throttled[v as usize] = true;
                 self.k.groups[g as usize].throttled.push(v);
@@ -2226,7 +2300,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
                     return;
                 }
                 self.k.charge_group(view, g);
-                if self.k.groups[g].runtime_left <= 0 {
+                if self.k.groups[g].exhausted() {
                     self.k.throttle(view, out, g);
                 } else {
                     self.k.arm_expiry(view, out, g);
@@ -2235,19 +2309,34 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             T_REFILL => {
                 self.k.charge_group(view, g);
                 let st = &mut self.k.groups[g];
-                // No carry-over of unused quota: cpu.max.burst defaults to 0.
-                st.runtime_left = st.cfg.quota_ns as i64;
-                out.timers.push((view.now + st.cfg.period_ns, T_REFILL | g as u64));
-                let woken = std::mem::take(&mut st.throttled);
-                for v in woken {
-                    self.k.throttled[v as usize] = false;
-                    if !self.k.ents[v as usize].on_rq {
-                        let p = self.k.cpu_of[v as usize];
-                        // unthrottle_cfs_rq() enqueues with ENQUEUE_WAKEUP.
-                        self.enqueue(view, out, v, p, Placement::Wakeup);
-                    }
+                if !st.limited() {
+                    // "max" since the last boundary: the period timer stops
+                    // (do_sched_cfs_period_timer() returns idle).
+                    st.period_active = false;
+                    return;
                 }
-                self.k.arm_expiry(view, out, g);
+                st.refill();
+                // hrtimer_forward_now() by the period in force now.
+                out.timers.push((view.now + st.cfg.period_ns, T_REFILL | g as u64));
+                self.unthrottle_and_rearm(view, out, g);
+            }
+            T_SET_BANDWIDTH => {
+                let change = self.k.groups[g].cfg.changes[gen as usize];
+                self.k.charge_group(view, g);
+                let st = &mut self.k.groups[g];
+                st.cfg.quota_ns = change.quota_ns;
+                st.cfg.period_ns = change.period_ns;
+                // tg_set_cfs_bandwidth(): the pool refilled to the new quota;
+                // a running period timer keeps its expiry and forwards by the
+                // new period from then on; a stopped one starts a period
+                // from now (start_cfs_bandwidth()); every throttled runqueue
+                // is unthrottled, whatever the new quota.
+                st.refill();
+                if st.limited() && !st.period_active {
+                    st.period_active = true;
+                    out.timers.push((view.now + st.cfg.period_ns, T_REFILL | g as u64));
+                }
+                self.unthrottle_and_rearm(view, out, g);
             }
             T_HOOK => self.hooks.timer(&mut self.k, view, out, token & !T_HOOK),
             _ => unreachable!("unknown host timer token {token:#x}"),
@@ -3018,7 +3107,7 @@ mod tests {
     fn quota_throttles_until_the_refill() {
         let m = machine(1);
         let allowed = vec![vec![true]];
-        let group = BandwidthGroup { quota_ns: 2_000_000, period_ns: 10_000_000, phase_ns: 0, members: vec![0] };
+        let group = BandwidthGroup { quota_ns: Some(2_000_000), period_ns: 10_000_000, phase_ns: 0, members: vec![0], changes: Vec::new() };
         let mut h = HostCfs::new(Tunables::linux_default(1), 1, &[1024], &[0], vec![group]);
         let mut out = HostOut::default();
         let view = HostView::new(0, &m, &allowed, &[None]);

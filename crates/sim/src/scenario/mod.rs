@@ -218,6 +218,43 @@ fn built_on_host_cfs(s: &Scenario) -> bool {
     }
 }
 
+/// `vm[vi].vcpu_bandwidth`: each entry names vCPUs of the VM, a time within
+/// the run and a limit cpu.max accepts, on a host that has cpu.max.
+fn check_vcpu_bandwidth(s: &Scenario, vi: usize) -> Result<(), ScenarioError> {
+    let vm = &s.vms[vi];
+    for (i, c) in vm.vcpu_bandwidth.iter().enumerate() {
+        let f = format!("vm[{vi}].vcpu_bandwidth[{i}]");
+        if !built_on_host_cfs(s) {
+            return Err(err(f, "per-vCPU bandwidth control is host CFS's cpu.max: it needs a host policy built on host CFS (cfs, anubis, uvf, irs or relaxed_co with base = \"cfs\")"));
+        }
+        if vm.bandwidth.as_ref().is_some_and(|b| b.per == BandwidthScope::Vm) {
+            return Err(err(f, format!("vm[{vi}].bandwidth limits the whole VM (per = \"vm\"); a VM-wide limit above per-vCPU ones (nested cgroups) is not modelled: use per = \"vcpu\" or only vcpu_bandwidth")));
+        }
+        let at = limits::checked_ns(&format!("{f}.at_ms"), c.at_ms, 1e6, false)?;
+        if at as f64 >= s.duration_ms * 1e6 {
+            return Err(err(format!("{f}.at_ms"), format!("{} ms is not within the run (0 to {} ms)", c.at_ms, s.duration_ms)));
+        }
+        if let Some(bad) = c.vcpus.iter().find(|&&v| v >= vm.vcpus) {
+            return Err(err(format!("{f}.vcpus"), format!("no vCPU {bad} (the VM has {})", vm.vcpus)));
+        }
+        // cpu.max accepts periods from 1 ms to 1 s and quotas from 1 ms
+        // (min_cfs_quota_period, max_cfs_quota_period, tg_set_cfs_bandwidth()
+        // in kernel/sched/core.c); one thread cannot use more than a
+        // period's worth, so a larger quota would never throttle.
+        let period = limits::checked_ns(&format!("{f}.period_ms"), c.period_ms, 1e6, true)?;
+        if !(1_000_000..=1_000_000_000).contains(&period) {
+            return Err(err(format!("{f}.period_ms"), format!("{} ms is outside 1..=1000 ms, the periods cpu.max accepts", c.period_ms)));
+        }
+        if let Some(q) = c.quota_ms {
+            let quota = limits::checked_ns(&format!("{f}.quota_ms"), q, 1e6, true)?;
+            if quota < 1_000_000 || quota > period {
+                return Err(err(format!("{f}.quota_ms"), format!("{q} ms is outside 1 ms..={} ms (at least the kernel's minimum, at most one vCPU thread x period_ms; leave it out for no limit)", c.period_ms)));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Semantic checks serde cannot express.
 fn check(s: &Scenario) -> Result<(), ScenarioError> {
     check_limits(s)?;
@@ -317,6 +354,7 @@ fn check(s: &Scenario) -> Result<(), ScenarioError> {
                 return Err(err(format!("{f}"), "run-time re-pinning needs a host policy built on host CFS (cfs, anubis, uvf, irs or relaxed_co with base = \"cfs\")"));
             }
         }
+        check_vcpu_bandwidth(s, vi)?;
         if let Some(bw) = &vm.bandwidth {
             if !(bw.quota_ms > 0.0 && bw.period_ms > 0.0) {
                 return Err(err(format!("{p}.bandwidth"), "quota_ms and period_ms must be positive"));

@@ -33,6 +33,11 @@ pub struct Vm {
     pub cpus_soft: SoftAffinity,
     /// CFS bandwidth control (cpu.max) applied on the host.
     pub bandwidth: Option<Bandwidth>,
+    /// `[[vm.vcpu_bandwidth]]`: the cpu.max of single vCPU threads' own
+    /// cgroups, from the start (`at_ms = 0`) or written during the run (see
+    /// [`VcpuBandwidth`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vcpu_bandwidth: Vec<VcpuBandwidth>,
     /// Tableau reservation of each vCPU: utilization U (0 < U <= 1) and
     /// maximum scheduling latency L. The same fields as the planner's input
     /// (`vmsched plan` accepts a scenario file); absent U means a
@@ -344,6 +349,40 @@ pub struct Bandwidth {
 }
 fn bw_period() -> f64 {
     100.0
+}
+
+/// The cpu.max of the listed vCPUs' thread cgroups from `at_ms` on: libvirt
+/// puts each vCPU thread in a cgroup of its own (`.../vcpuN`) and sets its
+/// `cpu.cfs_quota_us` / `cpu.cfs_period_us` from `<vcpu_quota>` /
+/// `<vcpu_period>`, which `virsh schedinfo DOMAIN --live --set
+/// vcpu_quota=...` rewrites while the VM runs. Each vCPU's limit is its own
+/// (the quota is not shared between vCPUs). At 0 ms it is the limit the run
+/// starts with; later it is a write to cpu.max with the kernel's effects
+/// (tg_set_cfs_bandwidth(), kernel/sched/core.c: the runtime pool refilled
+/// to the new quota, throttled threads released, a running period timer
+/// keeping its expiry). Entries apply in time order, ties in file order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VcpuBandwidth {
+    #[serde(default)]
+    pub at_ms: f64,
+    /// The vCPUs (of this VM) whose cgroups are written; empty: every vCPU.
+    #[serde(default)]
+    pub vcpus: Vec<u32>,
+    /// Runtime per period; absent: "max" (no limit, the cgroup default).
+    #[serde(default)]
+    pub quota_ms: Option<f64>,
+    /// cpu.max period; 100 ms is the kernel default (default_cfs_period(),
+    /// kernel/sched/fair.c).
+    #[serde(default = "bw_period")]
+    pub period_ms: f64,
+}
+
+impl VcpuBandwidth {
+    /// Whether the entry writes vCPU `i`'s cgroup.
+    pub fn names(&self, i: u32) -> bool {
+        self.vcpus.is_empty() || self.vcpus.contains(&i)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]

@@ -10,7 +10,7 @@ use crate::paravirt::{HaltPoll, VcpuPv, VmPv};
 use super::{irq, Exec, RunOptions, RunOutput, Task, Vcpu, VmState, WorkloadState, World};
 use crate::event::{Event, EventQueue};
 use crate::guest::HostState;
-use crate::host::cfs::BandwidthGroup;
+use crate::host::cfs::{BandwidthChange, BandwidthGroup};
 use super::guest_glue::with_guest;
 use super::timing;
 use crate::guest::GuestView;
@@ -76,13 +76,17 @@ impl World {
                 weights.push(vm.weight as u64);
                 vcpus.push(Vcpu::new(vi as u32, i, home, scenario.host.kvm.ple_window));
             }
-            if let Some(bw) = &vm.bandwidth {
-                let members: Vec<u32> = (first..first + vm.vcpus).collect();
-                let g = |members: Vec<u32>| BandwidthGroup { quota_ns: ms(bw.quota_ms), period_ns: ms(bw.period_ms), phase_ns: ms(bw.phase_ms), members };
-                match bw.per {
-                    BandwidthScope::Vm => groups.push(g(members)),
-                    BandwidthScope::Vcpu => groups.extend(members.into_iter().map(|v| g(vec![v]))),
-                }
+            match &vm.bandwidth {
+                Some(bw) if bw.per == BandwidthScope::Vm => groups.push(BandwidthGroup {
+                    quota_ns: Some(ms(bw.quota_ms)),
+                    period_ns: ms(bw.period_ms),
+                    phase_ns: ms(bw.phase_ms),
+                    members: (first..first + vm.vcpus).collect(),
+                    changes: Vec::new(),
+                }),
+                Some(_) => groups.extend((0..vm.vcpus).map(|i| vcpu_bandwidth_group(vm, i, first))),
+                None if !vm.vcpu_bandwidth.is_empty() => groups.extend((0..vm.vcpus).map(|i| vcpu_bandwidth_group(vm, i, first))),
+                None => {}
             }
             vms.push(VmState {
                 name: vm.name.clone(),
@@ -466,6 +470,29 @@ impl Task {
             refill_total: 0.0,
         }
     }
+}
+
+/// vCPU `i`'s own thread cgroup (the VM's vCPUs from `first` on): the limit
+/// of `vm.bandwidth` (per vCPU) or none, then the VM's `vcpu_bandwidth`
+/// entries that name it in time order (ties in file order): those at 0 ms
+/// are the limit the run starts with (its periods from 0), later ones its
+/// cpu.max writes.
+pub(super) fn vcpu_bandwidth_group(vm: &crate::scenario::Vm, i: u32, first: u32) -> BandwidthGroup {
+    let mut group = match &vm.bandwidth {
+        Some(bw) => BandwidthGroup { quota_ns: Some(ms(bw.quota_ms)), period_ns: ms(bw.period_ms), phase_ns: ms(bw.phase_ms), members: vec![first + i], changes: Vec::new() },
+        None => BandwidthGroup { quota_ns: None, period_ns: ms(100.0), phase_ns: 0, members: vec![first + i], changes: Vec::new() },
+    };
+    let mut entries: Vec<_> = vm.vcpu_bandwidth.iter().filter(|c| c.names(i)).collect();
+    entries.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
+    for c in entries {
+        let (at_ns, quota_ns, period_ns) = (ms(c.at_ms), c.quota_ms.map(ms), ms(c.period_ms));
+        if at_ns == 0 {
+            (group.quota_ns, group.period_ns, group.phase_ns) = (quota_ns, period_ns, 0);
+        } else {
+            group.changes.push(BandwidthChange { at_ns, quota_ns, period_ns });
+        }
+    }
+    group
 }
 
 /// Runs a scenario to its end and summarizes it.

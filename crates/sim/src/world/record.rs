@@ -505,13 +505,21 @@ pub fn entitlements(s: &Scenario, allowed: &[Affinity], np: u32) -> Vec<f64> {
     let mut cap = Vec::new();
     let mut owner = Vec::new();
     for (vi, vm) in s.vms.iter().enumerate() {
-        let bw_cap = vm.bandwidth.as_ref().map(|b| {
-            let share = b.quota_ms / b.period_ms;
-            if b.per == BandwidthScope::Vm { share / vm.vcpus as f64 } else { share }
-        });
-        for _ in 0..vm.vcpus {
+        let per_vm = vm.bandwidth.as_ref().filter(|b| b.per == BandwidthScope::Vm).map(|b| b.quota_ms / b.period_ms / vm.vcpus as f64);
+        let per_vcpu = vm.bandwidth.is_some() || !vm.vcpu_bandwidth.is_empty();
+        for i in 0..vm.vcpus {
             demand.push(vm.weight as f64);
-            cap.push(bw_cap.unwrap_or(1.0).min(1.0));
+            // The limit the run starts with (writes during the run are not
+            // part of this static reference).
+            let share = match per_vm {
+                Some(share) => share,
+                None if per_vcpu => {
+                    let g = super::build::vcpu_bandwidth_group(vm, i, 0);
+                    g.quota_ns.map_or(1.0, |q| q as f64 / g.period_ns as f64)
+                }
+                None => 1.0,
+            };
+            cap.push(share.min(1.0));
             owner.push(vi);
         }
     }
