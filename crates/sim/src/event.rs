@@ -19,6 +19,9 @@ pub enum Event {
     HostTickOn(PcpuId),
     /// A host kworker runs on a pCPU (OS noise, `world::noise`).
     HostKworker(PcpuId),
+    /// A host kworker's run on a pCPU ends: it sleeps and the host picks
+    /// among the vCPUs again (the vCPU it preempted, if still current).
+    HostKworkerDone(PcpuId, VcpuId),
     /// A host policy's own timer (slice end, bandwidth refill, ...).
     HostTimer(u64),
     /// The guest timer tick of a VM's vCPUs; it fires on each vCPU only
@@ -117,7 +120,7 @@ impl Event {
             Event::HostTimer(_) | Event::GuestTimer(..) | Event::ActivationTimeout(..) => EventKind::Timer,
             Event::IrqRaise(_) | Event::DeviceDone(_) | Event::SleepDone(_) => EventKind::Interrupt,
             Event::Arrival(_) | Event::ClientRequest(_) | Event::WorkloadStart(_) => EventKind::Workload,
-            Event::HostKworker(_) => EventKind::Noise,
+            Event::HostKworker(_) | Event::HostKworkerDone(..) => EventKind::Noise,
             Event::Sample | Event::CapacityChange(_) | Event::PinChange(_) => EventKind::Other,
         }
     }

@@ -32,11 +32,14 @@ fn progress(rows: &[(&str, u64, u64)], at: u64) -> u64 {
 
 /// App VM: two CPU-bound threads on vCPUs 0 and 1, pinned to pCPUs 0 and 1;
 /// a hog VM shares pCPU 0, so vCPU 0 falls behind while vCPU 1 runs alone.
+/// A quiet machine: a host kworker's run restarts the turn on its pCPU.
 fn exact(boost: bool) -> String {
     format!(
         r#"
 name = "relaxed-co-exact"
 duration_ms = 40
+[timing]
+noise = false
 [host]
 cores_per_socket = 2
 policy = "relaxed_co"

@@ -121,10 +121,12 @@ fn identical_vms_on_a_large_host_trade_places() {
 /// balancer's exact load ties. Keeping the first of the tied runqueues
 /// instead (`load_ties = "first"`) evens them out as well while the tick
 /// handlers run in a seeded order; with the handlers in pCPU index order
-/// too (`timing.seeded_order = false`) the VMs lock into places: all pCPUs
-/// balance on the same ticks in the same order, each pulling from the first
-/// runqueue of two after it, so the same vCPUs keep trading and the spread
-/// stays (see docs/model.md).
+/// too (`timing.seeded_order = false`) and no OS noise the VMs lock into
+/// places: all pCPUs balance on the same ticks in the same order, each
+/// pulling from the first runqueue of two after it, so the same vCPUs keep
+/// trading and the spread stays (see docs/model.md). The host's kworkers
+/// alone dissolve that lock (spread 0.033 with them), as each of their runs
+/// restarts the turns on one pCPU.
 #[test]
 fn identical_vms_on_a_large_host_get_shares_within_a_few_percent() {
     let toml = identical_vms(300);
@@ -134,7 +136,7 @@ fn identical_vms_on_a_large_host_get_shares_within_a_few_percent() {
     }
     let first = pcpus_used(&run_unchecked(&toml, &["host.cfs.load_ties=\"first\""]));
     assert!(spread(&first) < 0.06, "{first:?}");
-    let locked = pcpus_used(&run_unchecked(&toml, &["host.cfs.load_ties=\"first\"", "timing.seeded_order=false"]));
+    let locked = pcpus_used(&run_unchecked(&toml, &["host.cfs.load_ties=\"first\"", "timing.seeded_order=false", "timing.noise=false"]));
     assert!(spread(&locked) > 0.12, "{locked:?}");
 }
 

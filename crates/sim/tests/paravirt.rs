@@ -221,9 +221,14 @@ fn pv_sched_yield_hands_the_pcpu_to_a_preempted_ipi_target() {
 
 /// KVM's `vcpu->ready` (Linux 5.3) on the lock-holder scenario with PV
 /// spinlocks and PLE: a lock waiter kicked out of its halt waits for a pCPU
-/// as a directed-yield candidate, so spinning siblings hand it their pCPU
-/// and less time is spun. With native spinlocks no vCPU halts, and the
-/// switch changes nothing.
+/// as a directed-yield candidate, so spinning siblings may hand it their
+/// pCPU. With native spinlocks no vCPU halts, and the switch changes
+/// nothing. That less time is spun is not measurable at this scale: over
+/// seeds 1-3 (1 s) the VM spins 210, 184 and 199 ms with `ready` and 203,
+/// 196 and 191 ms without (175, 205, 165 against 204, 178, 159 before the
+/// host's kworkers picked afresh when they sleep; quiet 170, 187, 166
+/// against 177, 172, 180), about ten kicks a run against a thousand
+/// directed yields, so the test checks what the switch does, not a gain.
 #[test]
 fn kvm_ready_makes_vcpus_woken_by_an_interrupt_yield_candidates() {
     let before = sim("lock-holder-preemption", &["host.kvm.on_spin_ready=false"], 1000);
@@ -232,8 +237,6 @@ fn kvm_ready_makes_vcpus_woken_by_an_interrupt_yield_candidates() {
     assert!(pv(&before, "kicks") > 0 && pv(&after, "kicks") > 0);
     assert!(pv(&before, "directed_yields") > 0 && pv(&after, "directed_yields") > 0);
     assert_ne!(before["events"], after["events"]);
-    let spin = |s: &Value| f(&s["vms"][0]["locks"]["spin_ns"]);
-    assert!(spin(&after) < spin(&before), "spin with ready {} without {}", spin(&after), spin(&before));
     let native = ["vm[0].guest.kernel='linux-3.2'"];
     let native_before = sim("lock-holder-preemption", &[native[0], "host.kvm.on_spin_ready=false"], 1000);
     let native_after = sim("lock-holder-preemption", &native, 1000);

@@ -447,11 +447,24 @@ threads = 1
     // The straggler and one of the two stacked vCPUs (4 and 5 share pCPU
     // 4; which one measures worse is the run's, OS noise included).
     assert!(hidden.len() == 2 && hidden[0] == 3 && (hidden[1] == 4 || hidden[1] == 5), "hidden {hidden:?}");
-    let (a, b) = (n(&workload(&off, "app")["completed"]), n(&workload(&on, "app")["completed"]));
     // Without RWC, Linux's misfit migration also moves threads off the
     // straggler (its probed capacity is far below theirs); RWC's gain is
-    // what remains (289 against 270 phases).
-    assert!(b > 1.05 * a, "RWC {b} vs none {a}");
+    // what remains. Phases without RWC vary from seed to seed with the
+    // host's kworkers, which restart the turns on pCPUs 3 and 4 (seeds 1-3:
+    // 280, 247, 251 against 289, 293, 272 with RWC), so the phases of
+    // seeds 1-3 are compared together.
+    let phases = |sets: &[&str]| -> f64 {
+        (1..=3)
+            .map(|seed| {
+                let seed = format!("seed={seed}");
+                let mut all = vec![seed.as_str()];
+                all.extend_from_slice(sets);
+                n(&workload(&run_toml(toml, &all), "app")["completed"])
+            })
+            .sum()
+    };
+    let (a, b) = (phases(&["vm[0].guest.vsched.rwc=false"]), phases(&[]));
+    assert!(b > 1.05 * a, "RWC {b} vs none {a} phases over seeds 1-3");
 }
 
 /// BVS places the waking request handlers of a latency-sensitive server on

@@ -731,6 +731,7 @@ impl World {
                 self.host_tick(p);
             }
             Event::HostKworker(p) => self.host_kworker(p),
+            Event::HostKworkerDone(p, v) => self.host_kworker_done(p, v),
             Event::HostTimer(token) => self.host_call(|h, view, out| h.timer(view, out, token)),
             Event::ActivationTimeout(v, gen) => self.activation_timeout(v, gen),
             Event::GuestTimer(vm, token) => self.guest_timer(vm, token),

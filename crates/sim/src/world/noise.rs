@@ -9,7 +9,13 @@
 //!   runs, each of exponentially distributed length. On the host they occupy
 //!   the pCPU under the vCPU it runs; in a guest, the vCPU under its task.
 //! - the host's per-CPU kworkers wake as a Poisson process; each run takes
-//!   the pCPU from the vCPU running there for its length.
+//!   the pCPU from the vCPU running there for its length. A kworker is a
+//!   task of the host's scheduler: the vCPU it ran in place of was put back
+//!   on the runqueue (`put_prev_entity()`), and when the kworker sleeps
+//!   `schedule()` picks among the vCPUs afresh (`pick_next_task_fair()`,
+//!   `set_next_entity()` restarting the slice of whichever it picks,
+//!   kernel/sched/fair.c), so the turn of the vCPUs on that pCPU restarts
+//!   or passes to the leftmost waiting vCPU.
 //!
 //! Either way the running vCPU loses the time as an overhead (it runs, its
 //! task makes no progress), as it does for a VM exit. An idle CPU absorbs
@@ -171,7 +177,8 @@ impl World {
         }
     }
 
-    /// A host kworker runs on pCPU `p`; its next run is armed.
+    /// A host kworker runs on pCPU `p`; its next run is armed. Where it
+    /// takes the pCPU from a vCPU, the host picks again when it ends.
     pub(super) fn host_kworker(&mut self, p: PcpuId) {
         let k = self.noise.host_kworkers.as_mut().expect("armed only with host kworkers");
         let ns = k.length.sample(&mut k.rng).round() as u64;
@@ -179,10 +186,21 @@ impl World {
             if self.take_for_noise(v, ns) {
                 self.noise.host.kworker_runs += 1;
                 self.noise.host.kworker_ns += ns;
+                self.schedule(self.now + ns, Event::HostKworkerDone(p, v));
             }
         }
         let delay = self.noise.next_kworker().expect("armed only with host kworkers");
         self.schedule(self.now + delay, Event::HostKworker(p));
+    }
+
+    /// The kworker that took pCPU `p` from vCPU `v` sleeps: the host's
+    /// `schedule()` puts `v` back and picks the next entity, which starts a
+    /// new slice even if it is `v` again. Nothing to do if `v` no longer
+    /// runs there (a tick or a wakeup already switched).
+    pub(super) fn host_kworker_done(&mut self, p: PcpuId, v: VcpuId) {
+        if self.pcpu_curr[p as usize] == Some(v) && self.host_state(v) == HostState::Running {
+            self.push_resched(p);
+        }
     }
 
     /// vCPU `v` loses `ns` to housekeeping work, if it runs (a vCPU in a
