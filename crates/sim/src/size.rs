@@ -178,6 +178,9 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                 }
                 WorkloadKind::Pipeline | WorkloadKind::WorkStealing => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
                 WorkloadKind::DiskRead => units_per_s(w.work_us + w.device_us) * DISK_READ_EVENTS,
+                // At most a chunk's compute end per chunk while the page
+                // cache takes them, and a disk read's events per throttled one.
+                WorkloadKind::BufferedWrite => units_per_s(w.work_us) + units_per_s(w.work_us + w.device_us) * DISK_READ_EVENTS,
                 WorkloadKind::Server => arrivals_per_s * SERVER_EVENTS_PER_REQUEST,
                 WorkloadKind::Tailbench => w.rate_per_s * TAILBENCH_EVENTS_PER_REQUEST,
                 WorkloadKind::Ping => w.rate_per_s * PING_EVENTS_PER_REQUEST,

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use vmsched_sim::scenario::{fields_read, WorkloadKind};
 use vmsched_sim::{run, RunOptions};
 
-const KINDS: &[&str] = &["hog", "filler", "bursty", "periodic", "parallel", "pipeline", "server", "tailbench", "ping", "disk_read", "latency_probe"];
+const KINDS: &[&str] = &["hog", "filler", "bursty", "periodic", "parallel", "pipeline", "server", "tailbench", "ping", "disk_read", "buffered_write", "latency_probe"];
 const SYNCS: &[&str] = &["none", "barrier", "spin_barrier", "spin_block_barrier", "spinlock", "mutex"];
 const POLICIES: &[&str] = &["normal", "idle", "fifo", "rr"];
 
@@ -67,6 +67,9 @@ fn scenario_with(cores: u32, smt: u32, vms: &[(u32, bool, Option<u32>, Vec<Wl>)]
                 ("munmap_shootdowns", w.tlb.to_string()),
                 ("page_faults_per_s", if w.tlb { "3000" } else { "0" }.into()),
                 ("irq_vcpu", (vcpus - 1).to_string()),
+                ("file_chunks", "8".into()),
+                ("freerun_chunks", "3".into()),
+                ("close_us", "50".into()),
             ];
             s += &format!("[[vm.workload]]\nkind='{}'\n", KINDS[w.kind]);
             // Only what the kind reads: any other field is a validation error.

@@ -621,6 +621,29 @@ fn credit_steals_round_robin_from_the_peer_after_the_last_robbed() {
     assert_eq!(rows(&t, 3, 100_000), want(&[("d", 0, 20), ("b", 20, 30)]));
 }
 
+/// Credit's csched_load_balance() tries a peer's lock and skips the peer
+/// if it is held (pcpu_schedule_trylock(), Xen 4.9). Two pCPUs; processing a
+/// wakeup holds the woken vCPU's pCPU's lock for 1 ms (`wakeup_us`, the
+/// other costs 0). `h1`, pinned to pCPU 1, runs there (BOOSTed from its
+/// start until the first tick at 10 ms); `d`, pinned to pCPU 0, runs 2 ms
+/// from 0 and halts; `c` (pCPUs 0-1, first placed on pCPU 1) wakes at
+/// 0.5 ms and queues behind h1 (both BOOSTed; no idler). When d halts,
+/// pCPU 0 steals c, unless `w`, pinned to pCPU 1, woke at 1.5 ms: its
+/// wakeup holds pCPU 1's lock from 1.5 to 2.5 ms, pCPU 0 skips pCPU 1 and
+/// idles (nothing tickles it before the tick).
+#[test]
+fn credit_does_not_steal_from_a_peer_whose_lock_is_held() {
+    let base = host("credit", 2).replace("wakeup_us=0", "wakeup_us=1000");
+    let bursty = |name: &str, pin: &str, start_ms: f64, work_us: u32| {
+        format!("[[vm]]\nname='{name}'\n{pin}\n[[vm.workload]]\nkind='bursty'\nstart_ms={start_ms}\nwork_dist='constant'\nwork_us={work_us}\nsleep_us=1e9\n")
+    };
+    let common = format!("{base}{}{}{}", pinned_hog("h1", 1), bursty("c", "cpus=[0, 1]", 0.5, 100_000), bursty("d", "pin=[0]", 0.0, 2000));
+    let t = slices(&common, 9);
+    assert_eq!(rows(&t, 0, 1000), want(&[("d", 0, 2000), ("c", 2000, 9000)]));
+    let t = slices(&format!("{common}{}", bursty("w", "pin=[1]", 1.5, 100)), 9);
+    assert_eq!(rows(&t, 0, 1000), want(&[("d", 0, 2000)]));
+}
+
 /// Credit's __runq_tickle() kicks the current vCPU away: on two pCPUs, a
 /// hog runs on pCPU 0 (UNDER after the 10 ms tick); at 15 ms a vCPU pinned
 /// to pCPU 0 wakes BOOSTed. No idler may run it, so it preempts the hog, and

@@ -189,6 +189,7 @@ pub fn unsupported(w: &Workload) -> Option<&'static str> {
     match w.kind {
         WorkloadKind::Ping => Some("ping is answered in the guest kernel's interrupt handler for requests from outside the machine; a real run has no external sender (use `periodic` for wakeup latency)"),
         WorkloadKind::DiskRead => Some("disk_read models a virtual disk's latency; the real device's is not the scenario's `device_us`"),
+        WorkloadKind::BufferedWrite => Some("buffered_write models the writeback pace of a virtual disk; the real device's is not the scenario's `device_us`"),
         WorkloadKind::WorkStealing => Some("work_stealing: the real executor has no per-thread task queues to steal from"),
         WorkloadKind::Tailbench => Some("tailbench: the real executor has no TailBench harness (run TailBench itself)"),
         _ if w.tlb_shootdowns_per_s > 0.0 => Some("tlb_shootdowns_per_s: the real executor issues no TLB shootdowns"),
@@ -214,7 +215,7 @@ pub fn start(w: &Workload, label: &str, env: &Arc<Env>) -> std::io::Result<Start
         WorkloadKind::Server => server::start(&cx, specs),
         WorkloadKind::Parallel => parallel::start(&cx, specs),
         WorkloadKind::Pipeline => pipeline::start(&cx)?,
-        WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::WorkStealing | WorkloadKind::Tailbench => unreachable!("refused by unsupported()"),
+        WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::BufferedWrite | WorkloadKind::WorkStealing | WorkloadKind::Tailbench => unreachable!("refused by unsupported()"),
     };
     let has_latency = matches!(w.kind, WorkloadKind::Periodic | WorkloadKind::Pipeline | WorkloadKind::Server | WorkloadKind::LatencyProbe)
         || (w.kind == WorkloadKind::Parallel && !w.sync.is_lock());

@@ -173,6 +173,10 @@ pub struct Credit {
     /// Xen < 4.8: the rate limit holds yielders, for a whole ratelimit_us.
     ratelimit_yielding: bool,
     costs: DecisionCosts,
+    /// Peers' locks tried when stealing, and how many of those were held
+    /// (SCHED_STAT steal_trylock, steal_trylock_failed).
+    steal_trylocks: u64,
+    steal_trylocks_failed: u64,
     /// IRS's SA sender, when Credit runs as the IRS prototype's base.
     activations: Option<IrsSender>,
     /// Relaxed co-scheduling, when Credit is its base (the IRS paper's
@@ -266,6 +270,8 @@ impl Credit {
             kick_without_idler: prm.kick_without_idler,
             ratelimit_yielding: prm.ratelimit_yielding,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us, SchedLocks::per_pcpu(b.pcpus as usize)),
+            steal_trylocks: 0,
+            steal_trylocks_failed: 0,
             activations: None,
             coscheduling: None,
         }
@@ -364,7 +370,11 @@ impl Credit {
     /// the vCPUs whose soft affinity includes `p`, then by hard affinity.
     /// In each step the nodes (sockets) are visited from `p`'s own, in
     /// cycle_node() order, and a node's busy peers from the one after its
-    /// balance bias, which a successful steal moves to the peer robbed.
+    /// balance bias, which a successful steal moves to the peer robbed. A
+    /// peer with nothing queued is passed over without its lock (the
+    /// nr_runnable <= 1 check), one whose schedule lock is held by a
+    /// decision or a wakeup at this instant is passed over too (the
+    /// trylock of Xen 4.9's csched_load_balance()).
     fn steal(&mut self, view: &HostView, p: PcpuId, pri: i8) -> Option<VcpuId> {
         let m = view.machine;
         let nodes = m.pcpus_of_socket.len();
@@ -376,9 +386,18 @@ impl Credit {
                 let Some(first) = cycle(self.balance_bias[node], &workers) else { continue };
                 let mut q = first;
                 loop {
-                    if let Some(v) = self.steal_from(view, q, p, pri, step) {
-                        self.balance_bias[node] = q;
-                        return Some(v);
+                    // A peer with work to steal is locked with
+                    // pcpu_schedule_trylock(), not spun on (which could
+                    // deadlock two pCPUs balancing towards each other): if
+                    // its lock is held, it is skipped (steal_trylock_failed).
+                    if !self.runq[q as usize].is_empty() {
+                        self.steal_trylocks += 1;
+                        if self.costs.lock_held(q, view.now) {
+                            self.steal_trylocks_failed += 1;
+                        } else if let Some(v) = self.steal_from(view, q, p, pri, step) {
+                            self.balance_bias[node] = q;
+                            return Some(v);
+                        }
                     }
                     q = cycle(q, &workers).expect("first is a worker");
                     if q == first {
@@ -857,6 +876,10 @@ impl HostPolicy for Credit {
 
     fn nr_running(&self, p: PcpuId) -> u32 {
         self.runq[p as usize].len() as u32 + self.pcpu.curr[p as usize].is_some() as u32
+    }
+
+    fn host_metrics(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({"steal_trylocks": self.steal_trylocks, "steal_trylocks_failed": self.steal_trylocks_failed}))
     }
 
     fn vm_metrics(&self, vm: crate::ids::VmId) -> Option<serde_json::Value> {

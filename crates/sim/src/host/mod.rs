@@ -468,9 +468,9 @@ impl DecisionCosts {
     /// Charges a decision on `p` at `now` (under `p`'s schedule lock), plus
     /// the descheduling work when it switched a vCPU out.
     pub fn charge_decision(&mut self, out: &mut HostOut, now: u64, p: PcpuId, switched_out: bool) {
-        let mut ns = self.locks.work(p, now, self.schedule_ns, true, self.max_hold());
+        let mut ns = self.locks.work(p, p, now, self.schedule_ns, true, self.max_hold());
         if switched_out {
-            ns += self.locks.work(p, now, self.migrate_ns, false, 0);
+            ns += self.locks.work(p, p, now, self.migrate_ns, false, 0);
         }
         if ns > 0 {
             out.charge.push((p, ns));
@@ -478,17 +478,25 @@ impl DecisionCosts {
     }
 
     /// Charges the processing of a wakeup of a vCPU whose pCPU is `p` at
-    /// `view.now`, under the schedule lock of the pCPU that processes it: the
-    /// waker's pCPU when a vCPU sent it (an event-channel notification or an
-    /// IPI: evtchn_send() and vcpu_kick() run vcpu_wake() in the sender's
-    /// hypercall, xen/common/event_channel.c and schedule.c, Xen 4.9), else
-    /// `p` (a timer or device interrupt handled there).
+    /// `view.now` on the pCPU that processes it: the waker's pCPU when a vCPU
+    /// sent it (an event-channel notification or an IPI: evtchn_send() and
+    /// vcpu_kick() run vcpu_wake() in the sender's hypercall,
+    /// xen/common/event_channel.c and schedule.c, Xen 4.9), else `p` (a timer
+    /// or device interrupt handled there). It holds the woken vCPU's schedule
+    /// lock, `p`'s (vcpu_wake() takes vcpu_schedule_lock_irqsave(v), the lock
+    /// of v->processor).
     pub fn charge_wakeup(&mut self, out: &mut HostOut, view: &HostView, p: PcpuId) {
         let on = view.waker.unwrap_or(p);
-        let ns = self.locks.work(on, view.now, self.wakeup_ns, true, self.max_hold());
+        let ns = self.locks.work(on, p, view.now, self.wakeup_ns, true, self.max_hold());
         if ns > 0 {
             out.charge.push((on, ns));
         }
+    }
+
+    /// Whether `p`'s schedule lock is held at `now` by a decision or a wakeup
+    /// charged so far (what a pcpu_schedule_trylock() of it would find).
+    pub fn lock_held(&self, p: PcpuId, now: u64) -> bool {
+        self.locks.held(p, now)
     }
 
     /// The longest a decision or a wakeup holds the schedule lock.
@@ -529,6 +537,10 @@ pub struct SchedLocks {
     /// pCPUs sharing each lock.
     sharers: Vec<u64>,
     busy_until: Vec<u64>,
+    /// Per lock, the holds charged that may not have ended yet, as
+    /// (start, end): a hold can be charged ahead of the one before it on
+    /// another pCPU, so the last one alone does not say whether it is held.
+    holds: Vec<Vec<(u64, u64)>>,
     wait_ns: u64,
     held_ns: u64,
 }
@@ -553,13 +565,14 @@ impl SchedLocks {
         for &l in &lock_of {
             sharers[l] += 1;
         }
-        SchedLocks { free_at: vec![0; locks], sharers, busy_until: vec![0; lock_of.len()], lock_of, wait_ns: 0, held_ns: 0 }
+        SchedLocks { free_at: vec![0; locks], sharers, busy_until: vec![0; lock_of.len()], holds: vec![Vec::new(); locks], lock_of, wait_ns: 0, held_ns: 0 }
     }
 
-    /// `ns` of scheduler work on `p`, asked for at `now`, under `p`'s lock
-    /// if `locked` (where the longest hold of the lock is `max_hold`): the
-    /// pCPU time it adds on `p` (its wait for the lock included).
-    fn work(&mut self, p: PcpuId, now: u64, ns: u64, locked: bool, max_hold: u64) -> u64 {
+    /// `ns` of scheduler work on `p`, asked for at `now`, under the lock of
+    /// pCPU `lock_pcpu` if `locked` (where the longest hold of the lock is
+    /// `max_hold`): the pCPU time it adds on `p` (its wait for the lock
+    /// included).
+    fn work(&mut self, p: PcpuId, lock_pcpu: PcpuId, now: u64, ns: u64, locked: bool, max_hold: u64) -> u64 {
         let pi = p as usize;
         if ns == 0 || pi >= self.busy_until.len() {
             return ns;
@@ -567,16 +580,24 @@ impl SchedLocks {
         let ready = now.max(self.busy_until[pi]);
         let mut start = ready;
         if locked {
-            let l = self.lock_of[pi];
+            let l = self.lock_of[lock_pcpu as usize];
             let bound = (self.sharers[l] - 1) * max_hold;
             start = ready + self.free_at[l].saturating_sub(ready).min(bound);
             self.free_at[l] = self.free_at[l].max(start + ns);
             self.wait_ns += start - ready;
             self.held_ns += ns;
+            let holds = &mut self.holds[l];
+            holds.retain(|&(_, end)| end > now);
+            holds.push((start, start + ns));
         }
         let end = start + ns;
         self.busy_until[pi] = end;
         end - ready
+    }
+
+    /// Whether a hold charged so far covers `now` on `p`'s lock.
+    fn held(&self, p: PcpuId, now: u64) -> bool {
+        self.lock_of.get(p as usize).is_some_and(|&l| self.holds[l].iter().any(|&(start, end)| start <= now && now < end))
     }
 }
 
@@ -747,5 +768,25 @@ mod tests {
         costs.charge_wakeup(&mut out, &view, 1);
         costs.charge_wakeup(&mut out, &HostView { waker: Some(2), ..view }, 1);
         assert_eq!(out.charge, vec![(1, 2120), (2, 2120)]);
+    }
+
+    /// Either way the wakeup holds the woken vCPU's pCPU's schedule lock
+    /// (vcpu_wake() locks v->processor's), not the waker's: a trylock of
+    /// pCPU 1 fails while it runs, one of pCPU 2 (the waker) does not, and
+    /// the lock is free again when the hold ends. A decision holds its own
+    /// pCPU's lock.
+    #[test]
+    fn a_wakeup_holds_the_woken_vcpus_lock_wherever_it_is_processed() {
+        let machine = machine(3);
+        let (allowed, running_on) = (vec![vec![true; 3]], vec![None; 3]);
+        let view = HostView::new(1000, &machine, &allowed, &running_on);
+        let mut costs = DecisionCosts::from_us(3.0, 2.0, 0.0, SchedLocks::per_pcpu(3));
+        let mut out = HostOut::default();
+        costs.charge_wakeup(&mut out, &HostView { waker: Some(2), ..view }, 1);
+        assert_eq!(out.charge, vec![(2, 2000)]);
+        assert!(!costs.lock_held(1, 999) && costs.lock_held(1, 1000) && costs.lock_held(1, 2999) && !costs.lock_held(1, 3000));
+        assert!(!costs.lock_held(2, 1500) && !costs.lock_held(0, 1500));
+        costs.charge_decision(&mut out, 5000, 0, false);
+        assert!(costs.lock_held(0, 7999) && !costs.lock_held(0, 8000) && !costs.lock_held(1, 6000));
     }
 }

@@ -149,6 +149,23 @@ pub struct Workload {
     /// Device latency for IO (disk read).
     #[serde(default = "device_us")]
     pub device_us: f64,
+    /// Buffered writes: chunks written into a file before it is closed and
+    /// the next begins (stress -d: --hdd-bytes over its 1 MiB - 1 chunk).
+    #[serde(default = "file_chunks")]
+    pub file_chunks: u32,
+    /// Buffered writes: chunks the VM's page cache holds dirty before
+    /// balance_dirty_pages() throttles the writers (the freerun ceiling).
+    #[serde(default = "freerun_chunks")]
+    pub freerun_chunks: u32,
+    /// Buffered writes: CPU of closing a file (dropping its page cache).
+    #[serde(default)]
+    pub close_us: f64,
+    /// Buffered writes: each thread begins at a seeded random chunk of its
+    /// first file, as a writer already running when the run begins (its
+    /// chunks so far dirty up to the VM's freerun ceiling); default: at the
+    /// first chunk of a new file, all threads at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub random_start: bool,
     #[serde(default = "stages")]
     pub stages: u32,
     /// Pipelines: work per item of a single-threaded stage before the
@@ -258,6 +275,21 @@ fn device_us() -> f64 {
 fn stages() -> u32 {
     3
 }
+/// stress -d's default file (--hdd-bytes 1 GiB, stress.c main()) in its
+/// write() chunks of 1 MiB - 1 bytes (hoghdd()): 1,024 chunks (the byte
+/// writes of the remainder are left out).
+fn file_chunks() -> u32 {
+    1024
+}
+/// The freerun ceiling of a 1 GiB guest in chunks of 1 MiB: halfway between
+/// Linux's default dirty_background_ratio (10%) and dirty_ratio (20%) of the
+/// dirtyable memory (mm/page-writeback.c, dirty_freerun_ceiling()), about
+/// 92% of MemTotal on an idle machine (measured: tools/measure-hdd-write-cost.py
+/// prints the thresholds), so 0.15 x 0.92 x 1024 MiB. The guest's memory is a
+/// stand-in: scenarios give the freerun of the guest they model.
+fn freerun_chunks() -> u32 {
+    141
+}
 /// The most tasks a work-stealing program may queue for one frame (2^24,
 /// 128 MiB of task sizes).
 const MAX_TASKS_PER_FRAME: u64 = 1 << 24;
@@ -291,6 +323,8 @@ pub enum WorkloadKind {
     Tailbench,
     Ping,
     DiskRead,
+    /// Buffered writes into files, throttled by the page cache's dirty limits.
+    BufferedWrite,
     LatencyProbe,
     WorkStealing,
 }
@@ -319,6 +353,7 @@ impl WorkloadKind {
             WorkloadKind::Tailbench => "tailbench",
             WorkloadKind::Ping => "ping",
             WorkloadKind::DiskRead => "disk_read",
+            WorkloadKind::BufferedWrite => "buffered_write",
             WorkloadKind::LatencyProbe => "latency_probe",
             WorkloadKind::WorkStealing => "work_stealing",
         }
@@ -407,6 +442,12 @@ pub(super) fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), Scena
     if w.condvar_barrier && !matches!(w.sync, SyncKind::Barrier | SyncKind::SpinBlockBarrier) {
         return Err(err(format!("{p}.condvar_barrier"), "only a barrier whose waiters block has a condition variable: give sync barrier or spin_block_barrier"));
     }
+    if w.file_chunks == 0 {
+        return Err(err(format!("{p}.file_chunks"), "a file is at least one chunk"));
+    }
+    if !(w.close_us >= 0.0 && w.close_us.is_finite()) {
+        return Err(err(format!("{p}.close_us"), "must be a non-negative number"));
+    }
     if w.kind == WorkloadKind::Pipeline && w.stages < 2 && w.dispatch_us == 0.0 {
         return Err(err(format!("{p}.stages"), "a pipeline needs at least 2 stages (or a dispatcher, dispatch_us, and 1)"));
     }
@@ -445,6 +486,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         // Answered in the guest kernel's interrupt handler: no threads.
         WorkloadKind::Ping => &["rate_per_s", "irq_vcpu", "stop_ms", "network_us"],
         WorkloadKind::DiskRead => threaded!("work_us", "device_us", "irq_vcpu"),
+        WorkloadKind::BufferedWrite => threaded!("work_us", "device_us", "irq_vcpu", "file_chunks", "freerun_chunks", "close_us", "random_start"),
         WorkloadKind::LatencyProbe => threaded!("gap_threshold_us"),
         WorkloadKind::WorkStealing => threaded!("work_us", "work_dist", "phases", "sync", "spin_us", "tasks_per_thread"),
     }
@@ -514,7 +556,7 @@ pub(super) fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> 
     for (field, v) in [("work_us", w.work_us), ("cs_us", w.cs_us), ("device_us", w.device_us)] {
         checked_ns(&f(field), v, 1e3, true)?;
     }
-    for (field, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("serial_work_us", w.serial_work_us), ("dispatch_us", w.dispatch_us), ("gap_threshold_us", w.gap_threshold_us)] {
+    for (field, v) in [("sleep_us", w.sleep_us), ("spin_us", w.spin_us), ("serial_work_us", w.serial_work_us), ("dispatch_us", w.dispatch_us), ("gap_threshold_us", w.gap_threshold_us), ("close_us", w.close_us)] {
         checked_ns(&f(field), v, 1e3, false)?;
     }
     checked_ns(&f("network_us"), w.network_us, 1e3, false)?;

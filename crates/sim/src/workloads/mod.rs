@@ -3,6 +3,7 @@
 //! the modelled machine. Programs only describe what a thread does next; how
 //! long it takes is decided by the scheduling of its vCPU and task.
 
+pub mod buffered_write;
 pub mod bursty;
 pub mod disk_read;
 pub mod hog;
@@ -264,6 +265,7 @@ pub fn build(w: &Workload, label: &str, vcpus: u32, objs: &mut dyn Objects) -> B
         WorkloadKind::Tailbench => Box::new(tailbench::Tailbench::new(w)),
         WorkloadKind::Ping => Box::new(ping::Ping::new(w)),
         WorkloadKind::DiskRead => Box::new(disk_read::DiskRead::new(w)),
+        WorkloadKind::BufferedWrite => Box::new(buffered_write::BufferedWrite::new(w)),
         WorkloadKind::LatencyProbe => Box::new(latency_probe::LatencyProbe::new(w)),
         WorkloadKind::WorkStealing => Box::new(work_stealing::WorkStealing::new(w, objs)),
     };

@@ -148,6 +148,11 @@ pub const PROFILES: &[WorkloadProfile] = &[
         settings: &[("kind", "'disk_read'"), ("threads", "1"), ("work_us", "16.0"), ("device_us", "100.0")],
     },
     WorkloadProfile {
+        name: "stress-hdd",
+        description: "stress -d, the other I/O worker of the tool the Tableau paper names for its I/O-intensive background (sections 7.2-7.3 give no options): one worker that endlessly creates a file with mkstemp(), unlinks it, writes --hdd-bytes (default 1 GiB) into it in write() calls of 1 MiB - 1 bytes, then the remainder a byte at a time, and closes it (stress.c hoghdd(), stress 1.0.4): 1,024 chunks per file (kind buffered_write). CPU per chunk 320 us: the median write() of tools/measure-hdd-write-cost.py (3 runs x 2 files on Linux 6.18, this project's 2-core VM under a load average of about 20: medians 390, 321 and 260 us, means 1.0-1.2 ms, p10 214 us); closing a file 57 ms (the unlinked file's page cache dropped, 53.6-55.5 ms measured, and the 1,024 one-byte writes at 1.9 us). The writes block only above the guest's freerun ceiling (balance_dirty_pages()): 141 chunks for a 1 GiB guest (the kind's default; the paper gives no guest memory). Throttled, each chunk waits for one chunk's writeback: 100 ms, a 500 MB/s disk shared by the 47 background VMs' writers, is an assumption (the paper names no disk); docs/tableau.md sweeps it, the freerun and the workers. The worker begins at a seeded random point of its first file (random_start), as a background already running when the measurement begins",
+        settings: &[("kind", "'buffered_write'"), ("threads", "1"), ("work_us", "320.0"), ("close_us", "57000.0"), ("file_chunks", "1024"), ("freerun_chunks", "141"), ("device_us", "100000.0"), ("random_start", "true")],
+    },
+    WorkloadProfile {
         name: "stress-cpu",
         description: "stress -c, the Tableau paper's CPU-intensive background (section 7.3): one worker computing sqrt(rand()) in an endless loop (stress.c hogcpu()): CPU-bound, never blocks",
         settings: &[("kind", "'hog'"), ("threads", "1")],
