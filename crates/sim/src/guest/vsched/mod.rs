@@ -25,6 +25,7 @@ pub mod vtop;
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
+use vmsched_probe::estimators::rwc::stragglers;
 use vmsched_probe::estimators::topology::Groups;
 
 use self::ivh::Ivh;
@@ -142,6 +143,18 @@ impl Vsched {
         GuestAct::Timer { at: (now + VCAP_POLL_NS).min(self.probers.window_deadline()), token: VCAP_WINDOW }
     }
 
+    /// vcap's straggler list, as RWC tests it, for vtop to leave out.
+    fn stragglers(&self) -> Vec<bool> {
+        let mut out = vec![false; self.nv as usize];
+        if let (true, Some(caps)) = (self.p.vcap, self.probers.capacities()) {
+            let caps: Vec<(usize, f64)> = caps.into_iter().enumerate().collect();
+            for (v, _) in stragglers(&caps, self.p.straggler_factor) {
+                out[v] = true;
+            }
+        }
+        out
+    }
+
     /// RWC from the probed capacities and stacked groups.
     fn apply_rwc(&mut self, k: &mut LinuxKernel, view: &GuestView) -> Vec<GuestAct> {
         if !self.p.rwc {
@@ -209,7 +222,7 @@ impl LinuxHooks for Vsched {
             acts.push(self.window_poll(view.now));
         }
         if self.p.vtop {
-            acts.extend(self.vtop.start(view.now));
+            acts.extend(self.vtop.start(view.now, &self.stragglers()));
             acts.push(GuestAct::Timer { at: view.now + self.vtop_period_ns(), token: VTOP_PROBE });
         }
         acts
@@ -235,7 +248,7 @@ impl LinuxHooks for Vsched {
             }
             VCAP_WINDOW_START => acts.extend(self.window_start(view)),
             VTOP_PROBE => {
-                acts.extend(self.vtop.start(view.now));
+                acts.extend(self.vtop.start(view.now, &self.stragglers()));
                 acts.push(GuestAct::Timer { at: view.now + self.vtop_period_ns(), token: VTOP_PROBE });
             }
             _ => {}

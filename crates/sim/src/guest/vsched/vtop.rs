@@ -139,17 +139,24 @@ impl Vtop {
 
     /// Starts a full probe: the first vCPU's row first (the paper's
     /// "sockets first"), then the remaining pairs, each skipped when it
-    /// follows from those measured.
-    pub fn start(&mut self, now: u64) -> Vec<GuestAct> {
+    /// follows from those measured. Pairs with a vCPU of `stragglers` are
+    /// not probed and join no group: the public vtop reads vcap's straggler
+    /// list before each probe (vSched/vtopology `main.cpp`,
+    /// `performProbing()`) and gives such a pair a far latency without
+    /// probing it (`measure_latency_pair()`), so a straggler, whose prober
+    /// seldom runs, is never taken for a stacked sibling.
+    pub fn start(&mut self, now: u64, stragglers: &[bool]) -> Vec<GuestAct> {
         if self.n < 2 || self.run.is_some() {
             return Vec::new();
         }
         self.measured.clear();
         self.probe_started = now;
+        let straggler = |v: u32| stragglers.get(v as usize).copied().unwrap_or(false);
         let mut pairs: Vec<(u32, u32)> = (1..self.n).map(|b| (0, b)).collect();
         for a in 1..self.n {
             pairs.extend((a + 1..self.n).map(|b| (a, b)));
         }
+        pairs.retain(|&(a, b)| !straggler(a) && !straggler(b));
         pairs.reverse();
         self.pending = pairs;
         self.next_pair(now)
