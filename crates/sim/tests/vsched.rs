@@ -125,8 +125,8 @@ threads = 2
 /// percentage of CPU time a vCPU can share on a core"; 5.1 sets capacity
 /// this way). Both vCPUs share their pCPUs with a CPU-bound vCPU (half a
 /// core each) until, at 400 ms, vCPU 1's own cgroup is limited to a third
-/// of each 30 ms period: the first window that closes after the write
-/// already believes vCPU 1 weaker than vCPU 0, and by the end it is below
+/// of each 30 ms period: the first window begun after the write already
+/// believes vCPU 1 weaker than vCPU 0, and by the end it is below
 /// four fifths of it (the EMA on its way to half), while before the write
 /// the two read alike. vcap samples continuously (`vcap_sleep_ms = 0`).
 #[test]
@@ -158,8 +158,11 @@ threads = 2
     let (before, after): (Vec<_>, Vec<_>) = history.iter().partition(|(ms, _)| *ms < 400.0);
     let (_, last_before) = before.last().expect("a window before the write");
     assert!((last_before[0] - last_before[1]).abs() < 0.1 * last_before[0], "alike before the write: {last_before:?}");
-    let (_, first_after) = after.first().expect("a window after the write");
-    assert!(first_after[1] < first_after[0], "first window after the write: {first_after:?}");
+    // The first window that began after the write (windows run back to
+    // back: each begins where the one before it ended); the window that
+    // straddles the write mixes the two limits.
+    let (_, first_after) = history.windows(2).find(|w| w[0].0 >= 400.0).map(|w| &w[1]).expect("a window begun after the write");
+    assert!(first_after[1] < first_after[0], "first window begun after the write: {first_after:?} in {history:?}");
     let (_, last) = after.last().unwrap();
     assert!(last[1] < 0.8 * last[0], "at the end: {last:?}");
 }
@@ -481,6 +484,11 @@ fn a_straggler_is_never_kept_over_a_healthy_vcpu() {
     let toml = r#"
 name = "straggler-first"
 duration_ms = 1500
+# A quiet machine: with the host's kworkers restarting turns on pCPU 0,
+# whether vcap's EMA lists vCPU 0 at the instant vtop probes (it reads a
+# full core in a window where vCPU 0 never ran) varies with the seed.
+[timing]
+noise = false
 [host]
 cores_per_socket = 8
 [[vm]]
