@@ -703,7 +703,7 @@ impl World {
                 self.schedule(self.now + self.host_tick_ns, ev);
                 // Each CPU's tick is its own interrupt: its reschedules take
                 // effect before the next CPU's tick runs.
-                let order = self.tick_order.take_pcpus();
+                let order = self.tick_order.take_pcpus(self.now / self.host_tick_ns);
                 for &p in &order {
                     self.host_tick(p);
                 }
