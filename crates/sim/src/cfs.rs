@@ -252,6 +252,34 @@ impl CfsRq {
         }
     }
 
+    /// Whether check_preempt_tick() may preempt after update_curr() at
+    /// `now`, answered without making the update: the running entity's
+    /// runtime grows by exactly the time since it was last accounted, and
+    /// its vruntime by at most that time scaled (exactly at weight 1024;
+    /// updates split at the ticks between round each piece down, never
+    /// above the one-piece figure). False only where the updated state
+    /// answers false too.
+    pub fn may_tick_preempt_at(&self, ents: &[Entity], t: &Tunables, now: u64) -> bool {
+        let Some(c) = self.curr else { return false };
+        if self.nr_running < 2 {
+            return false;
+        }
+        let e = &ents[c as usize];
+        let delta = now.saturating_sub(e.exec_start);
+        let ideal = self.slice(ents, c, t);
+        let ran = e.sum_exec + delta - e.prev_sum_exec;
+        if ran > ideal {
+            return true;
+        }
+        if ran < t.min_granularity_ns {
+            return false;
+        }
+        self.first().is_some_and(|f| {
+            let (vruntime, first) = (e.vruntime + calc_delta_fair(delta, e.weight), ents[f as usize].vruntime);
+            vruntime > first && vruntime - first > ideal
+        })
+    }
+
     /// wakeup_preempt_entity() == 1: does the woken `se` preempt curr?
     pub fn wakeup_preempts(&self, ents: &[Entity], se: u32, t: &Tunables) -> bool {
         let Some(c) = self.curr else { return true };

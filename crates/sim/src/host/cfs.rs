@@ -423,6 +423,11 @@ pub struct CfsCore {
     /// Draws the winner among balance candidates whose loads tie exactly
     /// (`host.cfs.load_ties = "random"`), from the scenario seed.
     load_ties: std::cell::RefCell<Rng>,
+    /// Per pCPU, the first and the last host tick instant whose handler
+    /// had nothing to decide and whose accounting waits
+    /// ([`HostPolicy::defer_tick`]), and the pCPUs with any.
+    deferred_ticks: Vec<Option<(u64, u64)>>,
+    deferred_pcpus: Vec<PcpuId>,
 }
 
 impl CfsCore {
@@ -476,7 +481,83 @@ impl CfsCore {
             // Every core is idle at boot; sized per socket at first use.
             has_idle_cores: Vec::new(),
             load_ties: std::cell::RefCell::new(stream(0, LOAD_TIES_STREAM)),
+            deferred_ticks: vec![None; pcpus as usize],
+            deferred_pcpus: Vec::new(),
         }
+    }
+
+    /// Whether a tick handler with nothing to decide may leave its
+    /// accounting for later ([`CfsCore::tick_deferrable`]): the one-level
+    /// CFS hierarchy, whose accounting at a tick is the root runqueue's
+    /// update_curr() and averages stamp. (VM groups reweight at ticks,
+    /// bandwidth groups charge runtime, EEVDF checks requests.)
+    fn defers_ticks(&self) -> bool {
+        self.vm_groups.is_none() && self.groups.is_empty() && self.rqs.iter().all(|rq| rq.eevdf().is_none())
+    }
+
+    /// Whether the tick handler at `view.now` on `p` would do nothing but
+    /// its accounting: no periodic balance due, no idle balancer kick,
+    /// and no slice check that may preempt (asked of the state the
+    /// accounting would make, without making it).
+    fn tick_deferrable(&self, view: &HostView, p: PcpuId) -> bool {
+        let idle = self.is_idle(view, p);
+        if !idle && view.now >= self.rq_next_balance[p as usize] {
+            return false;
+        }
+        // nohz_idle_balance()'s two kicks.
+        let balance = self.nr_running(p) >= 2 && view.now >= self.nohz_next_balance;
+        if balance || (self.tun.nohz_stats_kick && !idle && self.nohz_has_blocked && view.now > self.nohz_next_blocked) {
+            return false;
+        }
+        !self.rqs[p as usize].as_cfs().may_tick_preempt_at(&self.ents, &self.tun, view.now)
+    }
+
+    fn defer_tick(&mut self, now: u64, p: PcpuId) {
+        match &mut self.deferred_ticks[p as usize] {
+            Some((_, last)) => *last = now,
+            slot @ None => {
+                *slot = Some((now, now));
+                self.deferred_pcpus.push(p);
+            }
+        }
+    }
+
+    /// Brings every pCPU whose ticks were deferred up to date, as if each
+    /// tick's accounting had run at its instant: update_curr() at each
+    /// (once at the last where the running entity's weight is 1024, whose
+    /// vruntime grows by the wall time however the interval is split), and
+    /// the runqueue averages stamped at the last, where an entity ran.
+    /// Called first by every entry to the policy, so nothing reads the
+    /// state these ticks leave behind.
+    #[inline(always)]
+    fn catch_up_ticks(&mut self) {
+        if !self.deferred_pcpus.is_empty() {
+            self.account_deferred_ticks();
+        }
+    }
+
+    #[inline(never)]
+    fn account_deferred_ticks(&mut self) {
+        let tick = self.tun.tick_ns;
+        for i in 0..self.deferred_pcpus.len() {
+            let p = self.deferred_pcpus[i];
+            let (first, last) = self.deferred_ticks[p as usize].take().expect("a deferred pCPU has deferred ticks");
+            let rq = &mut self.rqs[p as usize];
+            let curr = rq.curr();
+            if curr.is_some_and(|c| self.ents[c as usize].weight != NICE_0_LOAD) {
+                let mut at = first;
+                while at <= last {
+                    rq.update_curr(&mut self.ents, at);
+                    at += tick;
+                }
+            } else {
+                rq.update_curr(&mut self.ents, last);
+            }
+            if curr.is_some() {
+                self.update_rq_avgs(p, last);
+            }
+        }
+        self.deferred_pcpus.clear();
     }
 
     /// Whether the `tied`-th candidate found level with the busiest so far
@@ -1880,6 +1961,10 @@ pub trait CfsHooks {
     /// See [`HostPolicy::acts_on_interrupts`]: false only for hooks that keep
     /// the default `on_interrupt` and `on_eoi`.
     const ACTS_ON_INTERRUPTS: bool = true;
+    /// Whether `tick_preempt` may act where CFS's verdict is false (or
+    /// watches the ticks otherwise): false only for hooks that keep its
+    /// default, whose ticks with nothing to decide may be deferred.
+    const WATCHES_TICKS: bool = true;
     /// The registry name of CFS with these hooks.
     fn name(&self) -> &'static str {
         "cfs"
@@ -1930,6 +2015,7 @@ pub trait CfsHooks {
 /// Plain CFS.
 impl CfsHooks for () {
     const ACTS_ON_INTERRUPTS: bool = false;
+    const WATCHES_TICKS: bool = false;
 }
 
 /// Linux CFS for vCPU threads, with a hook set composed on it.
@@ -2017,6 +2103,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn start(&mut self, view: &HostView, out: &mut HostOut) {
+        self.k.catch_up_ticks();
         for (g, st) in self.k.groups.iter().enumerate() {
             out.timers.push((st.cfg.phase_ns + st.cfg.period_ns, T_REFILL | g as u64));
         }
@@ -2024,6 +2111,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        self.k.catch_up_ticks();
         if let Some(g) = self.k.group_of[v as usize] {
             self.k.charge_group(view, g as usize);
             if self.k.groups[g as usize].runtime_left <= 0 {
@@ -2054,6 +2142,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
+        self.k.catch_up_ticks();
         self.k.update_curr(view, p);
         if self.k.on_rq(v) {
             self.k.dequeue_vcpu(view, v, true);
@@ -2065,6 +2154,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
+        self.k.catch_up_ticks();
         self.k.update_curr(view, p);
         if let Some(pv) = prev {
             if self.k.leaf_curr(p) == Some(pv) {
@@ -2122,6 +2212,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn tick(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId) {
+        self.k.catch_up_ticks();
         self.k.update_curr(view, p);
         if self.k.rqs[p as usize].curr().is_some() {
             // entity_tick() -> update_load_avg() of the running entity's
@@ -2163,6 +2254,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     /// buddy of its runqueue, which is rescheduled if it is another CPU's;
     /// the yielder becomes the skip buddy of its own (yield_task_fair()).
     fn yield_to(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, target: VcpuId) -> bool {
+        self.k.catch_up_ticks();
         let tp = self.k.cpu_of[target as usize];
         if !self.k.on_rq(target) || self.k.throttled[target as usize] || self.k.leaf_curr(tp) == Some(target) {
             return false;
@@ -2206,6 +2298,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     /// which moves it (migration_cpu_stop()): here pick_next() moves a
     /// previous vCPU that may no longer stay.
     fn affinity_changed(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        self.k.catch_up_ticks();
         let p = self.k.cpu_of[v as usize];
         if view.may_run(v, p) || !self.k.on_rq(v) {
             return;
@@ -2218,6 +2311,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
+        self.k.catch_up_ticks();
         let g = (token & 0xff_ffff) as usize;
         let gen = (token >> 24) & 0xffff_ffff;
         match token & (0xff << 56) {
@@ -2254,19 +2348,34 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         }
     }
 
+    fn defers_ticks(&self) -> bool {
+        !H::WATCHES_TICKS && self.k.defers_ticks()
+    }
+
+    fn tick_deferrable(&self, view: &HostView, p: PcpuId) -> bool {
+        self.k.tick_deferrable(view, p)
+    }
+
+    fn defer_tick(&mut self, now: u64, p: PcpuId) {
+        self.k.defer_tick(now, p);
+    }
+
     fn nr_running(&self, p: PcpuId) -> u32 {
         self.k.nr_running(p)
     }
 
     fn on_interrupt(&mut self, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {
+        self.k.catch_up_ticks();
         self.hooks.on_interrupt(&mut self.k, view, out, to, kind, from)
     }
 
     fn on_exit(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, exit: Exit) {
+        self.k.catch_up_ticks();
         self.hooks.on_exit(&mut self.k, view, out, v, exit)
     }
 
     fn on_eoi(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, kind: IrqKind) {
+        self.k.catch_up_ticks();
         self.hooks.on_eoi(&mut self.k, view, out, v, kind)
     }
 

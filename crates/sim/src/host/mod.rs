@@ -367,6 +367,23 @@ pub trait HostPolicy {
     /// reservation continues on another core.
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId>;
     fn tick(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId);
+    /// Whether the policy may defer the accounting of host ticks whose
+    /// handler has nothing to decide (asked once): then, at each tick,
+    /// the engine asks `tick_deferrable` first and calls `defer_tick`
+    /// instead of `tick` where it answers true. The policy accounts the
+    /// deferred ticks, as of their instants, before anything reads its
+    /// state (the kernel's NO_HZ likewise accounts a CPU's stopped ticks
+    /// when it next looks).
+    fn defers_ticks(&self) -> bool {
+        false
+    }
+    /// Whether `tick(p)` at `view.now` would do nothing but its accounting.
+    fn tick_deferrable(&self, _view: &HostView, _p: PcpuId) -> bool {
+        false
+    }
+    /// The tick at `now` on `p`, which `tick_deferrable` passed: its
+    /// accounting is the policy's to make before its state is next read.
+    fn defer_tick(&mut self, _now: u64, _p: PcpuId) {}
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64);
     /// Runnable vCPUs on `p`, the running one included.
     fn nr_running(&self, p: PcpuId) -> u32;

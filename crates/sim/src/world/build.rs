@@ -263,6 +263,7 @@ impl World {
         }
         let sample_ns = ms(scenario.metrics.sample_interval_ms).max(1);
         let guarantee_audit = opts.validate.then(|| super::guarantees::GuaranteeAudit::new(vcpus.len()));
+        let noise = super::noise::NoiseSources::new(&scenario, 1_000_000_000 / scenario.host.hz as u64, &vms.iter().map(|vm| vm.guest.tick_ns()).collect::<Vec<_>>());
         World {
             now: 0,
             end,
@@ -274,10 +275,11 @@ impl World {
             pcpu_curr: vec![None; np as usize],
             pcpu_busy_ns: vec![0; np as usize],
             host_acts_on_interrupts: host.acts_on_interrupts(),
+            host_defers_ticks: host.defers_ticks() && !noise.after_host_ticks(),
             host,
             host_tick_ns: 1_000_000_000 / scenario.host.hz as u64,
             tick_order: super::timing::TickOrder::new(&scenario.timing, scenario.seed, np),
-            noise: super::noise::NoiseSources::new(&scenario, 1_000_000_000 / scenario.host.hz as u64, &vms.iter().map(|vm| vm.guest.tick_ns()).collect::<Vec<_>>()),
+            noise,
             own_ticks: super::timing::OwnTicks::new(&scenario.timing, scenario.seed, np, 1_000_000_000 / scenario.host.hz as u64),
             allowed,
             vcpus,

@@ -310,6 +310,9 @@ pub struct World {
     host: Box<dyn HostPolicy>,
     /// `host.acts_on_interrupts()`, asked once.
     host_acts_on_interrupts: bool,
+    /// `host.defers_ticks()`, asked once, where no softirqs follow the
+    /// host ticks.
+    host_defers_ticks: bool,
     host_tick_ns: u64,
     /// The order of the tick handlers that fall at one instant.
     tick_order: timing::TickOrder,
@@ -701,13 +704,7 @@ impl World {
         match ev {
             Event::HostTick => {
                 self.schedule(self.now + self.host_tick_ns, ev);
-                // Each CPU's tick is its own interrupt: its reschedules take
-                // effect before the next CPU's tick runs.
-                let order = self.tick_order.take_pcpus(self.now / self.host_tick_ns);
-                for &p in &order {
-                    self.host_tick(p);
-                }
-                self.tick_order.put_pcpus(order);
+                self.host_tick_instant();
             }
             Event::HostTickOn(p) => {
                 // A tick later than a whole period (the lateness's tail) is
