@@ -252,32 +252,33 @@ impl CfsRq {
         }
     }
 
-    /// Whether check_preempt_tick() may preempt after update_curr() at
-    /// `now`, answered without making the update: the running entity's
-    /// runtime grows by exactly the time since it was last accounted, and
-    /// its vruntime by at most that time scaled (exactly at weight 1024;
-    /// updates split at the ticks between round each piece down, never
-    /// above the one-piece figure). False only where the updated state
-    /// answers false too.
-    pub fn may_tick_preempt_at(&self, ents: &[Entity], t: &Tunables, now: u64) -> bool {
-        let Some(c) = self.curr else { return false };
+    /// The first instant at which check_preempt_tick(), after an
+    /// update_curr() there, may preempt, while nothing else changes: the
+    /// running entity's runtime grows with the wall time since it was last
+    /// accounted, its vruntime by at most that time scaled by its weight
+    /// (exactly at weight 1024; updates split at the ticks between round
+    /// each piece down, never above the one-piece figure), and each
+    /// condition, once true, stays true. u64::MAX: never.
+    pub fn tick_preempt_from(&self, ents: &[Entity], t: &Tunables) -> u64 {
+        let Some(c) = self.curr else { return u64::MAX };
         if self.nr_running < 2 {
-            return false;
+            return u64::MAX;
         }
         let e = &ents[c as usize];
-        let delta = now.saturating_sub(e.exec_start);
         let ideal = self.slice(ents, c, t);
-        let ran = e.sum_exec + delta - e.prev_sum_exec;
-        if ran > ideal {
-            return true;
-        }
-        if ran < t.min_granularity_ns {
-            return false;
-        }
-        self.first().is_some_and(|f| {
-            let (vruntime, first) = (e.vruntime + calc_delta_fair(delta, e.weight), ents[f as usize].vruntime);
-            vruntime > first && vruntime - first > ideal
-        })
+        let ran = e.sum_exec - e.prev_sum_exec;
+        // ran + (now - exec_start) > ideal
+        let over_slice = e.exec_start + (ideal + 1).saturating_sub(ran);
+        // ran + (now - exec_start) >= min_granularity, and the vruntime
+        // ahead of the leftmost's by more than the slice.
+        let past_min = e.exec_start + t.min_granularity_ns.saturating_sub(ran);
+        let ahead = self.first().map_or(u64::MAX, |f| {
+            let gap = (ents[f as usize].vruntime + ideal + 1).saturating_sub(e.vruntime);
+            // The least wall time whose calc_delta_fair() reaches `gap`.
+            let wall = if e.weight == NICE_0_LOAD { gap } else { (gap as u128 * e.weight as u128).div_ceil(NICE_0_LOAD as u128) as u64 };
+            e.exec_start + wall
+        });
+        over_slice.min(past_min.max(ahead))
     }
 
     /// wakeup_preempt_entity() == 1: does the woken `se` preempt curr?

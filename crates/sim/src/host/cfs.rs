@@ -428,6 +428,26 @@ pub struct CfsCore {
     /// ([`HostPolicy::defer_tick`]), and the pCPUs with any.
     deferred_ticks: Vec<Option<(u64, u64)>>,
     deferred_pcpus: Vec<PcpuId>,
+    /// The last instant at which every pCPU's tick was deferred at once
+    /// (for each pCPU, the last of its deferred ticks, if later).
+    all_deferred_last: Option<u64>,
+    /// Counts the entries to the policy: a quiet period found before the
+    /// last entry may have ended.
+    entries: u64,
+    /// Per pCPU: until which instant its ticks have nothing to decide,
+    /// found after entry `entries`, with the pCPU busy or not.
+    quiet: Vec<Quiet>,
+    /// Until which instant no pCPU's tick has anything to decide, found
+    /// after entry `.0`.
+    all_quiet: (u64, u64),
+}
+
+/// See [`CfsCore::quiet`].
+#[derive(Debug, Clone, Copy, Default)]
+struct Quiet {
+    entries: u64,
+    busy: bool,
+    until: u64,
 }
 
 impl CfsCore {
@@ -483,6 +503,11 @@ impl CfsCore {
             load_ties: std::cell::RefCell::new(stream(0, LOAD_TIES_STREAM)),
             deferred_ticks: vec![None; pcpus as usize],
             deferred_pcpus: Vec::new(),
+            all_deferred_last: None,
+            // Nothing is found quiet before the first entry.
+            entries: 1,
+            quiet: vec![Quiet::default(); pcpus as usize],
+            all_quiet: (0, 0),
         }
     }
 
@@ -495,24 +520,51 @@ impl CfsCore {
         self.vm_groups.is_none() && self.groups.is_empty() && self.rqs.iter().all(|rq| rq.eevdf().is_none())
     }
 
-    /// Whether the tick handler at `view.now` on `p` would do nothing but
-    /// its accounting: no periodic balance due, no idle balancer kick,
-    /// and no slice check that may preempt (asked of the state the
-    /// accounting would make, without making it).
-    fn tick_deferrable(&self, view: &HostView, p: PcpuId) -> bool {
+    /// The first instant from which the tick handler on `p` may do more
+    /// than its accounting, while nothing changes: a periodic balance
+    /// comes due, an idle balancer kick comes due, or the slice check may
+    /// preempt (asked of the state update_curr() would make, without
+    /// making it). Each condition, once true, stays true.
+    fn quiet_until(&self, view: &HostView, p: PcpuId) -> u64 {
         let idle = self.is_idle(view, p);
-        if !idle && view.now >= self.rq_next_balance[p as usize] {
-            return false;
+        let mut until = self.rqs[p as usize].as_cfs().tick_preempt_from(&self.ents, &self.tun);
+        if !idle {
+            until = until.min(self.rq_next_balance[p as usize]);
         }
         // nohz_idle_balance()'s two kicks.
-        let balance = self.nr_running(p) >= 2 && view.now >= self.nohz_next_balance;
-        if balance || (self.tun.nohz_stats_kick && !idle && self.nohz_has_blocked && view.now > self.nohz_next_blocked) {
-            return false;
+        if self.nr_running(p) >= 2 {
+            until = until.min(self.nohz_next_balance);
         }
-        !self.rqs[p as usize].as_cfs().may_tick_preempt_at(&self.ents, &self.tun, view.now)
+        if self.tun.nohz_stats_kick && !idle && self.nohz_has_blocked {
+            until = until.min(self.nohz_next_blocked.saturating_add(1));
+        }
+        until
     }
 
-    fn defer_tick(&mut self, now: u64, p: PcpuId) {
+    /// Whether the tick at `view.now` on `p` has nothing to decide, from
+    /// its quiet period while no entry to the policy has ended that.
+    fn tick_quiet(&mut self, view: &HostView, p: PcpuId) -> bool {
+        let busy = view.running_on[p as usize].is_some();
+        let q = self.quiet[p as usize];
+        if q.entries == self.entries && q.busy == busy {
+            return view.now < q.until;
+        }
+        let until = self.quiet_until(view, p);
+        self.quiet[p as usize] = Quiet { entries: self.entries, busy, until };
+        view.now < until
+    }
+
+    /// The tick at `view.now` on `p`: deferred, if it has nothing to
+    /// decide ([`HostPolicy::defer_tick`]).
+    fn defer_tick(&mut self, view: &HostView, p: PcpuId) -> bool {
+        if !self.tick_quiet(view, p) {
+            return false;
+        }
+        self.note_deferred(view.now, p);
+        true
+    }
+
+    fn note_deferred(&mut self, now: u64, p: PcpuId) {
         match &mut self.deferred_ticks[p as usize] {
             Some((_, last)) => *last = now,
             slot @ None => {
@@ -520,6 +572,31 @@ impl CfsCore {
                 self.deferred_pcpus.push(p);
             }
         }
+    }
+
+    /// Every pCPU's tick at `view.now`, deferred if none has anything to
+    /// decide ([`HostPolicy::defer_all_ticks`]).
+    fn defer_all_ticks(&mut self, view: &HostView) -> bool {
+        if self.all_quiet.0 != self.entries {
+            let mut until = u64::MAX;
+            for p in 0..self.pcpus {
+                self.tick_quiet(view, p);
+                until = until.min(self.quiet[p as usize].until);
+            }
+            self.all_quiet = (self.entries, until);
+        }
+        if view.now >= self.all_quiet.1 {
+            return false;
+        }
+        if self.all_deferred_last.is_none() {
+            for p in 0..self.pcpus {
+                if self.deferred_ticks[p as usize].is_none() {
+                    self.note_deferred(view.now, p);
+                }
+            }
+        }
+        self.all_deferred_last = Some(view.now);
+        true
     }
 
     /// Brings every pCPU whose ticks were deferred up to date, as if each
@@ -531,6 +608,7 @@ impl CfsCore {
     /// state these ticks leave behind.
     #[inline(always)]
     fn catch_up_ticks(&mut self) {
+        self.entries += 1;
         if !self.deferred_pcpus.is_empty() {
             self.account_deferred_ticks();
         }
@@ -539,9 +617,11 @@ impl CfsCore {
     #[inline(never)]
     fn account_deferred_ticks(&mut self) {
         let tick = self.tun.tick_ns;
+        let all_last = self.all_deferred_last.take().unwrap_or(0);
         for i in 0..self.deferred_pcpus.len() {
             let p = self.deferred_pcpus[i];
             let (first, last) = self.deferred_ticks[p as usize].take().expect("a deferred pCPU has deferred ticks");
+            let last = last.max(all_last);
             let rq = &mut self.rqs[p as usize];
             let curr = rq.curr();
             if curr.is_some_and(|c| self.ents[c as usize].weight != NICE_0_LOAD) {
@@ -2352,12 +2432,12 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         !H::WATCHES_TICKS && self.k.defers_ticks()
     }
 
-    fn tick_deferrable(&self, view: &HostView, p: PcpuId) -> bool {
-        self.k.tick_deferrable(view, p)
+    fn defer_tick(&mut self, view: &HostView, p: PcpuId) -> bool {
+        self.k.defer_tick(view, p)
     }
 
-    fn defer_tick(&mut self, now: u64, p: PcpuId) {
-        self.k.defer_tick(now, p);
+    fn defer_all_ticks(&mut self, view: &HostView) -> bool {
+        self.k.defer_all_ticks(view)
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {

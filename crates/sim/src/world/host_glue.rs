@@ -31,33 +31,16 @@ impl World {
     /// poll is looked at again after every host call: then none is.)
     pub(super) fn host_tick_instant(&mut self) {
         let defers = self.host_defers_ticks && self.polling.is_empty();
-        if defers && self.defer_quiet_ticks() {
+        if defers && self.host.defer_all_ticks(&host_view!(self)) {
             return;
         }
         let order = self.tick_order.take_pcpus(self.now / self.host_tick_ns);
         for &p in &order {
-            let view = host_view!(self);
-            if defers && self.host.tick_deferrable(&view, p) {
-                self.host.defer_tick(self.now, p);
-            } else {
+            if !(defers && self.host.defer_tick(&host_view!(self), p)) {
                 self.host_tick(p);
             }
         }
         self.tick_order.put_pcpus(order);
-    }
-
-    /// Where no pCPU's tick handler has anything to decide now, defers
-    /// them all (their order does not matter then) and answers true.
-    fn defer_quiet_ticks(&mut self) -> bool {
-        let view = host_view!(self);
-        let pcpus = self.machine.pcpus;
-        if !(0..pcpus).all(|p| self.host.tick_deferrable(&view, p)) {
-            return false;
-        }
-        for p in 0..pcpus {
-            self.host.defer_tick(self.now, p);
-        }
-        true
     }
 
     /// Calls the host policy with a view of the machine, then queues the
