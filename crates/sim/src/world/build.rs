@@ -278,6 +278,7 @@ impl World {
             host_defers_ticks: host.defers_ticks() && !noise.after_host_ticks(),
             host,
             host_tick_ns: 1_000_000_000 / scenario.host.hz as u64,
+            host_ticks: None,
             tick_order: super::timing::TickOrder::new(&scenario.timing, scenario.seed, np),
             noise,
             own_ticks: super::timing::OwnTicks::new(&scenario.timing, scenario.seed, np, 1_000_000_000 / scenario.host.hz as u64),
@@ -323,7 +324,7 @@ impl World {
                 self.schedule(at, Event::HostTickOn(p as crate::ids::PcpuId));
             }
         } else {
-            self.schedule(self.host_tick_ns, Event::HostTick);
+            self.host_ticks = Some(crate::event::TickChain::new(&mut self.queue, self.host_tick_ns, self.host_tick_ns));
         }
         for vm in 0..self.vms.len() as u32 {
             let tick = self.vms[vm as usize].guest.tick_ns();

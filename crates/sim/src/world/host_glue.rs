@@ -29,10 +29,11 @@ impl World {
     /// tick runs, and a tick that has nothing to decide after those before
     /// it is deferred, where the policy defers ticks. (A polling vCPU's
     /// poll is looked at again after every host call: then none is.)
-    pub(super) fn host_tick_instant(&mut self) {
+    /// False where every tick was deferred at once (nothing ran).
+    pub(super) fn host_tick_instant(&mut self) -> bool {
         let defers = self.host_defers_ticks && self.polling.is_empty();
         if defers && self.host.defer_all_ticks(&host_view!(self)) {
-            return;
+            return false;
         }
         let order = self.tick_order.take_pcpus(self.now / self.host_tick_ns);
         for &p in &order {
@@ -41,6 +42,7 @@ impl World {
             }
         }
         self.tick_order.put_pcpus(order);
+        true
     }
 
     /// Calls the host policy with a view of the machine, then queues the
