@@ -33,6 +33,10 @@ pub struct CfsRq {
     /// picked after the next buddy on the same terms, to give the CPU back
     /// to it (LAST_BUDDY, on in CFS until EEVDF removed it in Linux 6.6).
     pub last: Option<u32>,
+    /// Counts the changes to what the slice check reads besides the
+    /// running entity's accounting: the timeline, the running entity, the
+    /// load (a quiet period found before the last change may have ended).
+    pub changes: u64,
 }
 
 impl CfsRq {
@@ -79,6 +83,7 @@ impl CfsRq {
 
     /// enqueue_entity() with place_entity().
     pub fn enqueue(&mut self, ents: &mut [Entity], id: u32, how: Placement, t: &Tunables, now: u64) {
+        self.changes += 1;
         self.update_curr(ents, now);
         match how {
             Placement::Wakeup => {
@@ -119,6 +124,7 @@ impl CfsRq {
 
     /// dequeue_entity(): removes a queued or the current entity.
     pub fn dequeue(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+        self.changes += 1;
         self.update_curr(ents, now);
         debug_assert!(ents[id as usize].on_rq, "entity {id} dequeued while not queued");
         if self.curr != Some(id) {
@@ -135,6 +141,7 @@ impl CfsRq {
     /// reweight_entity(): a new weight for `id`; its vruntime stays (as in
     /// Linux 6.5) and the runqueue's load follows if it is on it.
     pub fn reweight(&mut self, ents: &mut [Entity], id: u32, weight: u64) {
+        self.changes += 1;
         let e = &mut ents[id as usize];
         if e.on_rq {
             self.load = self.load - e.weight + weight;
@@ -155,6 +162,7 @@ impl CfsRq {
     /// Sets a queued or running entity's vruntime (a policy's adjustment),
     /// keeping the timeline ordered.
     pub fn set_vruntime(&mut self, ents: &mut [Entity], id: u32, vruntime: u64) {
+        self.changes += 1;
         let queued = ents[id as usize].on_rq && self.curr != Some(id) && self.remove(ents, id);
         ents[id as usize].vruntime = vruntime;
         if queued {
@@ -164,6 +172,7 @@ impl CfsRq {
 
     /// set_next_entity(): the entity leaves the timeline while it runs.
     pub fn set_curr(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+        self.changes += 1;
         self.remove(ents, id);
         let e = &mut ents[id as usize];
         e.exec_start = now;
@@ -209,6 +218,7 @@ impl CfsRq {
 
     /// put_prev_entity(): the running entity goes back to the timeline.
     pub fn put_prev(&mut self, ents: &mut [Entity], now: u64) {
+        self.changes += 1;
         if let Some(c) = self.curr.take() {
             self.curr = Some(c);
             self.update_curr(ents, now);

@@ -434,19 +434,31 @@ pub struct CfsCore {
     /// Counts the entries to the policy: a quiet period found before the
     /// last entry may have ended.
     entries: u64,
-    /// Per pCPU: until which instant its ticks have nothing to decide,
-    /// found after entry `entries`, with the pCPU busy or not.
+    /// Per pCPU: until which instant its ticks have nothing to decide, and
+    /// what that was found from.
     quiet: Vec<Quiet>,
     /// Until which instant no pCPU's tick has anything to decide, found
     /// after entry `.0`.
     all_quiet: (u64, u64),
 }
 
-/// See [`CfsCore::quiet`].
+/// A pCPU's quiet period ([`CfsCore::quiet_until`]) and what it depends on
+/// besides the running entity's accounting (which moves no condition's
+/// instant): its runqueue's changes, whether it runs a vCPU, its next
+/// balance, and the idle balancer's instants.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct QuietFrom {
+    changes: u64,
+    busy: bool,
+    next_balance: u64,
+    nohz_next_balance: u64,
+    nohz_has_blocked: bool,
+    nohz_next_blocked: u64,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Quiet {
-    entries: u64,
-    busy: bool,
+    from: Option<QuietFrom>,
     until: u64,
 }
 
@@ -542,16 +554,21 @@ impl CfsCore {
     }
 
     /// Whether the tick at `view.now` on `p` has nothing to decide, from
-    /// its quiet period while no entry to the policy has ended that.
+    /// its quiet period while what that was found from holds.
     fn tick_quiet(&mut self, view: &HostView, p: PcpuId) -> bool {
-        let busy = view.running_on[p as usize].is_some();
-        let q = self.quiet[p as usize];
-        if q.entries == self.entries && q.busy == busy {
-            return view.now < q.until;
+        let from = QuietFrom {
+            changes: self.rqs[p as usize].as_cfs().changes,
+            busy: view.running_on[p as usize].is_some(),
+            next_balance: self.rq_next_balance[p as usize],
+            nohz_next_balance: self.nohz_next_balance,
+            nohz_has_blocked: self.nohz_has_blocked,
+            nohz_next_blocked: self.nohz_next_blocked,
+        };
+        let q = &self.quiet[p as usize];
+        if q.from != Some(from) {
+            self.quiet[p as usize] = Quiet { from: Some(from), until: self.quiet_until(view, p) };
         }
-        let until = self.quiet_until(view, p);
-        self.quiet[p as usize] = Quiet { entries: self.entries, busy, until };
-        view.now < until
+        view.now < self.quiet[p as usize].until
     }
 
     /// The tick at `view.now` on `p`: deferred, if it has nothing to
