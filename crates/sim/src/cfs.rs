@@ -474,6 +474,42 @@ mod tests {
         assert!(rq.tick_preempt(&e, &t));
     }
 
+    proptest::proptest! {
+        /// tick_preempt_from(): no tick before it preempts, ticks split the
+        /// running entity's accounting however they fall, and at weight
+        /// 1024 every tick from it on preempts.
+        #[test]
+        fn no_tick_preempts_before_tick_preempt_from(
+            weights in proptest::collection::vec(proptest::sample::select(vec![15u64, 335, 820, 1024, 1024, 1277, 3121, 88761]), 2..5),
+            lead in proptest::collection::vec(0u64..30_000_000, 4),
+            ran_before in 0u64..20_000_000,
+            tick in proptest::sample::select(vec![100_000u64, 1_000_000, 4_000_000]),
+        ) {
+            let t = Tunables::linux_default(4);
+            let mut e = ents(&weights);
+            let mut rq = CfsRq::default();
+            for (i, l) in lead.iter().enumerate().take(weights.len()) {
+                e[i].vruntime = 1_000_000_000 + l;
+                rq.enqueue(&mut e, i as u32, Placement::Keep, &t, 0);
+            }
+            rq.set_curr(&mut e, 0, 0);
+            rq.update_curr(&mut e, ran_before);
+            let from = rq.tick_preempt_from(&e, &t);
+            let (mut rq_at, mut e_at) = (rq.clone(), e.clone());
+            let mut at = ran_before.next_multiple_of(tick);
+            for _ in 0..400 {
+                rq_at.update_curr(&mut e_at, at);
+                let preempts = rq_at.tick_preempt(&e_at, &t);
+                if at < from {
+                    proptest::prop_assert!(!preempts, "a tick at {} preempts before {}", at, from);
+                } else if weights[0] == NICE_0_LOAD {
+                    proptest::prop_assert!(preempts, "a tick at {} does not preempt, from {} on", at, from);
+                }
+                at += tick;
+            }
+        }
+    }
+
     /// entity_tick() skips check_preempt_tick() for an entity alone: it runs
     /// on past its slice (6 ms here) without a reschedule, so its slice
     /// still starts where it was picked; a newcomer then finds it 100 ms
