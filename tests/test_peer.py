@@ -26,8 +26,10 @@ def test_the_events_by_kind_add_up_to_the_events():
     result = api.run(api.Scenario(peer.scenario_text(4, 3, 200), "peer"), record=False)
     by_kind = result.summary["events_by_kind"]
     assert sum(by_kind.values()) == result.summary["events"]
-    # Ticks at 10 kHz for 0.2 s: one host tick event for all pCPUs at a time.
-    assert by_kind["host_tick"] == 2000
+    # Ticks at 10 kHz for 0.2 s: one host tick event for all pCPUs at a time,
+    # where some pCPU's handler has something to decide (with 2 or 3 vCPUs a
+    # pCPU and slices of 8 to 12 ms, few instants have).
+    assert 0 < by_kind["host_tick"] < 2000 / 4
     assert by_kind["superseded"] == result.summary["events_superseded"]
 
 

@@ -33,6 +33,10 @@ pub struct CfsRq {
     /// picked after the next buddy on the same terms, to give the CPU back
     /// to it (LAST_BUDDY, on in CFS until EEVDF removed it in Linux 6.6).
     pub last: Option<u32>,
+    /// Counts the changes to what the slice check reads besides the
+    /// running entity's accounting: the timeline, the running entity, the
+    /// load (a quiet period found before the last change may have ended).
+    pub changes: u64,
 }
 
 impl CfsRq {
@@ -79,6 +83,7 @@ impl CfsRq {
 
     /// enqueue_entity() with place_entity().
     pub fn enqueue(&mut self, ents: &mut [Entity], id: u32, how: Placement, t: &Tunables, now: u64) {
+        self.changes += 1;
         self.update_curr(ents, now);
         match how {
             Placement::Wakeup => {
@@ -119,6 +124,7 @@ impl CfsRq {
 
     /// dequeue_entity(): removes a queued or the current entity.
     pub fn dequeue(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+        self.changes += 1;
         self.update_curr(ents, now);
         debug_assert!(ents[id as usize].on_rq, "entity {id} dequeued while not queued");
         if self.curr != Some(id) {
@@ -135,6 +141,7 @@ impl CfsRq {
     /// reweight_entity(): a new weight for `id`; its vruntime stays (as in
     /// Linux 6.5) and the runqueue's load follows if it is on it.
     pub fn reweight(&mut self, ents: &mut [Entity], id: u32, weight: u64) {
+        self.changes += 1;
         let e = &mut ents[id as usize];
         if e.on_rq {
             self.load = self.load - e.weight + weight;
@@ -155,6 +162,7 @@ impl CfsRq {
     /// Sets a queued or running entity's vruntime (a policy's adjustment),
     /// keeping the timeline ordered.
     pub fn set_vruntime(&mut self, ents: &mut [Entity], id: u32, vruntime: u64) {
+        self.changes += 1;
         let queued = ents[id as usize].on_rq && self.curr != Some(id) && self.remove(ents, id);
         ents[id as usize].vruntime = vruntime;
         if queued {
@@ -164,6 +172,7 @@ impl CfsRq {
 
     /// set_next_entity(): the entity leaves the timeline while it runs.
     pub fn set_curr(&mut self, ents: &mut [Entity], id: u32, now: u64) {
+        self.changes += 1;
         self.remove(ents, id);
         let e = &mut ents[id as usize];
         e.exec_start = now;
@@ -209,6 +218,7 @@ impl CfsRq {
 
     /// put_prev_entity(): the running entity goes back to the timeline.
     pub fn put_prev(&mut self, ents: &mut [Entity], now: u64) {
+        self.changes += 1;
         if let Some(c) = self.curr.take() {
             self.curr = Some(c);
             self.update_curr(ents, now);
@@ -250,6 +260,35 @@ impl CfsRq {
             }
             None => false,
         }
+    }
+
+    /// The first instant at which check_preempt_tick(), after an
+    /// update_curr() there, may preempt, while nothing else changes: the
+    /// running entity's runtime grows with the wall time since it was last
+    /// accounted, its vruntime by at most that time scaled by its weight
+    /// (exactly at weight 1024; updates split at the ticks between round
+    /// each piece down, never above the one-piece figure), and each
+    /// condition, once true, stays true. u64::MAX: never.
+    pub fn tick_preempt_from(&self, ents: &[Entity], t: &Tunables) -> u64 {
+        let Some(c) = self.curr else { return u64::MAX };
+        if self.nr_running < 2 {
+            return u64::MAX;
+        }
+        let e = &ents[c as usize];
+        let ideal = self.slice(ents, c, t);
+        let ran = e.sum_exec - e.prev_sum_exec;
+        // ran + (now - exec_start) > ideal
+        let over_slice = e.exec_start + (ideal + 1).saturating_sub(ran);
+        // ran + (now - exec_start) >= min_granularity, and the vruntime
+        // ahead of the leftmost's by more than the slice.
+        let past_min = e.exec_start + t.min_granularity_ns.saturating_sub(ran);
+        let ahead = self.first().map_or(u64::MAX, |f| {
+            let gap = (ents[f as usize].vruntime + ideal + 1).saturating_sub(e.vruntime);
+            // The least wall time whose calc_delta_fair() reaches `gap`.
+            let wall = if e.weight == NICE_0_LOAD { gap } else { (gap as u128 * e.weight as u128).div_ceil(NICE_0_LOAD as u128) as u64 };
+            e.exec_start + wall
+        });
+        over_slice.min(past_min.max(ahead))
     }
 
     /// wakeup_preempt_entity() == 1: does the woken `se` preempt curr?
@@ -433,6 +472,42 @@ mod tests {
         assert!(!rq.tick_preempt(&e, &t));
         rq.update_curr(&mut e, 3_100_000);
         assert!(rq.tick_preempt(&e, &t));
+    }
+
+    proptest::proptest! {
+        /// tick_preempt_from(): no tick before it preempts, ticks split the
+        /// running entity's accounting however they fall, and at weight
+        /// 1024 every tick from it on preempts.
+        #[test]
+        fn no_tick_preempts_before_tick_preempt_from(
+            weights in proptest::collection::vec(proptest::sample::select(vec![15u64, 335, 820, 1024, 1024, 1277, 3121, 88761]), 2..5),
+            lead in proptest::collection::vec(0u64..30_000_000, 4),
+            ran_before in 0u64..20_000_000,
+            tick in proptest::sample::select(vec![100_000u64, 1_000_000, 4_000_000]),
+        ) {
+            let t = Tunables::linux_default(4);
+            let mut e = ents(&weights);
+            let mut rq = CfsRq::default();
+            for (i, l) in lead.iter().enumerate().take(weights.len()) {
+                e[i].vruntime = 1_000_000_000 + l;
+                rq.enqueue(&mut e, i as u32, Placement::Keep, &t, 0);
+            }
+            rq.set_curr(&mut e, 0, 0);
+            rq.update_curr(&mut e, ran_before);
+            let from = rq.tick_preempt_from(&e, &t);
+            let (mut rq_at, mut e_at) = (rq.clone(), e.clone());
+            let mut at = ran_before.next_multiple_of(tick);
+            for _ in 0..400 {
+                rq_at.update_curr(&mut e_at, at);
+                let preempts = rq_at.tick_preempt(&e_at, &t);
+                if at < from {
+                    proptest::prop_assert!(!preempts, "a tick at {} preempts before {}", at, from);
+                } else if weights[0] == NICE_0_LOAD {
+                    proptest::prop_assert!(preempts, "a tick at {} does not preempt, from {} on", at, from);
+                }
+                at += tick;
+            }
+        }
     }
 
     /// entity_tick() skips check_preempt_tick() for an entity alone: it runs

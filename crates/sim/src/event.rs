@@ -12,10 +12,9 @@ use crate::ids::{PcpuId, TaskId, VcpuId, VmId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Event {
-    /// The host timer tick, on every pCPU at once (ticks are aligned across
-    /// CPUs: sched_skew_tick defaults to 0).
-    HostTick,
-    /// One pCPU's host tick, with `skew_tick` offsets.
+    /// One pCPU's host tick, with `skew_tick` offsets. (Aligned host ticks,
+    /// on every pCPU at once, are a chain of their own beside the queue:
+    /// [`TickChain`].)
     HostTickOn(PcpuId),
     /// A host kworker runs on a pCPU (OS noise, `world::noise`).
     HostKworker(PcpuId),
@@ -114,7 +113,7 @@ impl Event {
     #[inline(always)]
     pub fn kind(&self) -> EventKind {
         match self {
-            Event::HostTick | Event::HostTickOn(_) => EventKind::HostTick,
+            Event::HostTickOn(_) => EventKind::HostTick,
             Event::GuestTick(_) => EventKind::GuestTick,
             Event::Progress(..) => EventKind::Progress,
             Event::HostTimer(_) | Event::GuestTimer(..) | Event::ActivationTimeout(..) => EventKind::Timer,
@@ -151,14 +150,55 @@ pub struct EventQueue {
     seq: u64,
 }
 
+/// The key of an entry at `time` with sequence number `seq`.
+fn key(time: u64, seq: u64) -> u128 {
+    (time as u128) << 64 | seq as u128
+}
+
+/// A periodic event kept beside the queue rather than in it: its next
+/// instance holds the (time, sequence number) that it would have had in the
+/// queue, where each instance is pushed as the one before it is handled, so
+/// events pop around it in the same order. The host's aligned ticks: an
+/// instant whose handlers all defer their work costs no push and no pop.
+pub struct TickChain {
+    period: u64,
+    next: u128,
+}
+
+impl TickChain {
+    /// The first instance at `first`, queued now on `queue`'s numbering.
+    pub fn new(queue: &mut EventQueue, first: u64, period: u64) -> Self {
+        TickChain { period, next: key(first, queue.take_seq()) }
+    }
+
+    /// The next instance's time, if it comes before every queued entry.
+    #[inline(always)]
+    pub fn due_before(&self, queue: &EventQueue) -> Option<u64> {
+        queue.heap.first().is_none_or(|e| self.next < e.key).then_some((self.next >> 64) as u64)
+    }
+
+    /// The next instance is handled now: the one after it is queued.
+    #[inline(always)]
+    pub fn advance(&mut self, queue: &mut EventQueue) {
+        let at = (self.next >> 64) as u64 + self.period;
+        self.next = key(at, queue.take_seq());
+    }
+}
+
 impl EventQueue {
+    /// The sequence number a push would take now, taken.
+    #[inline(always)]
+    fn take_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
     /// Inlined, as is every caller's path to it: an event passed to a call
     /// is stored field by field and read back whole, another
     /// store-forwarding stall.
     #[inline(always)]
     pub fn push(&mut self, time: u64, event: Event) {
-        self.seq += 1;
-        let entry = Entry { key: (time as u128) << 64 | self.seq as u128, event };
+        let entry = Entry { key: key(time, self.take_seq()), event };
         let mut hole = self.heap.len();
         self.heap.push(entry);
         while hole > 0 {
@@ -278,6 +318,32 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+
+        /// A chain beside the queue takes its turn where its instances,
+        /// each pushed as the one before is handled, would have popped.
+        #[test]
+        fn a_tick_chain_pops_where_its_queued_instances_would(delays in proptest::collection::vec(0u64..30, 1..300)) {
+            const PERIOD: u64 = 10;
+            let (mut queued, mut beside) = (EventQueue::default(), EventQueue::default());
+            queued.push(PERIOD, Event::Sample);
+            let mut chain = TickChain::new(&mut beside, PERIOD, PERIOD);
+            for (i, delay) in delays.into_iter().enumerate() {
+                let want = popped(&mut queued).expect("the tick stays queued");
+                let got = match chain.due_before(&beside) {
+                    Some(at) => {
+                        chain.advance(&mut beside);
+                        (at, Event::Sample)
+                    }
+                    None => popped(&mut beside).expect("an entry comes before the chain"),
+                };
+                proptest::prop_assert_eq!(got, want);
+                if want.1 == Event::Sample {
+                    queued.push(want.0 + PERIOD, Event::Sample);
+                }
+                queued.push(want.0 + delay, Event::HostTimer(i as u64));
+                beside.push(want.0 + delay, Event::HostTimer(i as u64));
             }
         }
     }

@@ -15,11 +15,32 @@ fn mix(mut z: u64) -> u64 {
 }
 
 pub fn stream(seed: u64, key: &str) -> Rng {
+    Rng::seed_from_u64(key_hash(seed, key))
+}
+
+fn key_hash(seed: u64, key: &str) -> u64 {
     let mut h = mix(seed ^ 0x9e37_79b9_7f4a_7c15);
     for b in key.bytes() {
         h = mix(h ^ b as u64);
     }
-    Rng::seed_from_u64(h)
+    h
+}
+
+/// A family of streams under one key, one member per index: a member's
+/// numbers depend on its index only, not on how many members were drawn
+/// before it, so a consumer may pass over members without shifting the
+/// numbers of the later ones.
+#[derive(Debug, Clone, Copy)]
+pub struct Family(u64);
+
+impl Family {
+    pub fn new(seed: u64, key: &str) -> Self {
+        Family(key_hash(seed, key))
+    }
+
+    pub fn member(self, index: u64) -> Rng {
+        Rng::seed_from_u64(mix(self.0 ^ mix(index)))
+    }
 }
 
 #[cfg(test)]
@@ -35,5 +56,15 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a, d);
+    }
+
+    #[test]
+    fn family_members_depend_on_their_index_only() {
+        let f = Family::new(1, "timing/host-tick-order");
+        let x: u64 = f.member(7).random();
+        let _skipped: Vec<u64> = (0..5).map(|i| f.member(i).random()).collect();
+        assert_eq!(x, f.member(7).random::<u64>());
+        assert_ne!(x, f.member(8).random::<u64>());
+        assert_ne!(x, Family::new(2, "timing/host-tick-order").member(7).random::<u64>());
     }
 }

@@ -459,6 +459,43 @@ pub struct CfsCore {
     /// Draws the winner among balance candidates whose loads tie exactly
     /// (`host.cfs.load_ties = "random"`), from the scenario seed.
     load_ties: std::cell::RefCell<Rng>,
+    /// Per pCPU, the first and the last host tick instant whose handler
+    /// had nothing to decide and whose accounting waits
+    /// ([`HostPolicy::defer_tick`]), and the pCPUs with any.
+    deferred_ticks: Vec<Option<(u64, u64)>>,
+    deferred_pcpus: Vec<PcpuId>,
+    /// The last instant at which every pCPU's tick was deferred at once
+    /// (for each pCPU, the last of its deferred ticks, if later).
+    all_deferred_last: Option<u64>,
+    /// Counts the entries to the policy: a quiet period found before the
+    /// last entry may have ended.
+    entries: u64,
+    /// Per pCPU: until which instant its ticks have nothing to decide, and
+    /// what that was found from.
+    quiet: Vec<Quiet>,
+    /// Until which instant no pCPU's tick has anything to decide, found
+    /// after entry `.0`.
+    all_quiet: (u64, u64),
+}
+
+/// A pCPU's quiet period ([`CfsCore::quiet_until`]) and what it depends on
+/// besides the running entity's accounting (which moves no condition's
+/// instant): its runqueue's changes, whether it runs a vCPU, its next
+/// balance, and the idle balancer's instants.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct QuietFrom {
+    changes: u64,
+    busy: bool,
+    next_balance: u64,
+    nohz_next_balance: u64,
+    nohz_has_blocked: bool,
+    nohz_next_blocked: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Quiet {
+    from: Option<QuietFrom>,
+    until: u64,
 }
 
 impl CfsCore {
@@ -517,7 +554,148 @@ impl CfsCore {
             // Every core is idle at boot; sized per socket at first use.
             has_idle_cores: Vec::new(),
             load_ties: std::cell::RefCell::new(stream(0, LOAD_TIES_STREAM)),
+            deferred_ticks: vec![None; pcpus as usize],
+            deferred_pcpus: Vec::new(),
+            all_deferred_last: None,
+            // Nothing is found quiet before the first entry.
+            entries: 1,
+            quiet: vec![Quiet::default(); pcpus as usize],
+            all_quiet: (0, 0),
         }
+    }
+
+    /// Whether a tick handler with nothing to decide may leave its
+    /// accounting for later ([`CfsCore::tick_deferrable`]): the one-level
+    /// CFS hierarchy, whose accounting at a tick is the root runqueue's
+    /// update_curr() and averages stamp. (VM groups reweight at ticks,
+    /// bandwidth groups charge runtime, EEVDF checks requests.)
+    fn defers_ticks(&self) -> bool {
+        self.vm_groups.is_none() && self.groups.is_empty() && self.rqs.iter().all(|rq| rq.eevdf().is_none())
+    }
+
+    /// The first instant from which the tick handler on `p` may do more
+    /// than its accounting, while nothing changes: a periodic balance
+    /// comes due, an idle balancer kick comes due, or the slice check may
+    /// preempt (asked of the state update_curr() would make, without
+    /// making it). Each condition, once true, stays true.
+    fn quiet_until(&self, view: &HostView, p: PcpuId) -> u64 {
+        let idle = self.is_idle(view, p);
+        let mut until = self.rqs[p as usize].as_cfs().tick_preempt_from(&self.ents, &self.tun);
+        if !idle {
+            until = until.min(self.rq_next_balance[p as usize]);
+        }
+        // nohz_idle_balance()'s two kicks.
+        if self.nr_running(p) >= 2 {
+            until = until.min(self.nohz_next_balance);
+        }
+        if self.tun.nohz_stats_kick && !idle && self.nohz_has_blocked {
+            until = until.min(self.nohz_next_blocked.saturating_add(1));
+        }
+        until
+    }
+
+    /// Whether the tick at `view.now` on `p` has nothing to decide, from
+    /// its quiet period while what that was found from holds.
+    fn tick_quiet(&mut self, view: &HostView, p: PcpuId) -> bool {
+        let from = QuietFrom {
+            changes: self.rqs[p as usize].as_cfs().changes,
+            busy: view.running_on[p as usize].is_some(),
+            next_balance: self.rq_next_balance[p as usize],
+            nohz_next_balance: self.nohz_next_balance,
+            nohz_has_blocked: self.nohz_has_blocked,
+            nohz_next_blocked: self.nohz_next_blocked,
+        };
+        let q = &self.quiet[p as usize];
+        if q.from != Some(from) {
+            self.quiet[p as usize] = Quiet { from: Some(from), until: self.quiet_until(view, p) };
+        }
+        view.now < self.quiet[p as usize].until
+    }
+
+    /// The tick at `view.now` on `p`: deferred, if it has nothing to
+    /// decide ([`HostPolicy::defer_tick`]).
+    fn defer_tick(&mut self, view: &HostView, p: PcpuId) -> bool {
+        if !self.tick_quiet(view, p) {
+            return false;
+        }
+        self.note_deferred(view.now, p);
+        true
+    }
+
+    fn note_deferred(&mut self, now: u64, p: PcpuId) {
+        match &mut self.deferred_ticks[p as usize] {
+            Some((_, last)) => *last = now,
+            slot @ None => {
+                *slot = Some((now, now));
+                self.deferred_pcpus.push(p);
+            }
+        }
+    }
+
+    /// Every pCPU's tick at `view.now`, deferred if none has anything to
+    /// decide ([`HostPolicy::defer_all_ticks`]).
+    fn defer_all_ticks(&mut self, view: &HostView) -> bool {
+        if self.all_quiet.0 != self.entries {
+            let mut until = u64::MAX;
+            for p in 0..self.pcpus {
+                self.tick_quiet(view, p);
+                until = until.min(self.quiet[p as usize].until);
+            }
+            self.all_quiet = (self.entries, until);
+        }
+        if view.now >= self.all_quiet.1 {
+            return false;
+        }
+        if self.all_deferred_last.is_none() {
+            for p in 0..self.pcpus {
+                if self.deferred_ticks[p as usize].is_none() {
+                    self.note_deferred(view.now, p);
+                }
+            }
+        }
+        self.all_deferred_last = Some(view.now);
+        true
+    }
+
+    /// Brings every pCPU whose ticks were deferred up to date, as if each
+    /// tick's accounting had run at its instant: update_curr() at each
+    /// (once at the last where the running entity's weight is 1024, whose
+    /// vruntime grows by the wall time however the interval is split), and
+    /// the runqueue averages stamped at the last, where an entity ran.
+    /// Called first by every entry to the policy, so nothing reads the
+    /// state these ticks leave behind.
+    #[inline(always)]
+    fn catch_up_ticks(&mut self) {
+        self.entries += 1;
+        if !self.deferred_pcpus.is_empty() {
+            self.account_deferred_ticks();
+        }
+    }
+
+    #[inline(never)]
+    fn account_deferred_ticks(&mut self) {
+        let tick = self.tun.tick_ns;
+        let all_last = self.all_deferred_last.take().unwrap_or(0);
+        for i in 0..self.deferred_pcpus.len() {
+            let p = self.deferred_pcpus[i];
+            let (first, last) = self.deferred_ticks[p as usize].take().expect("a deferred pCPU has deferred ticks");
+            let last = last.max(all_last);
+            let rq = &mut self.rqs[p as usize];
+            let curr = rq.curr();
+            if curr.is_some_and(|c| self.ents[c as usize].weight != NICE_0_LOAD) {
+                let mut at = first;
+                while at <= last {
+                    rq.update_curr(&mut self.ents, at);
+                    at += tick;
+                }
+            } else {
+                rq.update_curr(&mut self.ents, last);
+            }
+            if curr.is_some() {
+                self.update_rq_avgs(p, last);
+            }
+        }
+        self.deferred_pcpus.clear();
     }
 
     /// Whether the `tied`-th candidate found level with the busiest so far
@@ -1938,6 +2116,10 @@ pub trait CfsHooks {
     /// See [`HostPolicy::acts_on_interrupts`]: false only for hooks that keep
     /// the default `on_interrupt` and `on_eoi`.
     const ACTS_ON_INTERRUPTS: bool = true;
+    /// Whether `tick_preempt` may act where CFS's verdict is false (or
+    /// watches the ticks otherwise): false only for hooks that keep its
+    /// default, whose ticks with nothing to decide may be deferred.
+    const WATCHES_TICKS: bool = true;
     /// The registry name of CFS with these hooks.
     fn name(&self) -> &'static str {
         "cfs"
@@ -1988,6 +2170,7 @@ pub trait CfsHooks {
 /// Plain CFS.
 impl CfsHooks for () {
     const ACTS_ON_INTERRUPTS: bool = false;
+    const WATCHES_TICKS: bool = false;
 }
 
 /// Linux CFS for vCPU threads, with a hook set composed on it.
@@ -2086,6 +2269,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn start(&mut self, view: &HostView, out: &mut HostOut) {
+        self.k.catch_up_ticks();
         for (g, st) in self.k.groups.iter().enumerate() {
             if st.period_active {
                 out.timers.push((st.cfg.phase_ns + st.cfg.period_ns, T_REFILL | g as u64));
@@ -2098,6 +2282,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn wake(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        self.k.catch_up_ticks();
         if let Some(g) = self.k.group_of[v as usize] {
             self.k.charge_group(view, g as usize);
             if self.k.groups[g as usize].exhausted() {
@@ -2128,6 +2313,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
+        self.k.catch_up_ticks();
         self.k.update_curr(view, p);
         if self.k.on_rq(v) {
             self.k.dequeue_vcpu(view, v, true);
@@ -2139,6 +2325,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
+        self.k.catch_up_ticks();
         self.k.update_curr(view, p);
         if let Some(pv) = prev {
             if self.k.leaf_curr(p) == Some(pv) {
@@ -2196,6 +2383,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn tick(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId) {
+        self.k.catch_up_ticks();
         self.k.update_curr(view, p);
         if self.k.rqs[p as usize].curr().is_some() {
             // entity_tick() -> update_load_avg() of the running entity's
@@ -2237,6 +2425,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     /// buddy of its runqueue, which is rescheduled if it is another CPU's;
     /// the yielder becomes the skip buddy of its own (yield_task_fair()).
     fn yield_to(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, target: VcpuId) -> bool {
+        self.k.catch_up_ticks();
         let tp = self.k.cpu_of[target as usize];
         if !self.k.on_rq(target) || self.k.throttled[target as usize] || self.k.leaf_curr(tp) == Some(target) {
             return false;
@@ -2280,6 +2469,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     /// which moves it (migration_cpu_stop()): here pick_next() moves a
     /// previous vCPU that may no longer stay.
     fn affinity_changed(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
+        self.k.catch_up_ticks();
         let p = self.k.cpu_of[v as usize];
         if view.may_run(v, p) || !self.k.on_rq(v) {
             return;
@@ -2292,6 +2482,7 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
     }
 
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
+        self.k.catch_up_ticks();
         let g = (token & 0xff_ffff) as usize;
         let gen = (token >> 24) & 0xffff_ffff;
         match token & (0xff << 56) {
@@ -2343,19 +2534,34 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         }
     }
 
+    fn defers_ticks(&self) -> bool {
+        !H::WATCHES_TICKS && self.k.defers_ticks()
+    }
+
+    fn defer_tick(&mut self, view: &HostView, p: PcpuId) -> bool {
+        self.k.defer_tick(view, p)
+    }
+
+    fn defer_all_ticks(&mut self, view: &HostView) -> bool {
+        self.k.defer_all_ticks(view)
+    }
+
     fn nr_running(&self, p: PcpuId) -> u32 {
         self.k.nr_running(p)
     }
 
     fn on_interrupt(&mut self, view: &HostView, out: &mut HostOut, to: VcpuId, kind: IrqKind, from: Option<VcpuId>) -> Delivery {
+        self.k.catch_up_ticks();
         self.hooks.on_interrupt(&mut self.k, view, out, to, kind, from)
     }
 
     fn on_exit(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, exit: Exit) {
+        self.k.catch_up_ticks();
         self.hooks.on_exit(&mut self.k, view, out, v, exit)
     }
 
     fn on_eoi(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, kind: IrqKind) {
+        self.k.catch_up_ticks();
         self.hooks.on_eoi(&mut self.k, view, out, v, kind)
     }
 

@@ -367,6 +367,26 @@ pub trait HostPolicy {
     /// reservation continues on another core.
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId>;
     fn tick(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId);
+    /// Whether the policy may defer the accounting of host ticks whose
+    /// handler has nothing to decide (asked once): then, at each tick
+    /// instant, the engine offers the ticks to `defer_all_ticks`, and
+    /// where that declines, each pCPU's in turn to `defer_tick` before
+    /// `tick`. The policy accounts deferred ticks, as of their instants,
+    /// before anything reads its state (the kernel's NO_HZ likewise
+    /// accounts a CPU's stopped ticks when it next looks).
+    fn defers_ticks(&self) -> bool {
+        false
+    }
+    /// The tick at `view.now` on `p`: if `tick()` would do nothing but its
+    /// accounting, the policy defers that and answers true.
+    fn defer_tick(&mut self, _view: &HostView, _p: PcpuId) -> bool {
+        false
+    }
+    /// Every pCPU's tick at `view.now`: deferred, and true, if none would
+    /// do more than its accounting; otherwise none is.
+    fn defer_all_ticks(&mut self, _view: &HostView) -> bool {
+        false
+    }
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64);
     /// Runnable vCPUs on `p`, the running one included.
     fn nr_running(&self, p: PcpuId) -> u32;

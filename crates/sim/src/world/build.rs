@@ -267,6 +267,7 @@ impl World {
         }
         let sample_ns = ms(scenario.metrics.sample_interval_ms).max(1);
         let guarantee_audit = opts.validate.then(|| super::guarantees::GuaranteeAudit::new(vcpus.len()));
+        let noise = super::noise::NoiseSources::new(&scenario, 1_000_000_000 / scenario.host.hz as u64, &vms.iter().map(|vm| vm.guest.tick_ns()).collect::<Vec<_>>());
         World {
             now: 0,
             end,
@@ -278,10 +279,12 @@ impl World {
             pcpu_curr: vec![None; np as usize],
             pcpu_busy_ns: vec![0; np as usize],
             host_acts_on_interrupts: host.acts_on_interrupts(),
+            host_defers_ticks: host.defers_ticks() && !noise.after_host_ticks(),
             host,
             host_tick_ns: 1_000_000_000 / scenario.host.hz as u64,
+            host_ticks: None,
             tick_order: super::timing::TickOrder::new(&scenario.timing, scenario.seed, np),
-            noise: super::noise::NoiseSources::new(&scenario, 1_000_000_000 / scenario.host.hz as u64, &vms.iter().map(|vm| vm.guest.tick_ns()).collect::<Vec<_>>()),
+            noise,
             own_ticks: super::timing::OwnTicks::new(&scenario.timing, scenario.seed, np, 1_000_000_000 / scenario.host.hz as u64),
             allowed,
             vcpus,
@@ -325,7 +328,7 @@ impl World {
                 self.schedule(at, Event::HostTickOn(p as crate::ids::PcpuId));
             }
         } else {
-            self.schedule(self.host_tick_ns, Event::HostTick);
+            self.host_ticks = Some(crate::event::TickChain::new(&mut self.queue, self.host_tick_ns, self.host_tick_ns));
         }
         for vm in 0..self.vms.len() as u32 {
             let tick = self.vms[vm as usize].guest.tick_ns();

@@ -24,6 +24,27 @@ macro_rules! host_view {
 }
 
 impl World {
+    /// The host ticks of every pCPU at one instant. Each CPU's tick is its
+    /// own interrupt: its reschedules take effect before the next CPU's
+    /// tick runs, and a tick that has nothing to decide after those before
+    /// it is deferred, where the policy defers ticks. (A polling vCPU's
+    /// poll is looked at again after every host call: then none is.)
+    /// False where every tick was deferred at once (nothing ran).
+    pub(super) fn host_tick_instant(&mut self) -> bool {
+        let defers = self.host_defers_ticks && self.polling.is_empty();
+        if defers && self.host.defer_all_ticks(&host_view!(self)) {
+            return false;
+        }
+        let order = self.tick_order.take_pcpus(self.now / self.host_tick_ns);
+        for &p in &order {
+            if !(defers && self.host.defer_tick(&host_view!(self), p)) {
+                self.host_tick(p);
+            }
+        }
+        self.tick_order.put_pcpus(order);
+        true
+    }
+
     /// Calls the host policy with a view of the machine, then queues the
     /// reschedules, timers and activations it asked for. The request buffers
     /// are reused from call to call, and most calls (interrupt delivery, EOI,

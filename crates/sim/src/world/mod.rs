@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::event::{Event, EventQueue};
+use crate::event::{Event, EventQueue, TickChain};
 use crate::guest::{GuestPolicy, HostState};
 use crate::histogram::Histogram;
 use crate::host::HostPolicy;
@@ -324,7 +324,13 @@ pub struct World {
     host: Box<dyn HostPolicy>,
     /// `host.acts_on_interrupts()`, asked once.
     host_acts_on_interrupts: bool,
+    /// `host.defers_ticks()`, asked once, where no softirqs follow the
+    /// host ticks.
+    host_defers_ticks: bool,
     host_tick_ns: u64,
+    /// The aligned host ticks (every pCPU's at once), where the pCPUs'
+    /// ticks are not each an event of their own (`own_ticks`).
+    host_ticks: Option<TickChain>,
     /// The order of the tick handlers that fall at one instant.
     tick_order: timing::TickOrder,
     /// With `timing.skew_tick` or `timing.tick_jitter_us`: each pCPU's host
@@ -658,8 +664,16 @@ impl World {
         let entities = (self.tasks.len() + self.vcpus.len() + self.pcpu_curr.len()) as u64;
         let livelock_events = LIVELOCK_EVENTS + LIVELOCK_EVENTS_PER_ENTITY * entities;
         let mut next_report = step;
-        while let Some(entry) = self.queue.pop() {
-            let (t, ev) = (entry.time(), entry.event);
+        loop {
+            // The host ticks' chain takes its turn among the queued events.
+            let tick = self.host_ticks.as_ref().and_then(|c| c.due_before(&self.queue));
+            let (t, ev) = match tick {
+                Some(t) => (t, None),
+                None => match self.queue.pop() {
+                    Some(entry) => (entry.time(), Some(entry.event)),
+                    None => break,
+                },
+            };
             if t > self.end {
                 break;
             }
@@ -675,15 +689,28 @@ impl World {
                 same_instant = 0;
             }
             self.now = t;
-            self.events += 1;
-            self.events_by_kind[ev.kind() as usize] += 1;
+            match ev {
+                Some(ev) => {
+                    self.events += 1;
+                    self.events_by_kind[ev.kind() as usize] += 1;
+                    self.dispatch(ev);
+                }
+                None => {
+                    self.host_ticks.as_mut().expect("a tick came from the chain").advance(&mut self.queue);
+                    // An instant whose ticks were all deferred is no event.
+                    if self.host_tick_instant() {
+                        self.events += 1;
+                        self.events_by_kind[crate::event::EventKind::HostTick as usize] += 1;
+                    }
+                }
+            }
             if self.events.is_multiple_of(STOP_POLL_EVENTS) && self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                 return Err(format!("stopped at t={t} ns"));
             }
-            self.dispatch(ev);
             self.drain_rescheds();
             if self.validate {
-                self.check_invariants().map_err(|e| format!("invariant violated at t={} ns after {ev:?}: {e}", self.now))?;
+                let after = ev.map_or_else(|| "the host ticks".to_string(), |ev| format!("{ev:?}"));
+                self.check_invariants().map_err(|e| format!("invariant violated at t={} ns after {after}: {e}", self.now))?;
                 self.audit_guarantees().map_err(|e| format!("guarantee broken by t={} ns: {e}", self.now))?;
             }
             if self.now >= next_report {
@@ -713,16 +740,6 @@ impl World {
 
     fn dispatch(&mut self, ev: Event) {
         match ev {
-            Event::HostTick => {
-                self.schedule(self.now + self.host_tick_ns, ev);
-                // Each CPU's tick is its own interrupt: its reschedules take
-                // effect before the next CPU's tick runs.
-                let order = self.tick_order.take_pcpus();
-                for &p in &order {
-                    self.host_tick(p);
-                }
-                self.tick_order.put_pcpus(order);
-            }
             Event::HostTickOn(p) => {
                 // A tick later than a whole period (the lateness's tail) is
                 // followed at once by the next.

@@ -98,6 +98,11 @@ pub(super) struct NoiseSources {
 }
 
 impl NoiseSources {
+    /// Whether softirqs follow the host ticks (each tick then draws them).
+    pub(super) fn after_host_ticks(&self) -> bool {
+        self.host_softirqs.is_some()
+    }
+
     pub(super) fn new(s: &Scenario, host_tick_ns: u64, guest_tick_ns: &[u64]) -> Self {
         let on = s.timing.noise;
         let host = &s.host.noise;

@@ -9,13 +9,19 @@ use rand::Rng as _;
 use rand_distr::{Distribution as _, Exp};
 
 use crate::ids::{PcpuId, VcpuId};
-use crate::rng::{stream, Rng};
+use crate::rng::{stream, Family, Rng};
 use crate::scenario::Timing;
 
 /// The order in which the handlers of ticks at one instant run.
 pub(super) struct TickOrder {
-    /// Drawn afresh for each tick; None: index order.
+    /// Guest ticks: drawn afresh for each tick from one stream; None:
+    /// index order.
     rng: Option<Rng>,
+    /// Host ticks: the n-th tick instant's order is drawn from the n-th
+    /// member of its own family of streams, so an instant whose handlers
+    /// all had nothing to decide (and were not run) shifts neither a later
+    /// instant's order nor the guest ticks'; None: index order.
+    host: Option<Family>,
     pcpus: Vec<PcpuId>,
     vcpus: Vec<VcpuId>,
 }
@@ -24,17 +30,24 @@ impl TickOrder {
     pub(super) fn new(timing: &Timing, seed: u64, pcpus: u32) -> Self {
         TickOrder {
             rng: timing.seeded_order.then(|| stream(seed, "timing/tick-order")),
+            host: timing.seeded_order.then(|| Family::new(seed, "timing/host-tick-order")),
             pcpus: (0..pcpus).collect(),
             vcpus: Vec::new(),
         }
     }
 
-    /// The pCPUs whose host ticks fall now, in the order their handlers
-    /// take the runqueue locks (handed back with [`TickOrder::put_pcpus`]).
-    pub(super) fn take_pcpus(&mut self) -> Vec<PcpuId> {
+    /// The pCPUs whose host ticks fall at the `instant`-th tick instant, in
+    /// the order their handlers take the runqueue locks (handed back with
+    /// [`TickOrder::put_pcpus`]).
+    pub(super) fn take_pcpus(&mut self, instant: u64) -> Vec<PcpuId> {
         let mut order = std::mem::take(&mut self.pcpus);
-        if let Some(rng) = &mut self.rng {
-            order.shuffle(rng);
+        if let Some(family) = self.host {
+            // Each instant shuffles the index order afresh: its draws
+            // depend on the instant alone.
+            let n = order.len() as PcpuId;
+            order.clear();
+            order.extend(0..n);
+            order.shuffle(&mut family.member(instant));
         }
         order
     }
@@ -145,8 +158,8 @@ mod tests {
         let timing = Timing::default();
         let mut order = TickOrder::new(&timing, 7, 16);
         let mut firsts = std::collections::BTreeSet::new();
-        for _ in 0..64 {
-            let o = order.take_pcpus();
+        for instant in 0..64 {
+            let o = order.take_pcpus(instant);
             let mut sorted = o.clone();
             sorted.sort();
             assert_eq!(sorted, (0..16).collect::<Vec<_>>());
@@ -154,9 +167,15 @@ mod tests {
             order.put_pcpus(o);
         }
         assert!(firsts.len() > 8, "the first handler should vary from tick to tick: {firsts:?}");
+        // An instant's order depends on the instant alone, not on the
+        // instants drawn before it.
+        let o = order.take_pcpus(40);
+        order.put_pcpus(o.clone());
+        let mut fresh = TickOrder::new(&timing, 7, 16);
+        assert_eq!(fresh.take_pcpus(40), o);
         let index = Timing { seeded_order: false, ..Timing::default() };
         let mut order = TickOrder::new(&index, 7, 4);
-        assert_eq!(order.take_pcpus(), [0, 1, 2, 3]);
+        assert_eq!(order.take_pcpus(9), [0, 1, 2, 3]);
         assert_eq!(order.take_vcpus(8, 3), [8, 9, 10]);
         assert_eq!(start_order(&index, 7, 3), [0, 1, 2]);
         let mut drawn = start_order(&timing, 7, 10);
