@@ -285,6 +285,24 @@ def test_a_run_clears_stale_staging_directories_of_any_target_beside_it(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unrelated.name, "out"])
 
 
+def test_an_interruption_before_the_writing_starts_leaves_no_staging_directory(tmp_path):
+    """A command makes its staging directory before its long part (estimating,
+    probing), and writes into it later; Ctrl-C or SIGTERM in between ends the process
+    through the CLI's handler, and the directory goes with it."""
+    script = ("import signal, sys\n"
+              "from vmsched.rundir import OutputDir\n"
+              "def terminated(signum, frame):\n"
+              "    sys.exit(143)  # as the CLI's handler ends it\n"
+              "signal.signal(signal.SIGTERM, terminated)\n"
+              "output = OutputDir(sys.argv[1])\n"
+              "assert output.temp.is_dir()\n"
+              "signal.raise_signal(signal.SIGTERM)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 143, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def vmsched_run(out: Path) -> int:
     return subprocess.run([*VMSCHED, "run", "default", "--duration", SHORT, "--no-record", "--out", str(out)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
