@@ -44,8 +44,12 @@ browser:
 	  echo "installing chromium (Debian package) for the report tests"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
+# The Rust suites run under cargo-nextest (every machine of this project's kind has it):
+# each test in a process of its own, ended with its name when it overruns the bound of
+# .config/nextest.toml; the Python suite under pytest-timeout (pyproject.toml).
 test: test-extras browser
-	cargo test --workspace --exclude vmsched-py -q
+	@cargo nextest --version >/dev/null 2>&1 || { echo "make test needs cargo-nextest (cargo install --locked cargo-nextest)" >&2; exit 1; }
+	cargo nextest run --workspace --exclude vmsched-py --cargo-quiet
 	$(VENV)/bin/pytest -q
 
 bench: setup

@@ -7,7 +7,6 @@ import base64
 import itertools
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -49,24 +48,32 @@ class PageLoad:
     screenshot_png: bytes
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+# Bounds on the browser's steps, so that a browser that hangs fails the test that uses
+# it with the step named instead of holding the suite: a cold start of Chromium on a
+# loaded 2-core machine takes a few seconds, a report page's load well under ten.
+BROWSER_START_S = 60
+PAGE_LOAD_S = 120
 
 
-def _wait_for_page_socket(port: int, timeout_s: float = 30) -> str:
+def _wait_for_page_socket(process: subprocess.Popen, profile: Path, timeout_s: float = BROWSER_START_S) -> str:
+    """The DevTools WebSocket of the browser's first page. Chromium started with
+    --remote-debugging-port=0 binds a free port itself and writes it as the first line
+    of DevToolsActivePort in its profile: no port is chosen here that another process
+    on the machine (another test run) could take first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"chromium exited with status {process.returncode} before opening DevTools")
         try:
+            port = int((profile / "DevToolsActivePort").read_text().split()[0])
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as reply:
                 pages = [t for t in json.load(reply) if t["type"] == "page"]
             if pages:
                 return pages[0]["webSocketDebuggerUrl"]
-        except OSError:
-            pass
+        except (OSError, ValueError, IndexError):
+            pass  # not written yet (or half written), or not listening yet
         time.sleep(0.2)
-    raise TimeoutError("chromium did not open its DevTools port")
+    raise TimeoutError(f"chromium did not open its DevTools port within {timeout_s} s")
 
 
 async def _load_and_capture(ws_url: str, url: str, settle_s: float) -> PageLoad:
@@ -128,21 +135,30 @@ def browser_load():
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
     if executable is None:
         pytest.fail("chromium is not installed (Debian package `chromium`)")
-    port = _free_port()
-    profile = tempfile.mkdtemp(prefix="vmsched-chromium-")
+    profile = Path(tempfile.mkdtemp(prefix="vmsched-chromium-"))
     process = subprocess.Popen(
         [executable, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          # The report must work with no network: any attempt to fetch is an error.
          "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
-         f"--remote-debugging-port={port}", f"--user-data-dir={profile}", "about:blank"],
+         "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        ws_url = _wait_for_page_socket(port)
+        ws_url = _wait_for_page_socket(process, profile)
 
         def load(path: Path, settle_s: float = 2.0) -> PageLoad:
-            return asyncio.run(_load_and_capture(ws_url, path.resolve().as_uri(), settle_s))
+            async def bounded() -> PageLoad:
+                try:
+                    async with asyncio.timeout(PAGE_LOAD_S):
+                        return await _load_and_capture(ws_url, path.resolve().as_uri(), settle_s)
+                except TimeoutError:
+                    raise TimeoutError(f"chromium did not load and capture {path} within {PAGE_LOAD_S} s") from None
+            return asyncio.run(bounded())
         yield load
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         shutil.rmtree(profile, ignore_errors=True)

@@ -39,6 +39,10 @@ nice = 5
 
 # sched_prio_to_weight[20] / sched_prio_to_weight[25] (kernel/sched/core.c).
 NICE_0_OVER_5 = 1024 / 335
+# How far an always-runnable thread's CPU time may stray from its fair share: EEVDF's
+# lag bound, a base slice of at most 3 ms plus a tick of at most 10 ms (as
+# LAG_BOUND_NS in crates/real/tests/real.rs, which gives the sources).
+LAG_BOUND_NS = 13e6
 
 
 def _flat_report(cpus: int) -> dict:
@@ -70,9 +74,10 @@ def test_real_run_writes_the_simulators_schema(cli, tmp_path):
         assert set(r) - real_extra <= set(s), set(r) - set(s)
         assert r["name"] == s["name"] and r["kind"] == s["kind"] and r["threads"] == s["threads"]
     assert set(real["vms"][0]) <= set(sim["vms"][0]) | {"vcpus"}
-    # The kernel's weights: nice 0 gets 3.06x nice 5's CPU on the one pinned CPU.
+    # The kernel's weights: nice 0 gets 3.06x nice 5's CPU on the one pinned CPU, up to
+    # each one's lag bound whatever else shares the CPU.
     cpu = {w["name"]: w["cpu_time_ns"] for w in real["workloads"]}
-    assert abs(cpu["nice0"] / cpu["nice5"] / NICE_0_OVER_5 - 1) < 0.2, cpu
+    assert abs(cpu["nice0"] - NICE_0_OVER_5 * cpu["nice5"]) <= (1 + NICE_0_OVER_5) * LAG_BOUND_NS, cpu
     assert real["real"]["cpus"] == [real["real"]["cpus"][0]] and real["real"]["loadavg_1m_before"] is not None
     tasks = pl.read_parquet(tmp_path / "run" / "tasks.parquet")
     assert tasks["workload"].to_list() == ["nice0", "nice5"]
@@ -90,20 +95,47 @@ def test_real_run_refuses_what_it_cannot_run(cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.toml", "ping.toml"]
 
 
+def _wait_for_thread(proc: subprocess.Popen, name: str, limit_s: float = 60) -> None:
+    """Until `proc` has a thread called `name`: a workload thread exists once the run is
+    under way, long after the interpreter's start-up installed the signal handlers (a
+    fixed sleep would race that start-up, seconds on a loaded machine)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        names = set()
+        for comm in Path(f"/proc/{proc.pid}/task").glob("*/comm"):
+            try:
+                names.add(comm.read_text().strip())
+            except OSError:
+                pass  # a thread that ended meanwhile
+        if name in names:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no thread {name!r} in the real run after {limit_s} s")
+
+
 def test_ctrl_c_stops_the_threads_and_writes_nothing(tmp_path):
     case = tmp_path / "long.toml"
-    case.write_text("name='long'\nduration_ms=60000\n[[vm]]\nname='g'\n[[vm.workload]]\nkind='hog'\n"
+    case.write_text("name='long'\nduration_ms=60000\n[[vm]]\nname='g'\n[[vm.workload]]\nkind='hog'\nname='spin'\n"
                     "[[vm.workload]]\nkind='server'\nrate_per_s=500\nwork_us=100\n")
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "vmsched.cli", "real", "run", str(case), "--out", str(out)],
                             stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)
+    _wait_for_thread(proc, "spin/0")
     started = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130, err
-    assert time.monotonic() - started < 5, "the threads did not stop at once"
-    assert "interrupted" in err
+    # The message comes once the threads are joined and the output is discarded; the
+    # interpreter's own shutdown after it is not the run's response time.
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("error: "):
+            break
+    answered = time.monotonic() - started
+    lines += proc.stderr.readlines()
+    assert proc.wait(timeout=30) == 130, lines
+    assert answered < 5, f"the threads did not stop at once: {answered:.2f} s"
+    assert "error: interrupted; nothing was written\n" in lines, lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["long.toml"]
 
 

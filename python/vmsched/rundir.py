@@ -7,12 +7,15 @@ when asked (--force); a kill at any moment leaves the old directory, the new one
 (between the two renames of a non-Linux fallback) none, never a mixture."""
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import ctypes.util
 import errno
 import os
 import re
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -32,6 +35,20 @@ def _default_dir_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return 0o777 & ~mask
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM wait (blocked, then delivered on leaving) while a staging
+    directory is made and registered, so that no interruption falls between the two."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -98,8 +115,14 @@ class OutputDir:
         try:
             parent.mkdir(parents=True, exist_ok=True)
             self._remove_stale(parent)
-            self.temp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.{os.getpid()}.",
-                                              suffix=_TEMP_SUFFIX, dir=parent))
+            # Discarded at the process's exit unless committed or discarded before: an
+            # interruption (Ctrl-C, SIGTERM) that comes after this but before the
+            # caller's `with` (while a command estimates, probes or prints) leaves
+            # nothing behind either.
+            with _signals_held():
+                self.temp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.{os.getpid()}.",
+                                                  suffix=_TEMP_SUFFIX, dir=parent))
+                atexit.register(self.discard)
             os.chmod(self.temp, _default_dir_mode())
         except OSError as err:
             raise UserError(f"{self.target}: cannot write there ({err.strerror or err})") from err
@@ -129,12 +152,14 @@ class OutputDir:
             os.rename(temp, target)
         _fsync_dir(target.parent)
         self.temp = None
+        atexit.unregister(self.discard)
         return target
 
     def discard(self) -> None:
         if self.temp is not None:
             shutil.rmtree(self.temp, ignore_errors=True)
             self.temp = None
+        atexit.unregister(self.discard)
 
     def __enter__(self) -> Path:
         assert self.temp is not None

@@ -10,7 +10,9 @@ use std::time::Duration;
 use serde_json::Value;
 use vmsched_real::{os, Run};
 
-/// One real run at a time: runs in parallel would compete for the CPUs.
+/// One real run at a time: runs in parallel would compete for the CPUs
+/// (under cargo-nextest, which runs each test in a process of its own,
+/// .config/nextest.toml gives these tests the machine alone instead).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn real(text: &str) -> Result<Value, String> {
@@ -29,16 +31,32 @@ fn workload<'a>(s: &'a Value, name: &str) -> &'a Value {
     s["workloads"].as_array().unwrap().iter().find(|w| w["name"] == name).unwrap()
 }
 
+/// How far one always-runnable entity's CPU time may stray from its fair
+/// share of what its runqueue got: EEVDF bounds the lag by the largest
+/// request and the scheduling quantum (Stoica et al., "A proportional share
+/// resource allocation algorithm for real-time, time-shared systems", RTSS
+/// 1996), here a base slice of at
+/// most 3 ms (kernel/sched/fair.c, sysctl_sched_base_slice = 0.75 ms scaled
+/// by 1 + ilog2(min(CPUs, 8))) plus one tick, 10 ms at the lowest HZ
+/// (kernel/Kconfig.hz), as CFS's wakeup granularity and tick bound it too.
+const LAG_BOUND_NS: f64 = 13e6;
+
 /// Two hogs pinned on one CPU at nice 0 and nice 5: CPU time in the ratio
-/// of their weights, 1024/335 = 3.06 (sched_prio_to_weight), within 20%.
+/// of their weights, 1024/335 = 3.06 (sched_prio_to_weight), up to each
+/// one's lag bound. Both are always runnable, so their fair shares keep
+/// that ratio whatever else shares the CPU; the bound is a few percent of
+/// what they get on an idle CPU and grows only as other threads take it
+/// (a fixed 20% failed at 2.42 on one CPU shared with a dozen threads).
 #[test]
 fn nice_levels_share_one_cpu_by_weight() {
     let s = real("name='nice'\nduration_ms=1500\n[[vm]]\nname='g'\n\
                   [[vm.workload]]\nkind='hog'\nname='n0'\naffinity=[0]\n\
                   [[vm.workload]]\nkind='hog'\nname='n5'\nnice=5\naffinity=[0]\n")
     .unwrap();
-    let ratio = f(&workload(&s, "n0")["cpu_time_ns"]) / f(&workload(&s, "n5")["cpu_time_ns"]);
-    assert!((ratio / (1024.0 / 335.0) - 1.0).abs() < 0.2, "nice 0 / nice 5 CPU time {ratio}: {s}");
+    let weight_ratio = 1024.0 / 335.0;
+    let (n0, n5) = (f(&workload(&s, "n0")["cpu_time_ns"]), f(&workload(&s, "n5")["cpu_time_ns"]));
+    assert!(n5 > 0.0, "{s}");
+    assert!((n0 - weight_ratio * n5).abs() <= (1.0 + weight_ratio) * LAG_BOUND_NS, "nice 0 / nice 5 CPU time {}: {s}", n0 / n5);
     // The summary's schema: the simulator's keys, and the hogs' completions
     // are their chunks of calibrated work.
     for key in ["scenario", "duration_ns", "vms", "workloads"] {
@@ -70,11 +88,14 @@ fn periodic_wakeups_keep_their_interval() {
 }
 
 /// An open-loop server below saturation serves about rate x duration
-/// requests, each taking at least its service time.
+/// requests, each taking at least its service time. Its worker runs at
+/// SCHED_FIFO, so that it stays below saturation whatever else the machine
+/// runs: at SCHED_OTHER on one CPU shared with a dozen runnable threads it
+/// got 5-6% of the CPU, under the 8% the load needs, and served 233-315.
 #[test]
 fn server_serves_the_offered_load() {
     let s = real("name='srv'\nduration_ms=1000\n[[vm]]\nname='g'\n\
-                  [[vm.workload]]\nkind='server'\nname='s'\nthreads=1\nrate_per_s=400\nwork_us=200\nwork_dist='constant'\n")
+                  [[vm.workload]]\nkind='server'\nname='s'\nthreads=1\nrate_per_s=400\nwork_us=200\nwork_dist='constant'\npolicy='fifo'\n")
     .unwrap();
     let w = workload(&s, "s");
     let done = f(&w["completed"]);
