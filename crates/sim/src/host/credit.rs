@@ -741,7 +741,7 @@ impl HostPolicy for Credit {
         let vc = &mut self.vcs[v as usize];
         vc.awake = false;
         vc.last_run = view.now;
-        self.pcpu.halted(p);
+        self.pcpu.halted(p, v);
         if self.vcs[v as usize].migrating {
             self.vcpu_migrate(view, out, v, p);
         }
