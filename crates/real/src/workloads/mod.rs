@@ -191,6 +191,7 @@ pub fn unsupported(w: &Workload) -> Option<&'static str> {
         WorkloadKind::DiskRead => Some("disk_read models a virtual disk's latency; the real device's is not the scenario's `device_us`"),
         WorkloadKind::WorkStealing => Some("work_stealing: the real executor has no per-thread task queues to steal from"),
         WorkloadKind::Tailbench => Some("tailbench: the real executor has no TailBench harness (run TailBench itself)"),
+        WorkloadKind::MigrationProbe => Some("migration_probe: the real executor does not move threads between CPUs with sched_setaffinity()"),
         _ if w.tlb_shootdowns_per_s > 0.0 => Some("tlb_shootdowns_per_s: the real executor issues no TLB shootdowns"),
         _ if w.work_stealing => Some("work_stealing: the real executor runs barrier phases without a shared pool"),
         _ if w.migrate_every_us.is_some() => Some("migrate_every_us: the real executor does not move hog threads itself"),
@@ -212,7 +213,7 @@ pub fn start(w: &Workload, label: &str, env: &Arc<Env>) -> std::io::Result<Start
         WorkloadKind::Server => server::start(&cx, specs),
         WorkloadKind::Parallel => parallel::start(&cx, specs),
         WorkloadKind::Pipeline => pipeline::start(&cx)?,
-        WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::WorkStealing | WorkloadKind::Tailbench => unreachable!("refused by unsupported()"),
+        WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::WorkStealing | WorkloadKind::Tailbench | WorkloadKind::MigrationProbe => unreachable!("refused by unsupported()"),
     };
     let has_latency = matches!(w.kind, WorkloadKind::Periodic | WorkloadKind::Pipeline | WorkloadKind::Server | WorkloadKind::LatencyProbe)
         || (w.kind == WorkloadKind::Parallel && !w.sync.is_lock());
