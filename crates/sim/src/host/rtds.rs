@@ -239,15 +239,19 @@ impl HostPolicy for Rtds {
     ///
     /// schedule() (xen/common/schedule.c, Xen 4.9) spins for the global lock
     /// before it reads the clock, so the decision is made at `now` plus that
-    /// wait: the vCPU current meanwhile (the running one, or the one whose
-    /// halt this decision follows) is charged the wait by burn_budget(), and
-    /// the next vCPU's budget (last_start) and slice start after it.
+    /// wait: the vCPU whose halt this decision follows is charged the wait
+    /// by burn_budget() (it is still current while the pCPU spins), and the
+    /// next vCPU's budget (last_start) and slice start after it. A running
+    /// vCPU is charged up to `now` only: the engine takes it off the pCPU
+    /// at `now` and gives the spin's pCPU time to the next vCPU as lost
+    /// time, so charging it the spin too would charge service it is not
+    /// seen to get (Xen charges it, and counts the spin as its run time).
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         let wait = self.costs.decision_wait(p, view.now);
         let now = view.now + wait;
         let switched_out = self.pcpu.begin(p);
         match (prev, self.pcpu.current_during(p, prev)) {
-            (Some(c), _) => self.burn(c, now),
+            (Some(c), _) => self.burn(c, view.now),
             (None, Some(halted)) => self.spend(halted, wait),
             (None, None) => {}
         }
