@@ -16,7 +16,10 @@ profile (`--profile`: the file size) and, with `--work-us`, its CPU per request 
 to each value (default: the profile's own), its wrk2 rate swept, and prints per
 variant and cost the peak per seed (the highest rate whose p99 latency stays within
 the SLA of the built-in's peak claims), with the time the pCPUs spent waiting for a
-shared schedule lock (RTDS's global lock) at the peak, as a share of all pCPU time.
+shared schedule lock (RTDS's global lock) at the peak, as a share of all pCPU time,
+the part of it on idle pCPUs, and the part that fell on the server's vCPU (Xen
+charges a wait to the vCPU current while the pCPU spins) as a share of the server's
+CPU time.
 `--set` adds overrides to every run (say `host.rtds.lock_contention=false`)."""
 from __future__ import annotations
 
@@ -40,9 +43,13 @@ def one_run(job: tuple) -> tuple:
         sets.append(f"vm[0].workload[0].work_us={work_us:g}")
     summary = api.run(scenario, seed=seed, set=sets, duration=duration, record=False).summary
     host = summary["host"]
-    wait = host.get(host["policy"], {}).get("sched_lock_wait_ns", 0)
-    share = wait / (summary["duration_ns"] * host["pcpus"])
-    return (variant, work_us, rate, seed), (summary["workloads"][0]["latency_ns"]["p99"], share)
+    locks = host.get(host["policy"]) or {}
+    pcpu_time = summary["duration_ns"] * host["pcpus"]
+    server = summary["vms"][0]
+    server_wait = (server.get(host["policy"]) or {}).get("sched_lock_wait_ns", 0)
+    shares = (locks.get("sched_lock_wait_ns", 0) / pcpu_time, locks.get("sched_lock_wait_idle_ns", 0) / pcpu_time,
+              server_wait / max(server["cpu_time_ns"], 1))
+    return (variant, work_us, rate, seed), (summary["workloads"][0]["latency_ns"]["p99"], shares)
 
 
 def main() -> None:
@@ -70,8 +77,9 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         results = dict(pool.map(one_run, jobs))
     print(f"SLA: p99 <= {peak['at_most'] / 1e6:g} ms; rates {', '.join(f'{r:g}' for r in rates)}")
-    print("| variant | work_us | peak (requests/s), per seed | mean peak | lock wait at the peak (share of pCPU time) |")
-    print("|---|---|---|---|---|")
+    print("| variant | work_us | peak (requests/s), per seed | mean peak | lock wait at the peak (share of pCPU time) "
+          "| of it on idle pCPUs | on the server (share of its CPU time) |")
+    print("|---|---|---|---|---|---|---|")
     for variant in args.variants:
         for work_us in args.work_us:
             peaks, waits = [], []
@@ -79,9 +87,10 @@ def main() -> None:
                 holding = [r for r in rates if results[variant, work_us, r, seed][0] <= peak["at_most"]]
                 top = max(holding, default=0)
                 peaks.append(top)
-                waits.append(results[variant, work_us, top, seed][1] if top else 0.0)
+                waits.append(results[variant, work_us, top, seed][1] if top else (0.0, 0.0, 0.0))
+            mean = [statistics.fmean(w[i] for w in waits) for i in range(3)]
             print(f"| {variant} | {'profile' if work_us is None else f'{work_us:g}'} | {' / '.join(f'{p:g}' for p in peaks)} | {statistics.fmean(peaks):.0f} "
-                  f"| {statistics.fmean(waits):.3f} |")
+                  f"| {mean[0]:.3f} | {mean[1]:.3f} | {mean[2]:.3f} |")
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ pub const BUILTINS: &[Builtin] = builtin!(
     "vsched-fig18",
     "vsched-fig19",
     "irs-fig1",
+    "irs-fig1b",
     "irs-fig7",
     "irs-fig8",
     "irs-fig9",

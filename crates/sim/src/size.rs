@@ -185,6 +185,8 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                 WorkloadKind::Tailbench => w.rate_per_s * TAILBENCH_EVENTS_PER_REQUEST,
                 WorkloadKind::Ping => w.rate_per_s * PING_EVENTS_PER_REQUEST,
                 WorkloadKind::LatencyProbe => running / PROBE_LOOP_S,
+                // The mover's chunks, and per request a sleep, an IPI and a move.
+                WorkloadKind::MigrationProbe => units_per_s(w.work_us) + 1e6 / w.sleep_us * SYNC_EVENTS_PER_UNIT,
             };
             // With a fixed pause-loop window (ple_window_grow 1, before Linux
             // 3.18) a spinning vCPU exits once per window, about every 1.6 us.

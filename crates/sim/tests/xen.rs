@@ -115,6 +115,25 @@ fn rtds_runs_earliest_deadline_first_and_stops_at_budget_exhaustion() {
     assert_eq!(rows(&t, 0, MS), w);
 }
 
+/// RTDS's global lock: two pCPUs decide at the same instant, each 100 us
+/// under the lock; the second spins for the first's hold before schedule()
+/// reads the clock (Xen 4.9 schedule.c), so its vCPU's budget and slice
+/// start after the wait: its 2 ms slice ends 100 us after the other's.
+/// (Charged to the budget from the decision's instant, both ended at 2 ms.)
+#[test]
+fn rtds_starts_a_budget_after_the_global_lock_wait() {
+    let text = format!(
+        "name='t'\nduration_ms=1000\n[host]\npolicy='rtds'\ncores_per_socket=2\n[host.rtds]\nschedule_us=100\nwakeup_us=0\nmigrate_us=0\nreplenish_us=0\n{FREE}{}{}",
+        hog_vm("a", "rtds_budget_ms=2\nrtds_period_ms=10\npin=[0]"),
+        hog_vm("b", "rtds_budget_ms=2\nrtds_period_ms=10\npin=[1]")
+    );
+    let t = slices(&text, 15);
+    const US100: u64 = 100_000;
+    let mut ends: Vec<(u64, u64)> = (0..2).flat_map(|p| rows(&t, p, US100)).map(|(_, s, e)| (s, e)).collect();
+    ends.sort();
+    assert_eq!(ends, vec![(0, 20), (0, 21), (100, 120), (100, 121)]);
+}
+
 fn share_of(text: &str, until_ms: u64) -> Vec<f64> {
     let s = vmsched_sim::parse(text, &[]).unwrap_or_else(|e| panic!("{e}"));
     let opts = RunOptions { duration_ns: Some(until_ms * MS), ..Default::default() };

@@ -192,6 +192,7 @@ pub fn unsupported(w: &Workload) -> Option<&'static str> {
         WorkloadKind::BufferedWrite => Some("buffered_write models the writeback pace of a virtual disk; the real device's is not the scenario's `device_us`"),
         WorkloadKind::WorkStealing => Some("work_stealing: the real executor has no per-thread task queues to steal from"),
         WorkloadKind::Tailbench => Some("tailbench: the real executor has no TailBench harness (run TailBench itself)"),
+        WorkloadKind::MigrationProbe => Some("migration_probe: the real executor does not move threads between CPUs with sched_setaffinity()"),
         _ if w.tlb_shootdowns_per_s > 0.0 => Some("tlb_shootdowns_per_s: the real executor issues no TLB shootdowns"),
         _ if w.page_faults_per_s > 0.0 => Some("page_faults_per_s: the real executor does not fault pages at a set rate"),
         _ if w.munmap_shootdowns => Some("munmap_shootdowns: the real executor issues no TLB shootdowns"),
@@ -215,7 +216,7 @@ pub fn start(w: &Workload, label: &str, env: &Arc<Env>) -> std::io::Result<Start
         WorkloadKind::Server => server::start(&cx, specs),
         WorkloadKind::Parallel => parallel::start(&cx, specs),
         WorkloadKind::Pipeline => pipeline::start(&cx)?,
-        WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::BufferedWrite | WorkloadKind::WorkStealing | WorkloadKind::Tailbench => unreachable!("refused by unsupported()"),
+        WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::BufferedWrite | WorkloadKind::WorkStealing | WorkloadKind::Tailbench | WorkloadKind::MigrationProbe => unreachable!("refused by unsupported()"),
     };
     let has_latency = matches!(w.kind, WorkloadKind::Periodic | WorkloadKind::Pipeline | WorkloadKind::Server | WorkloadKind::LatencyProbe)
         || (w.kind == WorkloadKind::Parallel && !w.sync.is_lock());

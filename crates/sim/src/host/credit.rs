@@ -82,6 +82,10 @@ struct Vc {
     awake: bool,
     /// Paused for exceeding its domain's cap (CSCHED_FLAG_VCPU_PARKED).
     parked: bool,
+    /// How often and how long it was parked (the last time since when).
+    parks: u64,
+    parked_ns: u64,
+    parked_at: u64,
     on_runq: bool,
     active: bool,
     /// When it last started running (runstate.state_entry_time).
@@ -235,6 +239,9 @@ impl Credit {
                 cpu,
                 awake: false,
                 parked: false,
+                parks: 0,
+                parked_ns: 0,
+                parked_at: 0,
                 on_runq: false,
                 active: false,
                 running_since: 0,
@@ -617,7 +624,7 @@ impl Credit {
                 if vc.credit < 0 {
                     vc.pri = PRI_OVER;
                     if cap != 0 && vc.credit < -credit_cap && !vc.parked {
-                        self.park(out, v);
+                        self.park(out, v, view.now);
                     }
                     let vc = &mut self.vcs[v as usize];
                     vc.credit = vc.credit.max(-self.credits_per_tslice);
@@ -642,8 +649,11 @@ impl Credit {
     }
 
     /// vcpu_pause_nosync() of an over-cap vCPU.
-    fn park(&mut self, out: &mut HostOut, v: VcpuId) {
-        self.vcs[v as usize].parked = true;
+    fn park(&mut self, out: &mut HostOut, v: VcpuId, now: u64) {
+        let vc = &mut self.vcs[v as usize];
+        vc.parked = true;
+        vc.parks += 1;
+        vc.parked_at = now;
         let cpu = self.vcs[v as usize].cpu;
         if self.pcpu.curr[cpu as usize] == Some(v) {
             out.resched.push(cpu);
@@ -655,7 +665,9 @@ impl Credit {
     /// vcpu_unpause(): an awake vCPU is queued again, without a BOOST (the
     /// exception csched_vcpu_wake() makes for capped vCPUs unpausing).
     fn unpark(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
-        self.vcs[v as usize].parked = false;
+        let vc = &mut self.vcs[v as usize];
+        vc.parked = false;
+        vc.parked_ns += view.now - vc.parked_at;
         let vc = &self.vcs[v as usize];
         if vc.awake && !vc.on_runq && self.pcpu.curr[vc.cpu as usize] != Some(v) {
             self.runq_insert(v);
@@ -760,7 +772,7 @@ impl HostPolicy for Credit {
         let vc = &mut self.vcs[v as usize];
         vc.awake = false;
         vc.last_run = view.now;
-        self.pcpu.halted(p);
+        self.pcpu.halted(p, v);
         if self.vcs[v as usize].migrating {
             self.vcpu_migrate(view, out, v, p);
         }
@@ -882,8 +894,20 @@ impl HostPolicy for Credit {
         Some(serde_json::json!({"steal_trylocks": self.steal_trylocks, "steal_trylocks_failed": self.steal_trylocks_failed}))
     }
 
+    /// Relaxed co-scheduling's counters, and for a capped domain how often
+    /// its vCPUs were parked over their cap and how long (ns, the parks
+    /// that ended).
     fn vm_metrics(&self, vm: crate::ids::VmId) -> Option<serde_json::Value> {
-        self.coscheduling.as_ref()?.metrics(vm)
+        let mut m = self.coscheduling.as_ref().and_then(|c| c.metrics(vm));
+        if self.doms[vm as usize].cap != 0 {
+            let mine = || self.vcs.iter().filter(|vc| vc.dom == vm as usize);
+            let caps = serde_json::json!({"cap_parks": mine().map(|vc| vc.parks).sum::<u64>(), "cap_parked_ns": mine().map(|vc| vc.parked_ns).sum::<u64>()});
+            match m.as_mut().and_then(|v| v.as_object_mut()) {
+                Some(obj) => obj.extend(caps.as_object().expect("an object").clone()),
+                None => m = Some(caps),
+            }
+        }
+        m
     }
 
     /// do_yield() (SCHEDOP_yield) and the pause-loop exit, which Xen's VMX

@@ -615,7 +615,7 @@ impl HostPolicy for Credit2 {
 
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.burn(v, view.now);
-        self.pcpu.halted(p);
+        self.pcpu.halted(p, v);
         if self.capped(v) {
             self.return_budget(view, out, v);
         }

@@ -477,24 +477,42 @@ pub struct DecisionCosts {
     pub wakeup_ns: u64,
     pub migrate_ns: u64,
     locks: SchedLocks,
+    /// Lock waits by where they fell: per vCPU, the waits of pCPUs while it
+    /// was current there (Xen's schedule() spins for the lock before it reads
+    /// the clock, so the wait is the current vCPU's run time and burns its
+    /// budget: sched_rt.c's burn_budget() charges `now - last_start`); on a
+    /// pCPU with no vCPU current, idle time.
+    wait_during: Vec<u64>,
+    wait_idle_ns: u64,
 }
 
 impl DecisionCosts {
     pub fn from_us(schedule_us: f64, wakeup_us: f64, migrate_us: f64, locks: SchedLocks) -> Self {
         let ns = |us: f64| (us * 1e3).round() as u64;
-        DecisionCosts { schedule_ns: ns(schedule_us), wakeup_ns: ns(wakeup_us), migrate_ns: ns(migrate_us), locks }
+        DecisionCosts { schedule_ns: ns(schedule_us), wakeup_ns: ns(wakeup_us), migrate_ns: ns(migrate_us), locks, ..Default::default() }
+    }
+
+    /// The wait for `p`'s schedule lock that a decision asked for on `p` at
+    /// `now` would have (what `charge_decision` at the same instant waits):
+    /// schedule() takes the lock before it reads the clock, so the decision
+    /// is made this much later.
+    pub fn decision_wait(&self, p: PcpuId, now: u64) -> u64 {
+        self.locks.wait(p, p, now, self.max_hold())
     }
 
     /// Charges a decision on `p` at `now` (under `p`'s schedule lock), plus
-    /// the descheduling work when it switched a vCPU out.
-    pub fn charge_decision(&mut self, out: &mut HostOut, now: u64, p: PcpuId, switched_out: bool) {
-        let mut ns = self.locks.work(p, p, now, self.schedule_ns, true, self.max_hold());
+    /// the descheduling work when it switched a vCPU out; `during` is the
+    /// vCPU current on `p` while it waits for the lock. Returns the wait.
+    pub fn charge_decision(&mut self, out: &mut HostOut, now: u64, p: PcpuId, switched_out: bool, during: Option<VcpuId>) -> u64 {
+        let (wait, mut ns) = self.locks.work(p, p, now, self.schedule_ns, true, self.max_hold());
+        self.attribute(wait, during);
         if switched_out {
-            ns += self.locks.work(p, p, now, self.migrate_ns, false, 0);
+            ns += self.locks.work(p, p, now, self.migrate_ns, false, 0).1;
         }
         if ns > 0 {
             out.charge.push((p, ns));
         }
+        wait
     }
 
     /// Charges the processing of a wakeup of a vCPU whose pCPU is `p` at
@@ -507,7 +525,15 @@ impl DecisionCosts {
     /// of v->processor).
     pub fn charge_wakeup(&mut self, out: &mut HostOut, view: &HostView, p: PcpuId) {
         let on = view.waker.unwrap_or(p);
-        let ns = self.locks.work(on, p, view.now, self.wakeup_ns, true, self.max_hold());
+        self.charge_locked(out, view, on, p, self.wakeup_ns);
+    }
+
+    /// Charges `ns` of scheduler work under `lock_pcpu`'s schedule lock, done
+    /// in an interrupt or hypercall on `on` at `view.now` (a wakeup, a timer
+    /// handler), while whatever vCPU runs there stays current.
+    pub fn charge_locked(&mut self, out: &mut HostOut, view: &HostView, on: PcpuId, lock_pcpu: PcpuId, ns: u64) {
+        let (wait, ns) = self.locks.work(on, lock_pcpu, view.now, ns, true, self.max_hold());
+        self.attribute(wait, view.running_on.get(on as usize).copied().flatten());
         if ns > 0 {
             out.charge.push((on, ns));
         }
@@ -519,21 +545,50 @@ impl DecisionCosts {
         self.locks.held(p, now)
     }
 
+    fn attribute(&mut self, wait: u64, during: Option<VcpuId>) {
+        if wait == 0 {
+            return;
+        }
+        match during {
+            Some(v) => {
+                let v = v as usize;
+                if self.wait_during.len() <= v {
+                    self.wait_during.resize(v + 1, 0);
+                }
+                self.wait_during[v] += wait;
+            }
+            None => self.wait_idle_ns += wait,
+        }
+    }
+
     /// The longest a decision or a wakeup holds the schedule lock.
     fn max_hold(&self) -> u64 {
         self.schedule_ns.max(self.wakeup_ns)
     }
 
     /// Where pCPUs share a schedule lock, as a policy's `host_metrics`: the
-    /// time they spent waiting for it while another pCPU held it, and the
-    /// time the locks were held (over the run's length and the number of
-    /// locks, how busy a lock was; above 1 it was asked for more than it
-    /// could serve, see `SchedLocks`).
+    /// time they spent waiting for it while another pCPU held it (and the
+    /// part of it on pCPUs with no vCPU current), and the time the locks
+    /// were held (over the run's length and the number of locks, how busy a
+    /// lock was; above 1 it was asked for more than it could serve, see
+    /// `SchedLocks`).
     pub fn lock_metrics(&self) -> Option<serde_json::Value> {
-        let shared = self.locks.free_at.len() < self.locks.lock_of.len();
-        shared.then(|| {
-            serde_json::json!({"sched_lock_wait_ns": self.locks.wait_ns, "sched_lock_held_ns": self.locks.held_ns, "sched_locks": self.locks.free_at.len()})
+        self.shared().then(|| {
+            serde_json::json!({"sched_lock_wait_ns": self.locks.wait_ns, "sched_lock_wait_idle_ns": self.wait_idle_ns,
+                "sched_lock_held_ns": self.locks.held_ns, "sched_locks": self.locks.free_at.len()})
         })
+    }
+
+    /// Where pCPUs share a schedule lock, as a policy's `vm_metrics` for the
+    /// VM of `vcpus`: the lock waits of pCPUs while one of its vCPUs was
+    /// current there (its run time, and under RTDS its budget).
+    pub fn vm_lock_metrics(&self, vcpus: impl Iterator<Item = VcpuId>) -> Option<serde_json::Value> {
+        let wait: u64 = vcpus.map(|v| self.wait_during.get(v as usize).copied().unwrap_or(0)).sum();
+        self.shared().then(|| serde_json::json!({"sched_lock_wait_ns": wait}))
+    }
+
+    fn shared(&self) -> bool {
+        self.locks.free_at.len() < self.locks.lock_of.len()
     }
 }
 
@@ -590,19 +645,18 @@ impl SchedLocks {
 
     /// `ns` of scheduler work on `p`, asked for at `now`, under the lock of
     /// pCPU `lock_pcpu` if `locked` (where the longest hold of the lock is
-    /// `max_hold`): the pCPU time it adds on `p` (its wait for the lock
-    /// included).
-    fn work(&mut self, p: PcpuId, lock_pcpu: PcpuId, now: u64, ns: u64, locked: bool, max_hold: u64) -> u64 {
+    /// `max_hold`): its wait for the lock, and the pCPU time it adds on `p`
+    /// (the wait included).
+    fn work(&mut self, p: PcpuId, lock_pcpu: PcpuId, now: u64, ns: u64, locked: bool, max_hold: u64) -> (u64, u64) {
         let pi = p as usize;
         if ns == 0 || pi >= self.busy_until.len() {
-            return ns;
+            return (0, ns);
         }
         let ready = now.max(self.busy_until[pi]);
         let mut start = ready;
         if locked {
+            start = ready + self.wait(p, lock_pcpu, now, max_hold);
             let l = self.lock_of[lock_pcpu as usize];
-            let bound = (self.sharers[l] - 1) * max_hold;
-            start = ready + self.free_at[l].saturating_sub(ready).min(bound);
             self.free_at[l] = self.free_at[l].max(start + ns);
             self.wait_ns += start - ready;
             self.held_ns += ns;
@@ -612,7 +666,21 @@ impl SchedLocks {
         }
         let end = start + ns;
         self.busy_until[pi] = end;
-        end - ready
+        (start - ready, end - ready)
+    }
+
+    /// How long locked work asked for on `p` at `now` would wait for the
+    /// lock of pCPU `lock_pcpu` once `p` is free of the work charged there
+    /// before it.
+    fn wait(&self, p: PcpuId, lock_pcpu: PcpuId, now: u64, max_hold: u64) -> u64 {
+        let pi = p as usize;
+        if pi >= self.busy_until.len() {
+            return 0;
+        }
+        let ready = now.max(self.busy_until[pi]);
+        let l = self.lock_of[lock_pcpu as usize];
+        let bound = (self.sharers[l] - 1) * max_hold;
+        self.free_at[l].saturating_sub(ready).min(bound)
     }
 
     /// Whether a hold charged so far covers `now` on `p`'s lock.
@@ -630,7 +698,10 @@ impl SchedLocks {
 pub struct PcpuBook {
     pub curr: Vec<Option<VcpuId>>,
     pub tickled: Vec<bool>,
-    switched_out: Vec<bool>,
+    /// The vCPU that halted on each pCPU since its last decision: in Xen it
+    /// is still current while the decision that follows its block waits for
+    /// the schedule lock (vcpu_block() only raises SCHEDULE_SOFTIRQ).
+    halted_vcpu: Vec<Option<VcpuId>>,
     gen: Vec<u64>,
 }
 
@@ -640,13 +711,13 @@ const SLICE_TOKEN_KIND: u64 = 0xff << 56;
 
 impl PcpuBook {
     pub fn new(pcpus: usize) -> Self {
-        PcpuBook { curr: vec![None; pcpus], tickled: vec![false; pcpus], switched_out: vec![false; pcpus], gen: vec![0; pcpus] }
+        PcpuBook { curr: vec![None; pcpus], tickled: vec![false; pcpus], halted_vcpu: vec![None; pcpus], gen: vec![0; pcpus] }
     }
 
-    /// The vCPU running on `p` halted.
-    pub fn halted(&mut self, p: PcpuId) {
+    /// The vCPU `v` running on `p` halted.
+    pub fn halted(&mut self, p: PcpuId, v: VcpuId) {
         self.curr[p as usize] = None;
-        self.switched_out[p as usize] = true;
+        self.halted_vcpu[p as usize] = Some(v);
     }
 
     /// A decision on `p` begins: its tickle is answered and the slice timers
@@ -656,7 +727,14 @@ impl PcpuBook {
         let pi = p as usize;
         self.tickled[pi] = false;
         self.gen[pi] += 1;
-        std::mem::take(&mut self.switched_out[pi])
+        self.halted_vcpu[pi].is_some()
+    }
+
+    /// The vCPU current on `p` while a decision there with `prev` running
+    /// waits for the schedule lock: `prev`, or the vCPU whose halt the
+    /// decision follows.
+    pub fn current_during(&self, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
+        prev.or(self.halted_vcpu[p as usize])
     }
 
     /// The decision on `p` is `next` (after `prev`): it runs there, the
@@ -665,12 +743,19 @@ impl PcpuBook {
     /// reschedule `p` made during the decision are answered by it.
     #[allow(clippy::too_many_arguments)]
     pub fn end(&mut self, out: &mut HostOut, costs: &mut DecisionCosts, now: u64, p: PcpuId, prev: Option<VcpuId>, next: Option<VcpuId>, switched_out: bool, slice: Option<(u64, u64)>) {
+        let during = self.current_during(p, prev);
+        self.halted_vcpu[p as usize] = None;
         self.curr[p as usize] = next;
         if let Some((kind, at)) = slice {
-            out.timers.push((at, kind | self.gen[p as usize] << 16 | p as u64));
+            self.arm_slice(out, p, kind, at);
         }
-        costs.charge_decision(out, now, p, switched_out || (prev.is_some() && prev != next));
+        costs.charge_decision(out, now, p, switched_out || (prev.is_some() && prev != next), during);
         out.resched.retain(|&q| q != p);
+    }
+
+    /// Arms the slice timer `kind` of `p`'s current decision at `at`.
+    pub fn arm_slice(&self, out: &mut HostOut, p: PcpuId, kind: u64, at: u64) {
+        out.timers.push((at, kind | self.gen[p as usize] << 16 | p as u64));
     }
 
     /// The pCPU whose slice timer `token` is, if no decision there made it
@@ -688,7 +773,7 @@ mod tests {
     /// (pCPU, ns) charged by one decision, with `switched_out`.
     fn decide(c: &mut DecisionCosts, now: u64, p: PcpuId, switched_out: bool) -> u64 {
         let mut out = HostOut::default();
-        c.charge_decision(&mut out, now, p, switched_out);
+        c.charge_decision(&mut out, now, p, switched_out, None);
         out.charge.iter().map(|&(q, ns)| if q == p { ns } else { panic!("charged on {q}, not {p}") }).sum()
     }
 
@@ -736,7 +821,34 @@ mod tests {
         // pCPU 0 wakes a vCPU at 5 us: the lock is held by pCPU 2 until 9 us.
         assert_eq!(wake(&mut c, 5000, 0), 4000 + 2000);
         assert_eq!(wake(&mut c, 50_000, 1), 2000);
-        assert_eq!(c.lock_metrics(), Some(serde_json::json!({"sched_lock_wait_ns": 13_000, "sched_lock_held_ns": 13_000, "sched_locks": 1})));
+        assert_eq!(
+            c.lock_metrics(),
+            Some(serde_json::json!({"sched_lock_wait_ns": 13_000, "sched_lock_wait_idle_ns": 13_000, "sched_lock_held_ns": 13_000, "sched_locks": 1}))
+        );
+    }
+
+    /// A wait falls on the vCPU current on the waiting pCPU (a decision's
+    /// on the vCPU running or just halted there, a wakeup's on the vCPU
+    /// running where it is processed), else on idle time; and
+    /// `decision_wait` foretells what the decision then waits.
+    #[test]
+    fn lock_waits_fall_on_the_vcpu_current_where_they_happen() {
+        let mut c = DecisionCosts::from_us(3.0, 2.0, 0.0, SchedLocks::global(3));
+        let mut out = HostOut::default();
+        assert_eq!(c.charge_decision(&mut out, 0, 0, false, Some(7)), 0);
+        assert_eq!(c.decision_wait(1, 1000), 2000);
+        assert_eq!(c.charge_decision(&mut out, 1000, 1, false, Some(4)), 2000);
+        // pCPU 2 processes a wakeup at 2 us while vCPU 9 runs there: the lock
+        // is pCPU 1's until 6 us.
+        let m = machine(3);
+        let (allowed, running_on) = (vec![vec![true; 3]], vec![None, None, Some(9)]);
+        c.charge_wakeup(&mut out, &HostView::new(2000, &m, &allowed, &running_on), 2);
+        // pCPU 0, idle, decides at 3 us: the wakeup holds the lock until 8 us.
+        assert_eq!(c.charge_decision(&mut out, 3000, 0, false, None), 5000);
+        let vm = |v: VcpuId| c.vm_lock_metrics(std::iter::once(v)).unwrap()["sched_lock_wait_ns"].as_u64().unwrap();
+        assert_eq!((vm(7), vm(4), vm(9)), (0, 2000, 4000));
+        assert_eq!(c.lock_metrics().unwrap()["sched_lock_wait_idle_ns"], 5000);
+        assert_eq!(c.lock_metrics().unwrap()["sched_lock_wait_ns"], 2000 + 4000 + 5000);
     }
 
     /// The mean cost of n pCPUs deciding at once under one lock grows

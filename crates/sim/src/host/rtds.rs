@@ -41,6 +41,12 @@ pub struct Rtds {
     /// Per vCPU: its budget in every period is provably met (see
     /// `provably_served`).
     guaranteed: Vec<bool>,
+    /// Per VM, its vCPUs (for the lock waits charged to them).
+    vcpus_of: Vec<Vec<VcpuId>>,
+    /// repl_timer_handler()'s work per replenishment, under the global lock.
+    replenish_ns: u64,
+    /// The pCPU the one replenishment timer fires on.
+    timer_pcpu: PcpuId,
 }
 
 /// Which vCPUs global EDF provably serves their whole budget in every
@@ -84,8 +90,19 @@ impl Rtds {
         let affinity = b.scenario.vms.iter().any(|vm| !vm.pin.is_empty() || !vm.cpus.is_empty());
         let periods_budgets: Vec<(u64, u64)> = vcs.iter().map(|vc| (vc.period, vc.budget)).collect();
         let guaranteed = provably_served(&periods_budgets, b.pcpus as u64, affinity);
+        let mut vcpus_of = vec![Vec::new(); b.scenario.vms.len()];
+        for (v, &vm) in b.vm_of.iter().enumerate() {
+            vcpus_of[vm as usize].push(v as VcpuId);
+        }
         Rtds {
             guaranteed,
+            vcpus_of,
+            replenish_ns: (prm.replenish_us * 1e3).round() as u64,
+            // Xen 4.9 keeps one replenishment timer for the whole scheduler,
+            // initialised on the first pCPU the scheduler is set up on
+            // (rt_init_pdata(): init_timer(prv->repl_timer, ..., cpu) while
+            // the timer is TIMER_STATUS_invalid), pCPU 0 of the pool at boot.
+            timer_pcpu: 0,
             vcs,
             runq: Vec::new(),
             pcpu: PcpuBook::new(n),
@@ -138,11 +155,16 @@ impl Rtds {
     /// burn_budget(): the running vCPU pays for its runtime; with extra time
     /// an exhausted budget is refilled at the next priority level.
     fn burn(&mut self, v: VcpuId, now: u64) {
-        let extratime = self.extratime;
         let vc = &mut self.vcs[v as usize];
         let ran = now.saturating_sub(vc.last_start);
         vc.last_start = now;
-        vc.cur_budget = vc.cur_budget.saturating_sub(ran);
+        self.spend(v, ran);
+    }
+
+    fn spend(&mut self, v: VcpuId, ns: u64) {
+        let extratime = self.extratime;
+        let vc = &mut self.vcs[v as usize];
+        vc.cur_budget = vc.cur_budget.saturating_sub(ns);
         if vc.cur_budget == 0 && extratime {
             vc.level += 1;
             vc.cur_budget = vc.budget;
@@ -183,6 +205,10 @@ impl HostPolicy for Rtds {
         self.costs.lock_metrics()
     }
 
+    fn vm_metrics(&self, vm: crate::ids::VmId) -> Option<serde_json::Value> {
+        self.costs.vm_lock_metrics(self.vcpus_of[vm as usize].iter().copied())
+    }
+
     fn start(&mut self, _view: &HostView, _out: &mut HostOut) {}
 
     /// rt_vcpu_wake(): a vCPU past its deadline starts a new period; it
@@ -204,17 +230,30 @@ impl HostPolicy for Rtds {
         self.vcs[v as usize].awake = false;
         // A sleeping vCPU leaves the replenishment queue.
         self.vcs[v as usize].repl_gen += 1;
-        self.pcpu.halted(p);
+        self.pcpu.halted(p, v);
     }
 
     /// rt_schedule(): the current vCPU keeps the pCPU while it has budget
     /// and no queued vCPU has an earlier deadline; the slice ends when the
     /// budget does.
+    ///
+    /// schedule() (xen/common/schedule.c, Xen 4.9) spins for the global lock
+    /// before it reads the clock, so the decision is made at `now` plus that
+    /// wait: the vCPU whose halt this decision follows is charged the wait
+    /// by burn_budget() (it is still current while the pCPU spins), and the
+    /// next vCPU's budget (last_start) and slice start after it. A running
+    /// vCPU is charged up to `now` only: the engine takes it off the pCPU
+    /// at `now` and gives the spin's pCPU time to the next vCPU as lost
+    /// time, so charging it the spin too would charge service it is not
+    /// seen to get (Xen charges it, and counts the spin as its run time).
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
-        let now = view.now;
+        let wait = self.costs.decision_wait(p, view.now);
+        let now = view.now + wait;
         let switched_out = self.pcpu.begin(p);
-        if let Some(c) = prev {
-            self.burn(c, now);
+        match (prev, self.pcpu.current_during(p, prev)) {
+            (Some(c), _) => self.burn(c, view.now),
+            (None, Some(halted)) => self.spend(halted, wait),
+            (None, None) => {}
         }
         let head = self.pick(view, p);
         let keep = prev.filter(|&c| self.has_budget(c) && head.is_none_or(|h| self.key(c) < self.key(h)));
@@ -234,8 +273,11 @@ impl HostPolicy for Rtds {
             self.vcs[n as usize].last_start = now;
             self.vcs[n as usize].cpu = p;
         }
-        let slice = next.map(|n| (T_BUDGET, now + self.vcs[n as usize].cur_budget));
-        self.pcpu.end(out, &mut self.costs, now, p, prev, next, switched_out, slice);
+        let slice_end = next.map(|n| now + self.vcs[n as usize].cur_budget);
+        self.pcpu.end(out, &mut self.costs, view.now, p, prev, next, switched_out, None);
+        if let Some(at) = slice_end {
+            self.pcpu.arm_slice(out, p, T_BUDGET, at);
+        }
         next
     }
 
@@ -249,7 +291,9 @@ impl HostPolicy for Rtds {
                 if (token & !KIND) >> 24 != self.vcs[v as usize].repl_gen || !self.vcs[v as usize].awake {
                     return;
                 }
-                // repl_timer_handler(): the new period begins.
+                // repl_timer_handler(): the new period begins, under the
+                // global lock, in the timer interrupt on the timer's pCPU.
+                self.costs.charge_locked(out, view, self.timer_pcpu, self.timer_pcpu, self.replenish_ns);
                 let running_on = self.pcpu.curr.iter().position(|&c| c == Some(v));
                 if let Some(p) = running_on {
                     self.burn(v, view.now);

@@ -253,7 +253,7 @@ impl HostPolicy for Tableau {
     fn block(&mut self, _view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
         self.awake[v as usize] = false;
         self.owner[v as usize] = None;
-        self.pcpu.halted(p);
+        self.pcpu.halted(p, v);
         if let Some(q) = self.wanted_by[v as usize].take() {
             out.resched.push(q);
         }

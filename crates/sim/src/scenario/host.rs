@@ -929,6 +929,15 @@ pub struct RtdsParams {
     pub wakeup_us: f64,
     #[serde(default = "rtds_migrate_us")]
     pub migrate_us: f64,
+    /// The work of repl_timer_handler() per replenished vCPU, held under the
+    /// global lock in the timer's interrupt (sched_rt.c, Xen 4.9). Table 1
+    /// has no tracepoint around it; per vCPU the handler does what
+    /// rt_vcpu_wake() does (rt_update_deadline(), the run-queue re-insert,
+    /// runq_tickle(), the replenishment-queue insert), so the default is
+    /// Table 1's RTDS Wakeup, 3.90 us (section 7.2). Swept by
+    /// tools/tableau-sla-peak-sweep.py; 0 leaves the handler free.
+    #[serde(default = "rtds_wakeup_us")]
+    pub replenish_us: f64,
     /// pCPUs that share a schedule lock wait for one another: a decision
     /// or wakeup waits, spinning, while another pCPU holds the lock (Table
     /// 1's Schedule and Wakeup are the hold times, measured inside the lock;
@@ -938,6 +947,7 @@ pub struct RtdsParams {
     #[serde(default = "super::guest::yes")]
     pub lock_contention: bool,
 }
+// Table 1 (section 7.2), RTDS's Schedule, Wakeup and Migrate means, us.
 fn rtds_schedule_us() -> f64 {
     2.86
 }

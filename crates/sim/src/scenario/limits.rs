@@ -203,6 +203,9 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
             }
         }
     }
+    if checked_ns("host.rtds.replenish_us", h.rtds.replenish_us, 1e3, false)? > MAX_OVERHEAD_NS {
+        return Err(err("host.rtds.replenish_us", format!("{} us is more than 1000 us: a timer handler costing a millisecond or more is a tick's worth of time", h.rtds.replenish_us)));
+    }
     checked_ns("host.credit2.migrate_resist_us", h.credit2.migrate_resist_us, 1e3, false)?;
     checked_ns("host.credit.migration_delay_us", h.credit.migration_delay_us, 1e3, false)?;
     checked_ns("host.credit2.cap_period_ms", h.credit2.cap_period_ms, 1e6, true)?;

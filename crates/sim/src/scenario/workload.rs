@@ -327,6 +327,9 @@ pub enum WorkloadKind {
     BufferedWrite,
     LatencyProbe,
     WorkStealing,
+    /// One task moved between two vCPUs by sched_setaffinity() from a third
+    /// (IRS Fig. 1(b)); its latency is the move's.
+    MigrationProbe,
 }
 
 impl Workload {
@@ -356,6 +359,7 @@ impl WorkloadKind {
             WorkloadKind::BufferedWrite => "buffered_write",
             WorkloadKind::LatencyProbe => "latency_probe",
             WorkloadKind::WorkStealing => "work_stealing",
+            WorkloadKind::MigrationProbe => "migration_probe",
         }
     }
 }
@@ -400,8 +404,8 @@ pub(super) fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), Scena
     if !(-20..=19).contains(&w.nice) {
         return Err(err(format!("{p}.nice"), format!("{} is outside -20..=19", w.nice)));
     }
-    if w.kind == WorkloadKind::Periodic && !(w.sleep_us >= 1.0 && w.sleep_us.is_finite()) {
-        return Err(err(format!("{p}.sleep_us"), "a periodic thread's interval must be at least 1 us"));
+    if matches!(w.kind, WorkloadKind::Periodic | WorkloadKind::MigrationProbe) && !(w.sleep_us >= 1.0 && w.sleep_us.is_finite()) {
+        return Err(err(format!("{p}.sleep_us"), "a periodic thread's or a migration probe's interval must be at least 1 us"));
     }
     if w.nice != 0 && w.policy != Policy::Normal {
         return Err(err(format!("{p}.nice"), "a nice level weighs fair-class threads only: give it with policy `normal`"));
@@ -448,6 +452,12 @@ pub(super) fn check_workload(w: &Workload, vm: &Vm, p: &str) -> Result<(), Scena
     if !(w.close_us >= 0.0 && w.close_us.is_finite()) {
         return Err(err(format!("{p}.close_us"), "must be a non-negative number"));
     }
+    if w.kind == WorkloadKind::MigrationProbe {
+        let a = &w.affinity;
+        if a.len() != 3 || a[0] == a[1] || a[0] == a[2] || a[1] == a[2] {
+            return Err(err(format!("{p}.affinity"), "a migration probe needs three different vCPUs: [source, target, requester]"));
+        }
+    }
     if w.kind == WorkloadKind::Pipeline && w.stages < 2 && w.dispatch_us == 0.0 {
         return Err(err(format!("{p}.stages"), "a pipeline needs at least 2 stages (or a dispatcher, dispatch_us, and 1)"));
     }
@@ -489,6 +499,9 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         WorkloadKind::BufferedWrite => threaded!("work_us", "device_us", "irq_vcpu", "file_chunks", "freerun_chunks", "close_us", "random_start"),
         WorkloadKind::LatencyProbe => threaded!("gap_threshold_us"),
         WorkloadKind::WorkStealing => threaded!("work_us", "work_dist", "phases", "sync", "spin_us", "tasks_per_thread"),
+        // Two threads of its own: the mover (`work_us` chunks) and the
+        // requester (`sleep_us` between requests), on `affinity`'s vCPUs.
+        WorkloadKind::MigrationProbe => &["affinity", "work_us", "sleep_us", "working_set_kb", "smt_factor"],
     }
 }
 

@@ -7,6 +7,7 @@ pub mod buffered_write;
 pub mod bursty;
 pub mod disk_read;
 pub mod hog;
+pub mod migration_probe;
 pub mod latency_probe;
 pub mod mm;
 pub mod noise;
@@ -63,6 +64,14 @@ pub enum Op {
     /// queued): the stopper moves the running thread there. It stays when
     /// no other vCPU is idle.
     MigrateIdle,
+    /// sched_setaffinity() from this thread of thread `thread` of the same
+    /// workload to VM-local vCPU `to`, while `thread` runs on another vCPU:
+    /// Linux queues migration_cpu_stop() for that vCPU's stopper thread
+    /// (stop_one_cpu(), kernel/stop_machine.c), which a reschedule IPI wakes
+    /// there, so the move waits until that vCPU runs. With `measured`, the
+    /// time from the call until `thread` runs on `to` is a latency of the
+    /// workload.
+    MigrateThread { thread: u32, to: u32, measured: bool },
     /// Block until woken by the guest policy that owns the thread
     /// (`GuestAct::Wake`); only for a guest policy's own threads.
     Park,
@@ -268,10 +277,12 @@ pub fn build(w: &Workload, label: &str, vcpus: u32, objs: &mut dyn Objects) -> B
         WorkloadKind::BufferedWrite => Box::new(buffered_write::BufferedWrite::new(w)),
         WorkloadKind::LatencyProbe => Box::new(latency_probe::LatencyProbe::new(w)),
         WorkloadKind::WorkStealing => Box::new(work_stealing::WorkStealing::new(w, objs)),
+        WorkloadKind::MigrationProbe => Box::new(migration_probe::MigrationProbe::new(w)),
     };
     let threads = match w.kind {
         WorkloadKind::Filler => threads.into_iter().map(|t| ThreadSpec { policy: Policy::Idle, ..t }).collect(),
         WorkloadKind::Ping => Vec::new(),
+        WorkloadKind::MigrationProbe => migration_probe::MigrationProbe::threads(w, label, vcpus),
         WorkloadKind::Pipeline => pipeline::Pipeline::threads(w, label, vcpus),
         WorkloadKind::LatencyProbe => threads
             .into_iter()

@@ -173,7 +173,7 @@ impl World {
                     tasks.push(Task::new(vi as u32, local, widx, thread as u32, spec.name, home, spec.record_gaps_over));
                     ids.push(id);
                 }
-                let has_latency = matches!(w.kind, WorkloadKind::Periodic | WorkloadKind::Parallel | WorkloadKind::Pipeline | WorkloadKind::Server | WorkloadKind::Tailbench | WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::BufferedWrite | WorkloadKind::LatencyProbe | WorkloadKind::WorkStealing)
+                let has_latency = matches!(w.kind, WorkloadKind::Periodic | WorkloadKind::Parallel | WorkloadKind::Pipeline | WorkloadKind::Server | WorkloadKind::Tailbench | WorkloadKind::Ping | WorkloadKind::DiskRead | WorkloadKind::BufferedWrite | WorkloadKind::LatencyProbe | WorkloadKind::WorkStealing | WorkloadKind::MigrationProbe)
                     && !(w.kind == WorkloadKind::Parallel && w.sync.is_lock());
                 wls.push(WorkloadState {
                     name: label.clone(),
@@ -471,6 +471,7 @@ impl Task {
             cache_pcpu: None,
             refill_work: 0.0,
             refill_total: 0.0,
+            migration_asked: None,
         }
     }
 }

@@ -400,6 +400,7 @@ impl World {
                     None => true,
                 }
             }
+            Op::MigrateThread { thread, to, measured } => !self.ask_migration(t, v, thread, to, measured),
             Op::Park => {
                 self.tasks[t as usize].parked = true;
                 self.block(t, v);
@@ -813,7 +814,7 @@ impl World {
     }
 
     /// The current task of `v` sleeps: dequeue it and schedule.
-    fn block(&mut self, t: TaskId, v: VcpuId) {
+    pub(super) fn block(&mut self, t: TaskId, v: VcpuId) {
         self.account(v);
         self.tasks[t as usize].exec = Exec::Blocked;
         let vm = self.tasks[t as usize].vm;

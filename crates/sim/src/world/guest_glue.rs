@@ -221,7 +221,7 @@ impl World {
 
     /// The current task of `v` may be moved (it is not in a non-preemptible
     /// section).
-    fn curr_movable(&self, v: VcpuId) -> bool {
+    pub(super) fn curr_movable(&self, v: VcpuId) -> bool {
         self.vcpus[v as usize].curr_task.map(|t| self.tasks[t as usize].preempt_count == 0).unwrap_or(false)
     }
 
@@ -236,6 +236,44 @@ impl World {
         // The stopper switches at once: the task has left this vCPU, so the
         // vCPU must not be seen running it (a host reschedule may follow).
         self.guest_resched(v);
+    }
+
+    /// sched_setaffinity() by task `t` on vCPU `v` of thread `thread` of
+    /// its workload, to VM-local vCPU `to` (Linux 3.18, kernel/sched/core.c
+    /// set_cpus_allowed_ptr()): a thread running on another vCPU is moved by
+    /// that vCPU's stopper, woken by a reschedule IPI, while the caller
+    /// sleeps until the stopper is done (stop_one_cpu() waits for its
+    /// completion, kernel/stop_machine.c); the move happens when that vCPU
+    /// next runs and takes the IPI. A thread not running, or already on
+    /// `to`, is left alone (the probe that asks keeps its thread running).
+    /// Returns whether `t` blocked.
+    pub(super) fn ask_migration(&mut self, t: TaskId, v: VcpuId, thread: u32, to: u32, measured: bool) -> bool {
+        let (vm, w) = (self.tasks[t as usize].vm, self.tasks[t as usize].workload);
+        let vmi = vm as usize;
+        let Some(m) = self.vms[vmi].tasks.iter().copied().find(|&x| self.tasks[x as usize].workload == w && self.tasks[x as usize].thread == thread) else {
+            return false;
+        };
+        let on = (0..self.vms[vmi].nv).map(|l| self.global_vcpu(vm, l)).find(|&f| self.vcpus[f as usize].curr_task == Some(m));
+        let Some(f) = on.filter(|&f| self.vcpus[f as usize].local != to) else {
+            return false;
+        };
+        self.tasks[m as usize].migration_asked = Some(super::MigrationAsk { asked_ns: self.now, to, measured, requester: t });
+        self.send_ipi(v, f, irq::Kind::Reschedule, irq::What::Stop(m, to));
+        self.block(t, v);
+        true
+    }
+
+    /// migration_cpu_stop() on vCPU `v`, where the stopper woke to move task
+    /// `m` to `to`: it moves `m` if `m` still runs there (otherwise the
+    /// request lapses), then wakes the task that asked.
+    pub(super) fn stopper_runs(&mut self, v: VcpuId, m: TaskId, to: u32) {
+        let Some(ask) = self.tasks[m as usize].migration_asked else { return };
+        if self.vcpus[v as usize].curr_task == Some(m) && self.host_state(v) == HostState::Running && self.curr_movable(v) {
+            self.stopper_migrate(v, to);
+        } else {
+            self.tasks[m as usize].migration_asked = None;
+        }
+        self.wake_task(ask.requester, Some(v), false);
     }
 
     /// Carries out a guest policy's acts for VM `vm`.

@@ -500,6 +500,18 @@ impl World {
 
     pub(super) fn task_starts_executing(&mut self, t: u32) {
         let task = &mut self.tasks[t as usize];
+        // A move asked by another thread arrives when the task runs on its
+        // destination.
+        if let Some(ask) = task.migration_asked {
+            if self.vcpus[task.last_vcpu as usize].local == ask.to {
+                task.migration_asked = None;
+                if ask.measured {
+                    let row = crate::workloads::RequestRow { task: Some(task.thread), arrival_ns: ask.asked_ns, start_ns: None, end_ns: self.now };
+                    self.workloads[task.workload as usize].metrics.finish(row);
+                }
+            }
+        }
+        let task = &mut self.tasks[t as usize];
         if let (Some(since), Some(threshold)) = (task.off_since.take(), task.record_gaps_over) {
             let gap = self.now - since;
             if gap > threshold {

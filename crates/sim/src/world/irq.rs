@@ -38,6 +38,9 @@ pub enum What {
     Activation,
     /// A guest policy's own IPI, with its payload.
     Payload(u64),
+    /// The stopper is to move this task to this VM-local vCPU
+    /// (`Op::MigrateThread`).
+    Stop(TaskId, u32),
     /// An event channel of dom0's back end thread (its index): a guest's
     /// notification, or the device interrupt of a request it carries.
     Evtchn(u32),
@@ -215,6 +218,7 @@ impl World {
                 }
             }
             What::Evtchn(th) => self.backend_notified(th, v),
+            What::Stop(m, to) => self.stopper_runs(v, m, to),
             What::Activation => {
                 let (vm, local) = (self.vcpus[v as usize].vm, self.vcpus[v as usize].local);
                 let acts = with_guest!(self, vm, |g, view| g.on_activation(&view, local));

@@ -232,6 +232,21 @@ pub struct Task {
     refill_work: f64,
     /// Refill work it did in all.
     pub refill_total: f64,
+    /// A move asked of it by another thread (`Op::MigrateThread`) that has
+    /// not arrived.
+    migration_asked: Option<MigrationAsk>,
+}
+
+/// A move of a task asked by another task (sched_setaffinity()).
+#[derive(Debug, Clone, Copy)]
+struct MigrationAsk {
+    asked_ns: u64,
+    /// The destination, a VM-local vCPU.
+    to: u32,
+    /// Its latency is a latency of the task's workload.
+    measured: bool,
+    /// The asking task, blocked until the stopper has run.
+    requester: TaskId,
 }
 
 impl Task {
