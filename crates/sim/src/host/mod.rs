@@ -918,7 +918,7 @@ mod tests {
         assert_eq!(out.charge, vec![(2, 2000)]);
         assert!(!costs.lock_held(1, 999) && costs.lock_held(1, 1000) && costs.lock_held(1, 2999) && !costs.lock_held(1, 3000));
         assert!(!costs.lock_held(2, 1500) && !costs.lock_held(0, 1500));
-        costs.charge_decision(&mut out, 5000, 0, false);
+        costs.charge_decision(&mut out, 5000, 0, false, None);
         assert!(costs.lock_held(0, 7999) && !costs.lock_held(0, 8000) && !costs.lock_held(1, 6000));
     }
 }
