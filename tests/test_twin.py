@@ -101,9 +101,12 @@ def test_the_twin_reproduces_the_probed_vm_in_the_simulator():
     latency = vm["guest_policy"]["latency_us"]
     assert latency[2] == pytest.approx(2000, rel=0.1), latency
     assert latency[4] == pytest.approx(6000, rel=0.1), latency
-    # The simulated vcap sees the core speeds: core 1 (vCPUs 2, 3) at half.
+    # The simulated vcap sees the core speeds: core 1 (vCPUs 2, 3) at half
+    # of core 0 (vCPUs 0, 1). Against the two vCPUs of core 0 together: each
+    # vCPU's estimate is an EMA of light windows, which the host's kworkers
+    # perturb by a few percent (665 and 628 for vCPUs 0 and 1 on seed 1).
     capacity = vm["guest_policy"]["capacity"]
-    assert capacity[3] == pytest.approx(capacity[1] / 2, rel=0.05), capacity
+    assert capacity[3] == pytest.approx((capacity[0] + capacity[1]) / 4, rel=0.05), capacity
 
 
 def test_reports_that_cannot_make_a_twin_are_refused():
