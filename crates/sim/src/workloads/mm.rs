@@ -88,29 +88,11 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
     use rand::SeedableRng as _;
-
-    struct Ids;
-    impl Objects for Ids {
-        fn spinlock(&mut self) -> u32 {
-            0
-        }
-        fn mutex(&mut self, _: u64) -> u32 {
-            0
-        }
-        fn barrier(&mut self, _: u32, _: crate::workloads::BarrierMode, _: u64, _: bool) -> u32 {
-            0
-        }
-        fn semaphore(&mut self, _: u32) -> u32 {
-            0
-        }
-        fn rwsem(&mut self) -> u32 {
-            3
-        }
-    }
+    use crate::workloads::FixedObjects;
 
     fn space(extra: &str) -> AddressSpace {
         let w: Workload = toml::from_str(&format!("kind = \"pipeline\"\nthreads = 2\n{extra}")).unwrap();
-        AddressSpace::new(&w, 2, &mut Ids)
+        AddressSpace::new(&w, 2, &mut FixedObjects)
     }
 
     #[test]

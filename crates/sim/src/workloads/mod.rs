@@ -98,6 +98,30 @@ pub trait Objects {
     fn rwsem(&mut self) -> u32;
 }
 
+/// The engine's answers as the workloads' unit tests see them: fixed ids,
+/// distinct for the kinds a test checks (every barrier 7, every rwsem 3).
+#[cfg(test)]
+pub(crate) struct FixedObjects;
+
+#[cfg(test)]
+impl Objects for FixedObjects {
+    fn spinlock(&mut self) -> u32 {
+        0
+    }
+    fn mutex(&mut self, _: u64) -> u32 {
+        0
+    }
+    fn barrier(&mut self, _: u32, _: BarrierMode, _: u64, _: bool) -> u32 {
+        7
+    }
+    fn semaphore(&mut self, _: u32) -> u32 {
+        0
+    }
+    fn rwsem(&mut self) -> u32 {
+        3
+    }
+}
+
 /// A finished request (or item, or read) for the requests table.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestRow {

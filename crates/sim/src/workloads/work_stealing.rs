@@ -138,30 +138,11 @@ enum Stage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workloads::{BarrierMode, WorkloadMetrics};
-
-    struct Ids;
-    impl Objects for Ids {
-        fn spinlock(&mut self) -> u32 {
-            0
-        }
-        fn mutex(&mut self, _: u64) -> u32 {
-            0
-        }
-        fn barrier(&mut self, _: u32, _: BarrierMode, _: u64, _: bool) -> u32 {
-            7
-        }
-        fn semaphore(&mut self, _: u32) -> u32 {
-            0
-        }
-        fn rwsem(&mut self) -> u32 {
-            0
-        }
-    }
+    use crate::workloads::{FixedObjects, WorkloadMetrics};
 
     fn program(extra: &str) -> WorkStealing {
         let w: Workload = toml::from_str(&format!("kind = \"work_stealing\"\nthreads = 2\nsync = \"barrier\"\nwork_dist = \"constant\"\nwork_us = 1000.0\n{extra}")).unwrap();
-        WorkStealing::new(&w, &mut Ids)
+        WorkStealing::new(&w, &mut FixedObjects)
     }
 
     /// Thread 0 runs alone (thread 1 is stalled, as on a preempted vCPU):
