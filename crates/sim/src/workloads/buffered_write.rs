@@ -144,7 +144,7 @@ impl Program for BufferedWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workloads::WorkloadMetrics;
+    use crate::workloads::TestContext;
 
     fn program(extra: &str) -> BufferedWrite {
         let w: Workload = toml::from_str(&format!("kind = \"buffered_write\"\nwork_us = 3.0\ndevice_us = 50.0\nclose_us = 7.0\n{extra}")).unwrap();
@@ -162,10 +162,8 @@ mod tests {
     #[test]
     fn chunks_above_the_freerun_ceiling_wait_for_writeback_until_the_file_is_closed() {
         let mut p = program("threads = 1\nfile_chunks = 4\nfreerun_chunks = 2");
-        let mut rng = crate::rng::stream(1, "buffered-write");
-        let mut metrics = WorkloadMetrics::default();
-        let mut requests = Vec::new();
-        let mut cx = Cx { now: 0, rng: &mut rng, metrics: &mut metrics, client_requests: &mut requests };
+        let mut context = TestContext::new(1, "buffered-write");
+        let mut cx = context.at(0);
         let ops: Vec<Op> = (0..12).map(|_| p.next_op(0, &mut cx)).collect();
         assert_eq!(ops, [W, W, W, WAIT, W, WAIT, CLOSE, W, W, W, WAIT, W]);
         assert_eq!(cx.metrics.completed, 3, "the throttled chunks are the completions");
@@ -180,10 +178,8 @@ mod tests {
     fn a_random_start_begins_inside_the_first_file_and_keeps_the_ceiling() {
         for seed in 0..20 {
             let mut p = program("threads = 2\nfile_chunks = 10\nfreerun_chunks = 4\nrandom_start = true");
-            let mut rng = crate::rng::stream(seed, "buffered-write");
-            let mut metrics = WorkloadMetrics::default();
-            let mut requests = Vec::new();
-            let mut cx = Cx { now: 0, rng: &mut rng, metrics: &mut metrics, client_requests: &mut requests };
+            let mut context = TestContext::new(seed, "buffered-write");
+            let mut cx = context.at(0);
             let (mut closes, mut chunks_between) = (vec![Vec::new(); 2], vec![0u32; 2]);
             for step in 0..200 {
                 let t = step % 2;
@@ -209,10 +205,8 @@ mod tests {
     #[test]
     fn writers_share_the_ceiling_and_a_close_frees_only_its_own_chunks() {
         let mut p = program("threads = 2\nfile_chunks = 3\nfreerun_chunks = 2");
-        let mut rng = crate::rng::stream(1, "buffered-write");
-        let mut metrics = WorkloadMetrics::default();
-        let mut requests = Vec::new();
-        let mut cx = Cx { now: 0, rng: &mut rng, metrics: &mut metrics, client_requests: &mut requests };
+        let mut context = TestContext::new(1, "buffered-write");
+        let mut cx = context.at(0);
         assert_eq!([p.next_op(0, &mut cx), p.next_op(0, &mut cx), p.next_op(0, &mut cx)], [W, W, W]);
         assert_eq!(p.dirty, 2, "writer 0 filled the ceiling");
         assert_eq!([p.next_op(1, &mut cx), p.next_op(1, &mut cx)], [W, WAIT]);

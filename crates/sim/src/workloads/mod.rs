@@ -98,6 +98,27 @@ pub trait Objects {
     fn rwsem(&mut self) -> u32;
 }
 
+/// What a program's `next_op` is given beside the thread, owned for the
+/// workloads' unit tests: a random stream, metrics and client arrivals.
+#[cfg(test)]
+pub(crate) struct TestContext {
+    rng: Rng,
+    metrics: WorkloadMetrics,
+    requests: Vec<u64>,
+}
+
+#[cfg(test)]
+impl TestContext {
+    pub(crate) fn new(seed: u64, stream: &str) -> Self {
+        TestContext { rng: crate::rng::stream(seed, stream), metrics: WorkloadMetrics::default(), requests: Vec::new() }
+    }
+
+    /// The context at `now`.
+    pub(crate) fn at(&mut self, now: u64) -> Cx<'_> {
+        Cx { now, rng: &mut self.rng, metrics: &mut self.metrics, client_requests: &mut self.requests }
+    }
+}
+
 /// The engine's answers as the workloads' unit tests see them: fixed ids,
 /// distinct for the kinds a test checks (every barrier 7, every rwsem 3).
 #[cfg(test)]

@@ -138,7 +138,7 @@ enum Stage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workloads::{FixedObjects, WorkloadMetrics};
+    use crate::workloads::{FixedObjects, TestContext};
 
     fn program(extra: &str) -> WorkStealing {
         let w: Workload = toml::from_str(&format!("kind = \"work_stealing\"\nthreads = 2\nsync = \"barrier\"\nwork_dist = \"constant\"\nwork_us = 1000.0\n{extra}")).unwrap();
@@ -152,10 +152,8 @@ mod tests {
     #[test]
     fn an_idle_thread_takes_a_stalled_threads_queued_tasks_before_the_barrier() {
         let mut p = program("tasks_per_thread = 3");
-        let mut rng = crate::rng::stream(1, "work-stealing");
-        let mut metrics = WorkloadMetrics::default();
-        let mut requests = Vec::new();
-        let mut cx = Cx { now: 0, rng: &mut rng, metrics: &mut metrics, client_requests: &mut requests };
+        let mut context = TestContext::new(1, "work-stealing");
+        let mut cx = context.at(0);
         // Thread 1 starts its first task and stalls there.
         assert_eq!(p.next_op(1, &mut cx), Op::Compute(1_000_000));
         let ops: Vec<Op> = (0..6).map(|_| p.next_op(0, &mut cx)).collect();
@@ -173,10 +171,8 @@ mod tests {
     #[test]
     fn each_frame_is_dealt_once_and_the_program_ends_after_its_frames() {
         let mut p = program("tasks_per_thread = 1\nphases = 2");
-        let mut rng = crate::rng::stream(1, "work-stealing");
-        let mut metrics = WorkloadMetrics::default();
-        let mut requests = Vec::new();
-        let mut cx = Cx { now: 0, rng: &mut rng, metrics: &mut metrics, client_requests: &mut requests };
+        let mut context = TestContext::new(1, "work-stealing");
+        let mut cx = context.at(0);
         for _frame in 0..2 {
             assert!(matches!(p.next_op(0, &mut cx), Op::Compute(_)));
             assert!(matches!(p.next_op(1, &mut cx), Op::Compute(_)));
