@@ -7,6 +7,7 @@ import base64
 import itertools
 import json
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -30,6 +31,22 @@ def assert_user_error(result, *fragments: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+def interrupt(process: subprocess.Popen) -> tuple[float, list[str]]:
+    """Sends Ctrl-C (SIGINT) to a running command and reads its stderr to the end: the
+    seconds until its `error: ...` line, which it prints once it has stopped and
+    discarded its output (the interpreter's own shutdown after it is not the command's
+    response time), and every line."""
+    sent = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if line.startswith("error: "):
+            break
+    answered = time.monotonic() - sent
+    return answered, lines + process.stderr.readlines()
 
 
 @pytest.fixture

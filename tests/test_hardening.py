@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHORT
+from conftest import SHORT, interrupt
 from test_cli import assert_user_error
 
 VMSCHED = [sys.executable, "-c", "from vmsched.cli import main; main()"]
@@ -237,17 +237,8 @@ def _start_long_run(out: Path) -> subprocess.Popen:
 def test_ctrl_c_stops_a_run_quickly_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
     process = _start_long_run(out)
-    sent = time.monotonic()
-    process.send_signal(signal.SIGINT)
-    # The message comes when the run has stopped and its directory is gone; the
-    # interpreter's own shutdown after it is not the run's response time.
-    lines = []
-    for line in process.stderr:
-        lines.append(line)
-        if line.startswith("error: "):
-            break
-    answered = time.monotonic() - sent
-    lines += process.stderr.readlines()
+    # The message comes when the run has stopped and its directory is gone.
+    answered, lines = interrupt(process)
     assert process.wait(timeout=30) == 130
     assert answered < 1.0, answered
     shown = [line.strip() for line in lines if line.strip() and "\r" not in line]

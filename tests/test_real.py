@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import tomli_w
 from vmsched import api
 from vmsched.real_cmd import GOALS, compare_rows, figures, groundtruth_cases, nearest_kernel_profile, twin_case
 
-from conftest import assert_user_error
+from conftest import assert_user_error, interrupt
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="real runs need Linux")
 
@@ -122,17 +121,8 @@ def test_ctrl_c_stops_the_threads_and_writes_nothing(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "vmsched.cli", "real", "run", str(case), "--out", str(out)],
                             stderr=subprocess.PIPE, text=True)
     _wait_for_thread(proc, "spin/0")
-    started = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    # The message comes once the threads are joined and the output is discarded; the
-    # interpreter's own shutdown after it is not the run's response time.
-    lines = []
-    for line in proc.stderr:
-        lines.append(line)
-        if line.startswith("error: "):
-            break
-    answered = time.monotonic() - started
-    lines += proc.stderr.readlines()
+    # The message comes once the threads are joined and the output is discarded.
+    answered, lines = interrupt(proc)
     assert proc.wait(timeout=30) == 130, lines
     assert answered < 5, f"the threads did not stop at once: {answered:.2f} s"
     assert "error: interrupted; nothing was written\n" in lines, lines
