@@ -285,7 +285,7 @@ impl World {
             host_ticks: None,
             tick_order: super::timing::TickOrder::new(&scenario.timing, scenario.seed, np),
             noise,
-            own_ticks: super::timing::OwnTicks::new(&scenario.timing, scenario.seed, np, 1_000_000_000 / scenario.host.hz as u64),
+            own_ticks: super::timing::OwnTicks::new(&scenario.timing, scenario.seed, np, scenario.host.cfs.declared_cpus.unwrap_or(np), 1_000_000_000 / scenario.host.hz as u64),
             allowed,
             vcpus,
             vms,

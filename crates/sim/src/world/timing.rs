@@ -83,12 +83,14 @@ pub(super) fn start_order(timing: &Timing, seed: u64, n: usize) -> Vec<usize> {
     order
 }
 
-/// With `skew_tick=1`, CPU `p`'s tick comes `p * (TICK_NSEC / 2) / nr_cpus`
-/// after the aligned instant (kernel/time/tick-sched.c,
+/// With `skew_tick=1`, CPU `p`'s tick comes `p * (TICK_NSEC / 2) /
+/// possible_cpus` after the aligned instant (kernel/time/tick-sched.c,
 /// tick_setup_sched_timer(): offset = (TICK_NSEC >> 1) / num_possible_cpus()
-/// * smp_processor_id()).
-pub(super) fn skew_offset(tick_ns: u64, pcpus: u32, p: PcpuId) -> u64 {
-    (tick_ns / 2) / pcpus as u64 * p as u64
+/// * smp_processor_id()). The divisor is the whole machine's CPU count, so
+/// a scenario that models a slice of a larger host (`host.cfs.declared_cpus`)
+/// spreads its pCPUs' ticks over a smaller part of the half tick.
+pub(super) fn skew_offset(tick_ns: u64, possible_cpus: u32, p: PcpuId) -> u64 {
+    (tick_ns / 2) / possible_cpus as u64 * p as u64
 }
 
 /// The host ticks as separate events per pCPU, where they do not all fall
@@ -103,12 +105,13 @@ pub(super) struct OwnTicks {
 }
 
 impl OwnTicks {
-    /// None: the pCPUs tick together (one event per tick).
-    pub(super) fn new(timing: &Timing, seed: u64, pcpus: u32, tick_ns: u64) -> Option<Self> {
+    /// None: the pCPUs tick together (one event per tick). `possible_cpus`
+    /// is the machine's CPU count, at least `pcpus` (see [`skew_offset`]).
+    pub(super) fn new(timing: &Timing, seed: u64, pcpus: u32, possible_cpus: u32, tick_ns: u64) -> Option<Self> {
         let lateness = (timing.tick_jitter_us > 0.0).then(|| (Exp::new(1.0 / (timing.tick_jitter_us * 1e3)).expect("a positive lateness"), stream(seed, "timing/tick-jitter")));
         (timing.skew_tick || lateness.is_some()).then(|| OwnTicks {
             tick_ns,
-            offsets: (0..pcpus).map(|p| if timing.skew_tick { skew_offset(tick_ns, pcpus, p) } else { 0 }).collect(),
+            offsets: (0..pcpus).map(|p| if timing.skew_tick { skew_offset(tick_ns, possible_cpus.max(pcpus), p) } else { 0 }).collect(),
             nominal: vec![0; pcpus as usize],
             lateness,
         })
@@ -153,6 +156,17 @@ mod tests {
         assert_eq!(offsets, [0, 125_000, 250_000, 375_000]);
     }
 
+    /// Four pCPUs of a 52-CPU host (Anubis's testbed): the divisor is the
+    /// host's 52 CPUs, so the four ticks spread over 4 * 9,615 ns, not half
+    /// a tick.
+    #[test]
+    fn skew_tick_divides_by_the_whole_hosts_cpus() {
+        let timing = Timing { skew_tick: true, ..Timing::default() };
+        let mut ticks = OwnTicks::new(&timing, 5, 4, 52, 1_000_000).unwrap();
+        let firsts: Vec<u64> = (0..4).map(|p| ticks.next(p)).collect();
+        assert_eq!(firsts, [1_000_000, 1_009_615, 1_019_230, 1_028_845]);
+    }
+
     #[test]
     fn seeded_order_is_a_permutation_that_varies_per_tick() {
         let timing = Timing::default();
@@ -189,7 +203,7 @@ mod tests {
     #[test]
     fn late_ticks_keep_their_period() {
         let timing = Timing { tick_jitter_us: 20.0, skew_tick: true, ..Timing::default() };
-        let mut ticks = OwnTicks::new(&timing, 5, 4, 1_000_000).unwrap();
+        let mut ticks = OwnTicks::new(&timing, 5, 4, 4, 1_000_000).unwrap();
         let mut late = 0u64;
         for n in 1..=10_000u64 {
             let at = ticks.next(3);
@@ -199,7 +213,7 @@ mod tests {
         }
         let mean = late as f64 / 10_000.0;
         assert!((mean - 20_000.0).abs() < 1_000.0, "mean lateness {mean} ns");
-        assert!(OwnTicks::new(&Timing::default(), 5, 4, 1_000_000).is_none());
+        assert!(OwnTicks::new(&Timing::default(), 5, 4, 4, 1_000_000).is_none());
     }
 
     #[test]
