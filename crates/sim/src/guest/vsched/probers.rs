@@ -191,6 +191,13 @@ impl Probers {
         now.saturating_sub(idle_exit.max(self.vcpus[w as usize].last_preemption))
     }
 
+    /// How long ago `w` came back from its last inactive period (0 when
+    /// that stamp is later than `now`; the artifact's BVS hook:
+    /// `now < last_preemption || now - last_preemption < ...`).
+    pub fn since_preemption(&self, now: u64, w: u32) -> u64 {
+        now.saturating_sub(self.vcpus[w as usize].last_preemption)
+    }
+
     /// The heartbeat of `w` is fresh: the vCPU is active (vact's state).
     pub fn active(&self, now: u64, w: u32) -> bool {
         now.saturating_sub(self.vcpus[w as usize].heartbeat) <= self.stale_ns
