@@ -96,6 +96,12 @@ pub struct Vsched {
     topology_changed: bool,
     last_groups: Option<Groups>,
     bvs_placements: u64,
+    /// Where BVS's placements went, as the host saw it at the wakeup (for
+    /// the summary; BVS itself cannot see the host state): `kept` (the
+    /// task's previous vCPU), `moved_to_running` (another vCPU then running
+    /// on its pCPU), `moved_to_inactive` (another vCPU then halted or
+    /// preempted, which the task waits for).
+    bvs_trace: BTreeMap<&'static str, u64>,
 }
 
 impl Vsched {
@@ -114,6 +120,7 @@ impl Vsched {
             topology_changed: false,
             last_groups: None,
             bvs_placements: 0,
+            bvs_trace: BTreeMap::new(),
         }
     }
 
@@ -272,6 +279,14 @@ impl LinuxHooks for Vsched {
         match bvs::select(k, view, &self.probers, t, self.p.bvs_state_check && self.p.vact) {
             Some(w) => {
                 self.bvs_placements += 1;
+                let placed = if w == k.task_cpu(t) {
+                    "kept"
+                } else if view.host_state[w as usize] == HostState::Running {
+                    "moved_to_running"
+                } else {
+                    "moved_to_inactive"
+                };
+                *self.bvs_trace.entry(placed).or_default() += 1;
                 w
             }
             None => chosen,
@@ -330,6 +345,7 @@ impl LinuxHooks for Vsched {
             "topology": topology,
             "hidden": hidden,
             "ivh_trace": self.ivh.trace,
+            "bvs_trace": self.bvs_trace,
             "counters": {
                 "vcap_windows": self.probers.windows,
                 "vcap_sampled_ms": self.probers.sampled_ns / 1_000_000,

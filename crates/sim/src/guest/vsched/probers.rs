@@ -74,9 +74,14 @@ pub struct VcpuProbe {
     /// When the vCPU was last seen coming back from an inactive period of
     /// more than 1 ms (0: never), the public kernel's `rq->last_preemption`.
     pub last_preemption: u64,
-    /// Probed capacity (EMA) and vCPU latency of the last window.
+    /// Probed capacity (EMA) and vCPU latency (EMA), as vcap publishes them.
     pub capacity: Option<f64>,
     pub latency_us: f64,
+    /// The vCPU latency's EMA over the windows: the public prober writes
+    /// `latency_ema` to `/proc/vlatency_write`, not the last window's
+    /// latency (vcapacity's `get_finalized_data()`: `calculate_ema()` with
+    /// the capacity's decay length; a window without preemptions adds 0).
+    latency_ema: Ema,
     pub share: f64,
 }
 
@@ -121,6 +126,7 @@ impl Probers {
             last_preemption: 0,
             capacity: None,
             latency_us: 0.0,
+            latency_ema: Ema::new(p.ema_decay).expect("validated EMA decay"),
             share: 1.0,
         };
         Probers {
@@ -191,6 +197,13 @@ impl Probers {
         now.saturating_sub(idle_exit.max(self.vcpus[w as usize].last_preemption))
     }
 
+    /// How long ago `w` came back from its last inactive period (0 when
+    /// that stamp is later than `now`; the artifact's BVS hook:
+    /// `now < last_preemption || now - last_preemption < ...`).
+    pub fn since_preemption(&self, now: u64, w: u32) -> u64 {
+        now.saturating_sub(self.vcpus[w as usize].last_preemption)
+    }
+
     /// The heartbeat of `w` is fresh: the vCPU is active (vact's state).
     pub fn active(&self, now: u64, w: u32) -> bool {
         now.saturating_sub(self.vcpus[w as usize].heartbeat) <= self.stale_ns
@@ -258,7 +271,7 @@ impl Probers {
             if let Some(rate) = st.core_rate {
                 st.capacity = Some(st.ema.update(CAPACITY_SCALE * vcpu_capacity(rate, st.share)));
             }
-            st.latency_us = latency(steal, st.preemptions, window_ns).inactive_avg_us;
+            st.latency_us = st.latency_ema.update(latency(steal, st.preemptions, window_ns).inactive_avg_us);
         }
         self.windows += 1;
         if self.vcpus.iter().all(|s| s.capacity.is_some()) {
@@ -298,6 +311,27 @@ impl Probers {
 #[cfg(test)]
 mod tests {
     use super::Probers;
+    use crate::guest::{GuestView, HostState};
+    use crate::scenario::VschedParams;
+
+    /// vact publishes the EMA of the windows' latencies, as vcap writes
+    /// `latency_ema`: a window with one 2 ms inactive period, then one with
+    /// one 4 ms period, publish 2 ms and then 3 ms (decay 0.5), not 4 ms.
+    #[test]
+    fn published_latency_is_the_ema_over_windows() {
+        let mut probes = Probers::new(&VschedParams::default(), 1);
+        let states = [HostState::Running];
+        let at = |now: u64, steal: u64| (now, [steal]);
+        for ((open, open_steal), (tick, tick_steal), (end, end_steal), published_us) in [
+            (at(0, 0), at(5_000_000, 2_000_000), at(10_000_000, 2_000_000), 2000.0),
+            (at(10_000_000, 2_000_000), at(15_000_000, 6_000_000), at(20_000_000, 6_000_000), 3000.0),
+        ] {
+            probes.window_start(&GuestView { now: open, host_state: &states, preempted: &[false], steal_published: &open_steal }, &[false]);
+            probes.tick(&GuestView { now: tick, host_state: &states, preempted: &[false], steal_published: &tick_steal }, 0);
+            probes.window_end(&GuestView { now: end, host_state: &states, preempted: &[false], steal_published: &end_steal }, false);
+            assert_eq!(probes.vcpus[0].latency_us, published_us);
+        }
+    }
 
     /// Capacities alike (a variance of the core fractions of at most 0.1)
     /// publish 0; widely spread ones the mean of the counted vCPUs.
