@@ -179,13 +179,6 @@ fn a_barrier_poll_loop_without_pause_never_exits_on_ple() {
     assert!(spin_waits(&without) > 100, "barrier waits resolved spinning: {}", spin_waits(&without));
 }
 
-/// A barrier program whose waiters block has no poll loop to describe.
-#[test]
-fn barrier_spin_pause_needs_a_spinning_barrier() {
-    let e = vmsched_sim::parse(SPIN_BARRIER, &["vm[0].workload[0].sync=\"barrier\"".into(), "vm[0].workload[0].barrier_spin_pause=false".into()]).unwrap_err();
-    assert!(e.to_string().contains("barrier_spin_pause"), "{e}");
-}
-
 /// kvm_vcpu_eligible_for_directed_yield() (Linux 3.7): on the stacked
 /// barrier program, whose spinning vCPUs exit and yield to each other, a
 /// vCPU switched out by its own yield is offered to the next spinner only
