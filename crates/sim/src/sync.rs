@@ -44,6 +44,9 @@ pub struct Barrier {
     /// Waiters requeued onto the mutex by the last broadcast, each woken
     /// by the mutex unlock of the one woken before it.
     pub requeued: VecDeque<TaskId>,
+    /// The waiters' poll loop executes PAUSE, so pause-loop exiting can
+    /// catch it (`Workload::barrier_spin_pause`).
+    pub spin_pauses: bool,
 }
 
 #[derive(Debug, Default)]
@@ -158,7 +161,7 @@ impl Objects for VmObjects<'_> {
         self.sync.mutexes.push(Mutex { spin_ns, bucket, ..Default::default() });
         (self.sync.mutexes.len() - 1) as u32
     }
-    fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64, condvar: bool) -> u32 {
+    fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64, condvar: bool, spin_pauses: bool) -> u32 {
         let bucket = self.new_lock();
         let mutex_bucket = condvar.then(|| self.new_lock());
         self.sync.barriers.push(Barrier {
@@ -172,6 +175,7 @@ impl Objects for VmObjects<'_> {
             bucket,
             mutex_bucket,
             requeued: VecDeque::new(),
+            spin_pauses,
         });
         (self.sync.barriers.len() - 1) as u32
     }

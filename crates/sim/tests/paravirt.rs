@@ -157,6 +157,28 @@ fn pause_loop_exits_yield_to_preempted_siblings() {
     assert!(spin(&on) < 0.8 * spin(&off), "spin with PLE {} without {}", spin(&on), spin(&off));
 }
 
+/// A spinning barrier on a Linux 3.2 host with pause-loop exiting: four
+/// threads whose vCPUs are stacked two by two on two pCPUs, so a waiter
+/// spins while the last arriver waits for its pCPU. PLE counts PAUSE
+/// instructions; a poll loop with PAUSE in it (libgomp's) exits after the
+/// window, PARSEC's parsec_barrier counter loop has none and never exits,
+/// though it spins as long. The program takes no lock, so its barrier is
+/// the only spinning there is.
+const SPIN_BARRIER: &str = "name='spin-barrier'\nduration_ms=300\n[host]\nkernel='linux-3.2'\ncores_per_socket=2\n\
+    [[vm]]\nname='par'\nvcpus=4\npin=[0, 0, 1, 1]\nguest.kernel='linux-3.2'\n\
+    [[vm.workload]]\nkind='parallel'\nthreads=4\nwork_us=200\nsync='spin_barrier'\n";
+
+#[test]
+fn a_barrier_poll_loop_without_pause_never_exits_on_ple() {
+    let with_pause = sim_text(SPIN_BARRIER, &[], 300);
+    let without = sim_text(SPIN_BARRIER, &["vm[0].workload[0].barrier_spin_pause=false"], 300);
+    let ple = |s: &Value| u(&s["vms"][0]["exits"]["pause_loop"]);
+    let spin_waits = |s: &Value| u(&s["vms"][0]["barrier_waits"]["spin"]);
+    assert!(ple(&with_pause) > 100, "pause-loop exits with PAUSE: {}", ple(&with_pause));
+    assert_eq!(ple(&without), 0);
+    assert!(spin_waits(&without) > 100, "barrier waits resolved spinning: {}", spin_waits(&without));
+}
+
 /// kvm_vcpu_eligible_for_directed_yield() (Linux 3.7): on the stacked
 /// barrier program, whose spinning vCPUs exit and yield to each other, a
 /// vCPU switched out by its own yield is offered to the next spinner only

@@ -140,6 +140,17 @@ pub struct Workload {
     /// instead of all at once by one futex wake.
     #[serde(default)]
     pub condvar_barrier: bool,
+    /// Spinning barrier programs: the waiters' poll loop executes PAUSE
+    /// (libgomp's cpu_relax(), a kernel's), the instruction pause-loop
+    /// exiting counts (Intel SDM vol. 3, "PAUSE-Loop Exiting": PAUSEs within
+    /// ple_gap cycles of each other for ple_window cycles). PARSEC's
+    /// parsec_barrier polls a plain counter loop instead
+    /// (`while(barrier->is_arrival_phase && i<SPIN_COUNTER_MAX) i++;`, with
+    /// ENABLE_SPIN_BARRIER), so PLE never sees its spinning: `false`. A
+    /// barrier whose waiters block at once has no poll loop to describe
+    /// (a profile's variant may block: the setting is then moot).
+    #[serde(default = "yes")]
+    pub barrier_spin_pause: bool,
     /// Open-loop arrival rate (server, ping) or sequential reads per second cap.
     #[serde(default = "rate")]
     pub rate_per_s: f64,
@@ -295,6 +306,9 @@ fn freerun_chunks() -> u32 {
 const MAX_TASKS_PER_FRAME: u64 = 1 << 24;
 /// A frame cut into 16 tasks per thread: a shape, not a measured value;
 /// scenarios set it for the program they stand in for.
+fn yes() -> bool {
+    true
+}
 fn tasks_per_thread() -> u32 {
     16
 }
@@ -485,7 +499,7 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         WorkloadKind::Parallel => threaded!(
             "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",
             "tlb_shootdowns_per_s", "page_faults_per_s", "fault_us", "munmap_shootdowns", "work_stealing", "departure_barrier",
-            "condvar_barrier"
+            "condvar_barrier", "barrier_spin_pause"
         ),
         WorkloadKind::Pipeline => threaded!(
             "work_us", "work_dist", "stages", "serial_work_us", "dispatch_us", "tlb_shootdowns_per_s", "page_faults_per_s", "fault_us",

@@ -91,8 +91,9 @@ pub trait Objects {
     fn spinlock(&mut self) -> u32;
     fn mutex(&mut self, spin_ns: u64) -> u32;
     /// `condvar`: built on a pthread mutex and condition variable
-    /// (`Workload::condvar_barrier`).
-    fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64, condvar: bool) -> u32;
+    /// (`Workload::condvar_barrier`); `spin_pauses`: its waiters' poll loop
+    /// executes PAUSE (`Workload::barrier_spin_pause`).
+    fn barrier(&mut self, parties: u32, mode: BarrierMode, spin_ns: u64, condvar: bool, spin_pauses: bool) -> u32;
     fn semaphore(&mut self, initial: u32) -> u32;
     /// A kernel reader/writer semaphore (an address space's `mmap_sem`).
     fn rwsem(&mut self) -> u32;
@@ -132,7 +133,7 @@ impl Objects for FixedObjects {
     fn mutex(&mut self, _: u64) -> u32 {
         0
     }
-    fn barrier(&mut self, _: u32, _: BarrierMode, _: u64, _: bool) -> u32 {
+    fn barrier(&mut self, _: u32, _: BarrierMode, _: u64, _: bool, _: bool) -> u32 {
         7
     }
     fn semaphore(&mut self, _: u32) -> u32 {
@@ -344,9 +345,9 @@ pub fn sync_objects(w: &Workload, objs: &mut dyn Objects) -> (Option<u32>, Vec<u
     let spin = us(w.spin_us);
     match w.sync {
         SyncKind::None => (None, Vec::new()),
-        SyncKind::Barrier => (Some(objs.barrier(n, BarrierMode::Block, spin, w.condvar_barrier)), Vec::new()),
-        SyncKind::SpinBarrier => (Some(objs.barrier(n, BarrierMode::Spin, spin, w.condvar_barrier)), Vec::new()),
-        SyncKind::SpinBlockBarrier => (Some(objs.barrier(n, BarrierMode::SpinThenBlock, spin, w.condvar_barrier)), Vec::new()),
+        SyncKind::Barrier => (Some(objs.barrier(n, BarrierMode::Block, spin, w.condvar_barrier, w.barrier_spin_pause)), Vec::new()),
+        SyncKind::SpinBarrier => (Some(objs.barrier(n, BarrierMode::Spin, spin, w.condvar_barrier, w.barrier_spin_pause)), Vec::new()),
+        SyncKind::SpinBlockBarrier => (Some(objs.barrier(n, BarrierMode::SpinThenBlock, spin, w.condvar_barrier, w.barrier_spin_pause)), Vec::new()),
         SyncKind::Spinlock => (None, (0..w.locks).map(|_| objs.spinlock()).collect()),
         SyncKind::Mutex => (None, (0..w.locks).map(|_| objs.mutex(spin)).collect()),
     }

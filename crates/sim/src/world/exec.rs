@@ -584,6 +584,16 @@ impl World {
         pv.loop_start.map(|s| s + ple.window_ns(pv.ple_window))
     }
 
+    /// Whether a spin on `on` executes PAUSE, so that pause-loop exiting
+    /// can catch it: the kernel's spin loops do (cpu_relax()), a barrier's
+    /// poll loop as its program has it.
+    pub(super) fn spin_executes_pause(&self, on: SpinOn) -> bool {
+        match on {
+            SpinOn::Barrier(b, _) => self.sync.barriers[b as usize].spin_pauses,
+            SpinOn::Lock(_) | SpinOn::Mutex(_) | SpinOn::TlbAcks => true,
+        }
+    }
+
     pub(super) fn pause_loop_due(&self, v: VcpuId) -> bool {
         let pv = &self.vcpus[v as usize].pv;
         match (self.ple, pv.loop_start) {

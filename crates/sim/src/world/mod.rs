@@ -574,7 +574,7 @@ impl World {
             _ => None,
         };
         let done = match self.tasks[t as usize].exec {
-            Exec::Spin { .. } if self.ple.is_some() => earliest(done, self.pause_loop_deadline(v, start, overhead)),
+            Exec::Spin { on, .. } if self.ple.is_some() && self.spin_executes_pause(on) => earliest(done, self.pause_loop_deadline(v, start, overhead)),
             _ => {
                 self.vcpus[v as usize].pv.loop_start = None;
                 done
