@@ -20,7 +20,11 @@ shared schedule lock (RTDS's global lock) at the peak, as a share of all pCPU ti
 the part of it on idle pCPUs, and the part that fell on the server's vCPU (Xen
 charges a wait to the vCPU current while the pCPU spins) as a share of the server's
 CPU time.
-`--set` adds overrides to every run (say `host.rtds.lock_contention=false`)."""
+`--set` adds overrides to every run (say `host.rtds.lock_contention=false`).
+`--background` gives every background VM another profile (the paper names
+stress as its I/O background but not its worker: `stress-hdd` is stress -d, see
+tools/tableau-io-background-sweep.py), and `--latencies` also prints every run's
+p99 latency and the background VMs' mean CPU share (Fig. 7(b)'s curves)."""
 from __future__ import annotations
 
 import argparse
@@ -49,7 +53,8 @@ def one_run(job: tuple) -> tuple:
     server_wait = (server.get(host["policy"]) or {}).get("sched_lock_wait_ns", 0)
     shares = (locks.get("sched_lock_wait_ns", 0) / pcpu_time, locks.get("sched_lock_wait_idle_ns", 0) / pcpu_time,
               server_wait / max(server["cpu_time_ns"], 1))
-    return (variant, work_us, rate, seed), (summary["workloads"][0]["latency_ns"]["p99"], shares)
+    background = [vm["share"] for vm in summary["vms"][1:] if vm["name"] != "dom0"]
+    return (variant, work_us, rate, seed), (summary["workloads"][0]["latency_ns"]["p99"], shares, statistics.fmean(background))
 
 
 def main() -> None:
@@ -66,12 +71,18 @@ def main() -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--duration", default=None, help="simulated time (default: the scenario's 5 s)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--background", default=None, help="every background VM's profile, e.g. stress-hdd (default: the built-in's stress-io)")
+    parser.add_argument("--latencies", action="store_true", help="also print each run's p99 latency and the background's CPU share")
     args = parser.parse_args()
     peak = api.normalize(api.load_scenario(SCENARIO))["paper"]["claim"][0]["peak"]
     rates = args.rates or peak["values"]
     scenario = api.load_scenario(args.scenario)
     variants = {v.name: v.overrides for v in scenario_variants(scenario, api.normalize(scenario))}
     profile = [f'vm[0].workload[0].profile="{args.profile}"'] if args.profile else []
+    if args.background:
+        config = api.normalize(scenario)
+        background = [i for i, vm in enumerate(config["vm"]) if i > 0 and vm.get("dom0") is None]
+        profile += [f'vm[{i}].workload[0].profile="{args.background}"' for i in background]
     jobs = [(args.scenario, variant, variants[variant] + profile + args.sets, work_us, rate, seed, args.duration)
             for variant in args.variants for work_us in args.work_us for rate in rates for seed in args.seeds]
     with ProcessPoolExecutor(args.workers) as pool:
@@ -91,6 +102,15 @@ def main() -> None:
             mean = [statistics.fmean(w[i] for w in waits) for i in range(3)]
             print(f"| {variant} | {'profile' if work_us is None else f'{work_us:g}'} | {' / '.join(f'{p:g}' for p in peaks)} | {statistics.fmean(peaks):.0f} "
                   f"| {mean[0]:.3f} | {mean[1]:.3f} | {mean[2]:.3f} |")
+    if args.latencies:
+        print("\n| variant | work_us | rate | p99 latency (ms), per seed | background VMs' mean CPU share |")
+        print("|---|---|---|---|---|")
+        for variant in args.variants:
+            for work_us in args.work_us:
+                for rate in rates:
+                    runs = [results[variant, work_us, rate, seed] for seed in args.seeds]
+                    print(f"| {variant} | {'profile' if work_us is None else f'{work_us:g}'} | {rate:g} | {' / '.join(f'{r[0] / 1e6:.3g}' for r in runs)} "
+                          f"| {statistics.fmean(r[2] for r in runs):.3f} |")
 
 
 if __name__ == "__main__":

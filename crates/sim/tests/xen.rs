@@ -134,6 +134,51 @@ fn rtds_starts_a_budget_after_the_global_lock_wait() {
     assert_eq!(ends, vec![(0, 20), (0, 21), (100, 120), (100, 121)]);
 }
 
+/// Credit2's runqueue lock: two pCPUs of one runqueue decide at the same
+/// instant, each 100 us under the lock, each running the first of its two
+/// pinned hogs; the second spins for the first's hold before schedule()
+/// reads the clock (Xen 4.9 schedule.c), so its vCPU's credit burns from
+/// after the wait and its 10 ms slice (all of its credit,
+/// CSCHED2_MAX_TIMER) ends 100 us after the other's. (Burning from the
+/// decision's instant, both ended at 10 ms.)
+#[test]
+fn credit2_starts_a_slice_after_the_runqueue_lock_wait() {
+    let text = format!(
+        "name='t'\nduration_ms=1000\n[host]\npolicy='credit2'\ncores_per_socket=2\n[host.credit2]\nrunqueue='all'\nschedule_us=100\nwakeup_us=0\nmigrate_us=0\n{FREE}{}{}{}{}",
+        hog_vm("a", "pin=[0]"),
+        hog_vm("b", "pin=[0]"),
+        hog_vm("c", "pin=[1]"),
+        hog_vm("d", "pin=[1]")
+    );
+    let t = slices(&text, 12);
+    const US100: u64 = 100_000;
+    let mut firsts: Vec<(u64, u64)> = (0..2).map(|p| { let (_, s, e) = rows(&t, p, US100).remove(0); (s, e) }).collect();
+    firsts.sort();
+    assert_eq!(firsts, vec![(0, 100), (0, 101)]);
+}
+
+/// RTDS's one replenishment timer fires on the boot CPU, where a pinned
+/// dom0 has its vCPU 0. A hog with its whole pCPU 0 (budget = period) loses
+/// each 500 us replenishment handler to the timer when the timer is on its
+/// pCPU (no dom0: pCPU 0), and nothing when dom0's vCPU 0 is pinned to
+/// pCPU 1: in a second, 950 and 1000 of its 1 ms chunks of work.
+#[test]
+fn rtds_replenishment_timer_fires_on_dom0s_first_core() {
+    let guest = hog_vm("g", "pin=[0]\nrtds_budget_ms=10\nrtds_period_ms=10");
+    let alone = format!("{}{guest}", host_with("rtds", 2, "replenish_us=500\n"));
+    let dom0 = "[[vm]]\nname='dom0'\npin=[1]\nrtds_budget_ms=10\nrtds_period_ms=10\n[vm.dom0]\n";
+    let beside_dom0 = format!("{alone}{dom0}");
+    // The handler's time is lost to the vCPU current there: it counts as
+    // the hog's CPU time but does none of its 1 ms chunks of work.
+    let chunks = |text: &str| {
+        let s = vmsched_sim::parse(text, &[]).unwrap_or_else(|e| panic!("{e}"));
+        let out = run(s, &RunOptions { duration_ns: Some(1000 * MS), ..Default::default() }, &mut |_, _| {}).unwrap().summary;
+        out["workloads"][0]["completed"].as_u64().unwrap()
+    };
+    assert_eq!(chunks(&alone), 950);
+    assert_eq!(chunks(&beside_dom0), 1000);
+}
+
 fn share_of(text: &str, until_ms: u64) -> Vec<f64> {
     let s = vmsched_sim::parse(text, &[]).unwrap_or_else(|e| panic!("{e}"));
     let opts = RunOptions { duration_ns: Some(until_ms * MS), ..Default::default() };
@@ -260,6 +305,44 @@ fn tableau_idle_slots_go_to_the_second_level_only_uncapped() {
     let uncapped = share_of(&format!("{}{body}", host_with("tableau", 1, "capped=false\n")), 1027);
     assert!(uncapped.iter().all(|s| (s - 0.5).abs() < 0.01), "{uncapped:?}");
 }
+/// Tableau's second level as the prototype's ttxen_level2_schedule(): two
+/// hogs reserving 30% each on one pCPU share the free 40% in turns of at
+/// most CONFIG_LEVEL2_TIMESLICE (1 ms), each turn going to the one with the
+/// most budget left, so they alternate; a piece of a hog's run outside its
+/// own allocations is a second-level turn of at most 1 ms (or two in a row).
+/// (Turns of the core's slice length, the shortest allocation here, were
+/// longer.)
+#[test]
+fn tableau_second_level_turns_last_at_most_a_millisecond_and_alternate() {
+    let text = format!("{}{}{}", host_with("tableau", 1, "capped=false\n"), hog_vm("a", "utilization=0.3\nlatency_ms=20"), hog_vm("b", "utilization=0.3\nlatency_ms=20"));
+    let s = vmsched_sim::parse(&text, &[]).unwrap();
+    let table = vmsched_sim::tableau::plan_scenario(&s).unwrap().table;
+    let len = table.table_length_ns;
+    assert!(table.cores[0].slice_ns > MS, "the core's slice, {} ns, must exceed the 1 ms turn for this test to tell them apart", table.cores[0].slice_ns);
+    let own = |vm: &str, at: u64| table.cores[0].allocations.iter().any(|a| table.vcpus[a.vcpu as usize].vm == vm && a.start_ns <= at % len && at % len < a.end_ns);
+    let t = slices(&text, 3 * len / MS);
+    // Second-level pieces (vm, start, end) in us, split where an allocation of the vm begins or ends.
+    let mut turns: Vec<(String, u64, u64)> = Vec::new();
+    for (vm, start, end) in rows(&t, 0, 1) {
+        let mut cuts: Vec<u64> = vec![start, end];
+        for r in 0..=end / len {
+            for a in &table.cores[0].allocations {
+                cuts.extend([r * len + a.start_ns, r * len + a.end_ns].into_iter().filter(|&c| start < c && c < end));
+            }
+        }
+        cuts.sort_unstable();
+        turns.extend(cuts.windows(2).filter(|w| !own(&vm, w[0])).map(|w| (vm.clone(), w[0], w[1])));
+    }
+    assert!(turns.len() > 20, "{turns:?}");
+    // The timeline joins two turns of one vCPU in a row: that happens only
+    // where an epoch's refill leaves the budgets tied and the prototype's
+    // `>=` picks the same vCPU again, once per 20 ms epoch at most.
+    let long = turns.iter().filter(|(_, s, e)| e - s > MS).count();
+    assert!(long <= turns.len() / 10 && turns.iter().all(|(_, s, e)| e - s <= 2 * MS), "{turns:?}");
+    let a_turns = turns.iter().filter(|t| t.0 == "a").count();
+    assert!(a_turns.abs_diff(turns.len() - a_turns) <= turns.len() / 5, "{turns:?}");
+}
+
 /// Capped, a core whose vCPUs all woke outside their allocations still
 /// dispatches its table. VM x (two hogs) beside an idle VM y: for some
 /// sizes of y the planner places x's allocations after the table's start,
@@ -752,7 +835,10 @@ fn tableau_switches_tables_at_a_wrap_around() {
 /// replenish at the same instants, so the four pCPUs decide at once and
 /// three of them wait for the lock each time. The wait shows in the summary
 /// and comes out of the hogs' work; with `lock_contention = false` nothing
-/// waits. Credit2's runqueue lock does the same for the pCPUs of a runqueue.
+/// waits. Credit2's runqueue lock makes the pCPUs of a runqueue wait too, but
+/// its slices start after the wait (credit2_starts_a_slice_after_the_runqueue_lock_wait),
+/// so pCPUs that collided drift apart and the hogs lose at most those first
+/// waits, where RTDS's common period brings the pCPUs together again.
 #[test]
 fn shared_schedule_locks_make_simultaneous_decisions_wait() {
     let run_of = |policy: &str, params: &str| {
@@ -771,7 +857,11 @@ fn shared_schedule_locks_make_simultaneous_decisions_wait() {
         let (no_wait, done_alone) = run_of(policy, &format!("{extra}lock_contention=false\n"));
         assert!(wait.is_some_and(|w| w > 0), "{policy}: {wait:?}");
         assert_eq!(no_wait, None, "{policy}");
-        assert!(done < done_alone, "{policy}: {done} chunks of work with the shared lock, {done_alone} without");
+        if policy == "rtds" {
+            assert!(done < done_alone, "{policy}: {done} chunks of work with the shared lock, {done_alone} without");
+        } else {
+            assert!(done <= done_alone, "{policy}: {done} chunks of work with the shared lock, {done_alone} without");
+        }
     }
 }
 

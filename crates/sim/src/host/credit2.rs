@@ -22,7 +22,9 @@
 //! Simplifications: a waking vCPU stays in its runqueue (as in Xen: vcpu_wake()
 //! makes no pick; csched2_cpu_pick()'s least-loaded runqueue choice serves
 //! vCPU creation, where the model places vCPUs round-robin instead, so vCPUs
-//! change runqueues only by balance_load()); no soft affinity (Xen 4.10);
+//! change runqueues only by balance_load()); no soft affinity (Xen 4.9's
+//! credit2 has none: it came with Xen 4.10, "xen/credit2: soft-affinity
+//! awareness in runq_tickle()" and the three commits after it, 2017-08-29);
 //! every domain's replenishment timer starts at time 0.
 
 use super::{DecisionCosts, SchedLocks, HostOut, HostPolicy, HostView, PcpuBook};
@@ -308,15 +310,25 @@ impl Credit2 {
         }
     }
 
-    /// burn_credits(): runtime scaled by max_weight / weight (t2c()).
+    /// burn_credits(): runtime scaled by max_weight / weight (t2c()). A vCPU
+    /// whose burn starts after its pCPU's lock wait (`burn_from` ahead of the
+    /// engine's clock) pays nothing before it.
     fn burn(&mut self, v: VcpuId, now: u64) {
         let vc = &mut self.vcs[v as usize];
         let ran = now.saturating_sub(vc.burn_from) as i64;
         vc.credit -= ran * self.rqs[vc.rq].max_weight / vc.weight;
-        vc.burn_from = now;
+        vc.burn_from = vc.burn_from.max(now);
         if self.caps[vc.dom].is_some() {
             vc.budget -= ran;
         }
+    }
+
+    /// A halted vCPU, still current while its pCPU spins for the runqueue's
+    /// lock, pays the spin's `ns` in credit (burn_credits() in the decision
+    /// that follows its halt); its budget went back to its domain at the halt.
+    fn burn_spin(&mut self, v: VcpuId, ns: u64) {
+        let vc = &mut self.vcs[v as usize];
+        vc.credit -= ns as i64 * self.rqs[vc.rq].max_weight / vc.weight;
     }
 
     /// runq_insert(): ahead of the first vCPU with less credit.
@@ -401,7 +413,7 @@ impl Credit2 {
             }
             let vc = &mut self.vcs[v as usize];
             vc.credit = (vc.credit + times * CREDIT_INIT).min(CREDIT_INIT + CARRYOVER_MAX);
-            vc.burn_from = now;
+            vc.burn_from = vc.burn_from.max(now);
         }
         // Queued vCPUs keep their order: all gained the same, and the clip
         // keeps it monotone.
@@ -628,12 +640,26 @@ impl HostPolicy for Credit2 {
     }
 
     /// csched2_schedule().
+    ///
+    /// schedule() (xen/common/schedule.c, Xen 4.9) takes the runqueue's lock
+    /// before it reads the clock, so the decision is made at `start`, `now` plus the
+    /// wait for the lock: burn_credits() charges the spin to the vCPU
+    /// current meanwhile (the running one, or the one whose halt raised the
+    /// softirq: vcpu_block() only sets the flag), and the next vCPU's credit
+    /// burn, rate limit and slice start after it (svc->start_time = now). The runqueue's load
+    /// and credit resets keep the engine's clock `now`, which other pCPUs'
+    /// hooks use too.
     fn pick_next(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         let now = view.now;
+        let wait = self.costs.decision_wait(p, now);
+        let start = now + wait;
         let pi = p as usize;
+        let halted = self.pcpu.current_during(p, None);
         let mut switched_out = self.pcpu.begin(p);
-        if let Some(c) = prev {
-            self.burn(c, now);
+        match (prev, halted) {
+            (Some(c), _) => self.burn(c, start),
+            (None, Some(h)) => self.burn_spin(h, wait),
+            (None, None) => {}
         }
         // A running vCPU balance_load() moved leaves for its new runqueue
         // (it is not runnable here meanwhile: _VPF_migrating).
@@ -662,7 +688,7 @@ impl HostPolicy for Credit2 {
             _ => prev,
         };
         // Rate limiting: a vCPU that ran less than ratelimit_us continues.
-        let limited = prev.filter(|&c| self.ratelimit_ns > 0 && now - self.vcs[c as usize].running_since < self.ratelimit_ns);
+        let limited = prev.filter(|&c| self.ratelimit_ns > 0 && start.saturating_sub(self.vcs[c as usize].running_since) < self.ratelimit_ns);
         let mut next = limited.or_else(|| self.candidate(view, p, prev));
         let mut reset = false;
         if let Some(n) = next {
@@ -696,9 +722,9 @@ impl HostPolicy for Credit2 {
                 vc.credit += MIGRATE_COMPENSATION;
             }
             vc.cpu = p;
-            vc.burn_from = now;
+            vc.burn_from = start;
             if prev != Some(n) {
-                vc.running_since = now;
+                vc.running_since = start;
             }
         }
         self.pcpu.curr[pi] = next;
@@ -712,7 +738,7 @@ impl HostPolicy for Credit2 {
             self.runq_insert(c);
             self.tickle(view, out, c);
         }
-        let slice = next.map(|n| (T_SLICE, now + self.runtime(n, now, prev == Some(n))));
+        let slice = next.map(|n| (T_SLICE, start + self.runtime(n, start, prev == Some(n))));
         self.pcpu.end(out, &mut self.costs, now, p, prev, next, switched_out, slice);
         // After a reset, balance_load() (with the chosen vCPU already marked
         // as scheduled here: if it is moved, this pCPU schedules again).

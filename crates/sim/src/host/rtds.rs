@@ -72,6 +72,20 @@ fn provably_served(periods_budgets: &[(u64, u64)], pcpus: u64, affinity: bool) -
         .collect()
 }
 
+/// The pCPU the one replenishment timer fires on. Xen 4.9 keeps one timer
+/// for the whole scheduler, initialised on the first pCPU the scheduler is
+/// set up on (rt_init_pdata(): init_timer(prv->repl_timer, ..., cpu) while
+/// the timer is TIMER_STATUS_invalid): the boot CPU, CPU 0. dom0's vCPU 0
+/// is created on CPU 0 and its next vCPUs on the CPUs after it
+/// (dom0_setup_vcpu(), xen/arch/x86/dom0_build.c), and `dom0_vcpus_pin`
+/// pins each where it is created (sched_init_vcpu(), xen/common/schedule.c),
+/// so the timer fires on dom0's first core, which a scenario may number anywhere (the
+/// Tableau scenarios number dom0's cores last, where the planner puts
+/// vCPUs with U = 1); without such a dom0, on pCPU 0.
+fn boot_pcpu(s: &crate::scenario::Scenario) -> PcpuId {
+    s.vms.iter().find(|vm| vm.dom0.is_some()).and_then(|vm| vm.pin.first().copied()).unwrap_or(0)
+}
+
 impl Rtds {
     pub fn new(b: &HostBuild) -> Self {
         let prm = &b.host.rtds;
@@ -98,11 +112,7 @@ impl Rtds {
             guaranteed,
             vcpus_of,
             replenish_ns: (prm.replenish_us * 1e3).round() as u64,
-            // Xen 4.9 keeps one replenishment timer for the whole scheduler,
-            // initialised on the first pCPU the scheduler is set up on
-            // (rt_init_pdata(): init_timer(prv->repl_timer, ..., cpu) while
-            // the timer is TIMER_STATUS_invalid), pCPU 0 of the pool at boot.
-            timer_pcpu: 0,
+            timer_pcpu: boot_pcpu(b.scenario),
             vcs,
             runq: Vec::new(),
             pcpu: PcpuBook::new(n),

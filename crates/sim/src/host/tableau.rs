@@ -4,10 +4,14 @@
 //! table names for the current time (the O(1) slice lookup of
 //! `CoreTable::lookup`) and reschedules exactly at its allocation
 //! boundaries. A slot that is free, or whose vCPU is halted, goes to the
-//! second-level scheduler unless the host is capped: round robin among the
-//! core's runnable vCPUs (its home vCPUs and the split vCPUs whose trailing
-//! core it is, `Table::second_level_candidates`), each turn lasting at most
-//! the core's slice length.
+//! second-level scheduler unless the host is capped, as in the prototype's
+//! ttxen_level2_schedule() (mvanga/tableau-xen-4.9, xen/common/sched_tableau.c):
+//! among the core's runnable vCPUs (its home vCPUs and the split vCPUs whose
+//! trailing core it is, `Table::second_level_candidates`) the one with the
+//! most second-level budget left runs, for at most `LEVEL2_TIMESLICE_NS`; the
+//! budgets, `LEVEL2_EPOCH_NS` split evenly over the candidates, are refilled
+//! when the epoch has passed or every runnable candidate has spent its own
+//! (replenish_budgets(); section 4: "highest-remaining-budget-first").
 //!
 //! Cross-core hand-off follows section 6: a vCPU is owned by at most one
 //! pCPU. When a split vCPU's allocation on one core ends as its next one
@@ -15,7 +19,9 @@
 //! moves it and reschedules the old core). If the old core's slot has not
 //! ended yet, the new core runs second-level work (or idles) and asks to be
 //! notified, and the owner reschedules it when it lets the vCPU go. Wakeups notify the pCPU whose
-//! slot the vCPU owns now, or, uncapped, its second-level core if that idles.
+//! slot the vCPU owns now, or, uncapped, its second-level core (the prototype
+//! sends the IPI unconditionally, section 6; the core's decision keeps a
+//! running table slot and picks again between second-level vCPUs).
 //!
 //! A reservation change (`host.tableau.changes`) makes the planner produce a
 //! new table; as in section 6's lock-free table switch, it is handed to the
@@ -35,6 +41,10 @@ const T_PUSH: u64 = 2 << 56;
 /// The pending table's switch time.
 const T_SWITCH: u64 = 3 << 56;
 const KIND: u64 = 0xff << 56;
+/// CONFIG_LEVEL2_EPOCH, MILLISECS(20): the second level's budget period.
+const LEVEL2_EPOCH_NS: u64 = 20_000_000;
+/// CONFIG_LEVEL2_TIMESLICE, MILLISECS(1): the longest second-level turn.
+const LEVEL2_TIMESLICE_NS: u64 = 1_000_000;
 
 pub struct Tableau {
     table: Table,
@@ -57,12 +67,13 @@ pub struct Tableau {
     /// A pCPU waiting for the vCPU to be released by its owner.
     wanted_by: Vec<Option<PcpuId>>,
     pcpu: PcpuBook,
-    /// Second-level round-robin position per pCPU: the last table vCPU it ran.
-    rr_last: Vec<Option<u32>>,
-    /// The second-level turn running on each pCPU: (vCPU, end of its turn).
+    /// Per vCPU, its second-level budget left in the epoch (ns; it may
+    /// overrun below zero by a turn cut late).
+    l2_budget: Vec<i64>,
+    /// Per pCPU, when its second-level epoch began (pt->last_l2_epoch).
+    l2_epoch: Vec<u64>,
+    /// The second-level turn running on each pCPU: (vCPU, its start).
     turn: Vec<Option<(VcpuId, u64)>>,
-    /// A turn cut short by a table slot: (vCPU, time left); it resumes first.
-    cut_turn: Vec<Option<(VcpuId, u64)>>,
     capped: bool,
     costs: DecisionCosts,
 }
@@ -98,9 +109,9 @@ impl Tableau {
             owner: vec![None; nv],
             wanted_by: vec![None; nv],
             pcpu: PcpuBook::new(n),
-            rr_last: vec![None; n],
+            l2_budget: vec![0; nv],
+            l2_epoch: vec![0; n],
             turn: vec![None; n],
-            cut_turn: vec![None; n],
             capped: prm.capped,
             costs: DecisionCosts::from_us(prm.schedule_us, prm.wakeup_us, prm.migrate_us, SchedLocks::per_pcpu(b.pcpus as usize)),
         };
@@ -146,9 +157,7 @@ impl Tableau {
         self.table = table;
         self.epoch_ns = at;
         self.map_entries();
-        self.rr_last.fill(None);
         self.turn.fill(None);
-        self.cut_turn.fill(None);
         out.resched.extend(0..self.pcpu.curr.len() as PcpuId);
     }
 
@@ -178,24 +187,37 @@ impl Tableau {
         self.awake[v as usize] && self.owner[v as usize].is_none_or(|o| o == p)
     }
 
-    /// Second level: round robin over the core's runnable candidates, each
-    /// turn one slice long; a turn a table slot cut short resumes first for
-    /// what was left of it, so that the free time is shared evenly.
-    /// Returns the vCPU and the length of its turn.
+    /// Second level (ttxen_level2_schedule()): the budgets are refilled if
+    /// the epoch has passed or no runnable candidate has any left; then the
+    /// runnable candidate with the most budget left runs (on ties the later
+    /// one in the core's list, as the prototype's `>=`), for at most its
+    /// budget and `LEVEL2_TIMESLICE_NS`. Returns the vCPU and the length of
+    /// its turn.
     fn second_level(&mut self, core: usize, p: PcpuId, now: u64) -> Option<(VcpuId, u64)> {
-        let cands = self.table.second_level_candidates(core, self.local(now));
-        if let Some((v, left)) = self.cut_turn[p as usize].take() {
-            if self.free_for(v, p) && cands.contains(&self.entry_of_vcpu[v as usize]) {
-                return Some((v, left));
+        let cands: Vec<VcpuId> = self.table.second_level_candidates(core, self.local(now)).iter().map(|&e| self.vcpu_of_entry[e as usize]).collect();
+        if cands.is_empty() {
+            return None;
+        }
+        let epoch_over = now - self.l2_epoch[p as usize] > LEVEL2_EPOCH_NS;
+        if epoch_over {
+            self.l2_epoch[p as usize] = now;
+        }
+        if epoch_over || !cands.iter().any(|&v| self.awake[v as usize] && self.l2_budget[v as usize] > 0) {
+            let share = (LEVEL2_EPOCH_NS / cands.len() as u64) as i64;
+            for &v in &cands {
+                self.l2_budget[v as usize] = share;
             }
         }
-        let start = self.rr_last[p as usize].map_or(0, |last| cands.partition_point(|&c| c <= last));
-        let v = (0..cands.len())
-            .map(|i| cands[(start + i) % cands.len()])
-            .map(|e| self.vcpu_of_entry[e as usize])
-            .find(|&v| self.free_for(v, p))?;
-        self.rr_last[p as usize] = Some(self.entry_of_vcpu[v as usize]);
-        Some((v, self.table.cores[core].slice_ns))
+        let v = cands.iter().copied().filter(|&v| self.free_for(v, p) && self.l2_budget[v as usize] > 0).reduce(|best, v| if self.l2_budget[v as usize] >= self.l2_budget[best as usize] { v } else { best })?;
+        Some((v, (self.l2_budget[v as usize] as u64).min(LEVEL2_TIMESLICE_NS)))
+    }
+
+    /// The second-level turn on `p` ends at `now`: its vCPU's budget pays
+    /// for it (ttxen_level2_preschedule()).
+    fn end_turn(&mut self, p: PcpuId, now: u64) {
+        if let Some((v, start)) = self.turn[p as usize].take() {
+            self.l2_budget[v as usize] -= now.saturating_sub(start) as i64;
+        }
     }
 
     fn holds_slot(&self, p: PcpuId, v: VcpuId, now: u64) -> bool {
@@ -239,10 +261,11 @@ impl HostPolicy for Tableau {
                 // Capped and outside its slots: its next slot will find it.
                 return None;
             }
+            // Uncapped: its second-level core decides again, whatever it
+            // runs (ttxen_vcpu_wake() raises the softirq there unconditionally).
             let entry = self.entry_of_vcpu[v as usize];
             let core = self.table.trailing_core(entry, self.local(view.now))?;
-            let p = self.table.cores[core].core;
-            self.pcpu.curr[p as usize].is_none().then_some(p)
+            Some(self.table.cores[core].core)
         });
         if let Some(p) = target {
             self.costs.charge_wakeup(out, view, p);
@@ -250,7 +273,10 @@ impl HostPolicy for Tableau {
         }
     }
 
-    fn block(&mut self, _view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
+    fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
+        if self.turn[p as usize].is_some_and(|(t, _)| t == v) {
+            self.end_turn(p, view.now);
+        }
         self.awake[v as usize] = false;
         self.owner[v as usize] = None;
         self.pcpu.halted(p, v);
@@ -267,11 +293,7 @@ impl HostPolicy for Tableau {
         if let Some(c) = prev {
             self.owner[c as usize] = None;
         }
-        if let Some((v, end)) = self.turn[pi].take() {
-            if prev == Some(v) && now < end {
-                self.cut_turn[pi] = Some((v, end - now));
-            }
-        }
+        self.end_turn(p, now);
         let Some(core) = self.core_of_pcpu[pi] else {
             self.pcpu.curr[pi] = None;
             return None;
@@ -301,7 +323,7 @@ impl HostPolicy for Tableau {
         if next.is_none() && !self.capped {
             if let Some((v, turn)) = self.second_level(core, p, now) {
                 next = Some(v);
-                self.turn[pi] = Some((v, now + turn));
+                self.turn[pi] = Some((v, now));
                 until = until.min(now + turn);
             }
         }
