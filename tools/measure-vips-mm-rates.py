@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Measures what PARSEC vips does to its address space on this machine: page
-faults and munmap() calls per CPU-second of the benchmark's work, and the
-cost of one anonymous page fault.
+faults and munmap() calls per CPU-second of the benchmark's work, its madvise(MADV_DONTNEED) calls likewise (the
+calls that flush other CPUs' TLBs while holding mmap_sem only for reading),
+and the cost of one anonymous page fault.
 
 The `vips` profile's page-fault rate comes from here (docs/uvf.md, "Fig. 8a:
 the mm semaphore"). PARSEC 2.1's vips runs `vips im_benchmark in.v out.v`
@@ -12,8 +13,11 @@ here through libvips 8's thread pool (VIPS_CONCURRENCY threads).
 Start-up (loading libraries, the operation cache) faults and maps a fixed
 amount whatever the image, so the rates are taken from the difference of two
 image sizes: (faults(big) - faults(small)) / (cpu(big) - cpu(small)). Faults
-are the minor faults of getrusage() (`/usr/bin/time -f %R`), munmap() calls
-are counted with `strace -f -c`, CPU time is user + system.
+are the minor faults of getrusage() (`/usr/bin/time -f %R`), munmap() and
+madvise() calls are counted with `strace -f -c` (every madvise() of the
+benchmark is glibc's MADV_DONTNEED of a thread arena's freed top,
+malloc/arena.c shrink_heap(); `strace -e madvise` shows the advice), CPU
+time is user + system.
 
 The fault cost is the thread's CPU time (CLOCK_THREAD_CPUTIME_ID, so that
 other load on the machine does not count) of touching fresh anonymous pages
@@ -60,13 +64,14 @@ def make_input(directory, side):
 
 
 def measure(labq, out, env):
-    """(CPU seconds, minor faults, munmap calls) of one im_benchmark run."""
+    """(CPU seconds, minor faults, munmap calls, madvise calls) of one im_benchmark run."""
     timed = run(["/usr/bin/time", "-f", "%U %S %R", "vips", "im_benchmark", labq, out], env=env)
     user, system, faults = timed.stderr.strip().splitlines()[-1].split()
     with tempfile.NamedTemporaryFile("r", suffix=".strace") as log:
-        run(["strace", "-f", "-c", "-e", "trace=munmap", "-o", log.name, "vips", "im_benchmark", labq, out], env=env)
-        calls = re.search(r"\s(\d+)(?:\s+\d+)?\s+munmap", log.read())
-    return float(user) + float(system), int(faults), int(calls.group(1)) if calls else 0
+        run(["strace", "-f", "-c", "-e", "trace=munmap,madvise", "-o", log.name, "vips", "im_benchmark", labq, out], env=env)
+        counts = log.read()
+    calls = [re.search(rf"\s(\d+)(?:\s+\d+)?\s+{name}", counts) for name in ("munmap", "madvise")]
+    return (float(user) + float(system), int(faults), *(int(c.group(1)) if c else 0 for c in calls))
 
 
 def fault_cost_ns(pages=1 << 15, repeat=5):
@@ -103,16 +108,17 @@ def main():
         for side in args.sizes:
             labq = make_input(d, side)
             rows[side] = [measure(labq, out, env) for _ in range(args.repeat)]
-            for cpu, faults, unmaps in rows[side]:
-                print(f"{side}x{side}: cpu {cpu:.2f} s, minor faults {faults}, munmap {unmaps}")
+            for cpu, faults, unmaps, advises in rows[side]:
+                print(f"{side}x{side}: cpu {cpu:.2f} s, minor faults {faults}, munmap {unmaps}, madvise {advises}")
     # Each quantity's median over the repeats, per size (the fault counts
     # vary from run to run with how the thread pool's buffers are reused).
-    small, big = ([statistics.median(r[i] for r in rows[s]) for i in range(3)] for s in args.sizes)
+    small, big = ([statistics.median(r[i] for r in rows[s]) for i in range(4)] for s in args.sizes)
     cpu = big[0] - small[0]
     if cpu <= 0:
         sys.exit("the bigger image took no more CPU than the smaller: use sizes further apart")
     print(f"page faults per CPU-second: {(big[1] - small[1]) / cpu:.0f}")
     print(f"munmap calls per CPU-second: {(big[2] - small[2]) / cpu:.1f}")
+    print(f"madvise calls per CPU-second: {(big[3] - small[3]) / cpu:.1f}")
     print(f"anonymous page fault: {fault_cost_ns() / 1000:.2f} us")
 
 

@@ -2,7 +2,7 @@
 """Fig. 8a's vips against its page-fault rate, the mm semaphore's open parameter:
 
     tools/uvf-mmap-sem-sweep.py [--rates 0 250 1000 4000 ...] [--seeds 1 2 3 4 5]
-                                [--fault-us 1.7] [--no-munmap] [--duration 4s]
+                                [--fault-us 1.7] [--no-munmap | --madvise] [--duration 4s]
 
 vips's TLB shootdowns are munmap()s, which hold the address space's mmap_sem
 for writing across the flush, and its page faults take it for reading
@@ -14,7 +14,8 @@ throughput on each, UVF / baseline (mean and standard deviation over the
 seeds; the paper's Fig. 8a spans 0.99-1.89), and the baseline SMP VM's halted
 and spinning time (s of its 8 vCPUs' run), as a Markdown table.
 `--no-munmap` leaves the shootdowns bare flushes (the faults still take the
-semaphore, uncontended by any writer)."""
+semaphore, uncontended by any writer); `--madvise` makes them
+madvise(MADV_DONTNEED)s, which hold the semaphore for reading."""
 from __future__ import annotations
 
 import argparse
@@ -29,7 +30,9 @@ def main() -> None:
     parser.add_argument("--rates", type=float, nargs="+", default=[0, 250, 1000, 2000, 4000, 8000, 16000],
                         help="page faults per thread-second of work")
     parser.add_argument("--fault-us", type=float, default=None, help="work of one fault (default: the profile's)")
-    parser.add_argument("--no-munmap", action="store_true", help="shootdowns without the write lock")
+    shootdowns = parser.add_mutually_exclusive_group()
+    shootdowns.add_argument("--no-munmap", action="store_true", help="shootdowns without the semaphore")
+    shootdowns.add_argument("--madvise", action="store_true", help="shootdowns under the read lock")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--duration", default=None, help="simulated time (default: the scenario's 4 s)")
     args = parser.parse_args()
@@ -39,7 +42,9 @@ def main() -> None:
     print("| page faults / thread-s | baseline (grains/s) | UVF (grains/s) | UVF / baseline | baseline halted (s) | baseline spin (s) |")
     print("|---|---|---|---|---|---|")
     for rate in args.rates:
-        sets = [f"vm[0].workload[0].page_faults_per_s={rate:g}", f"vm[0].workload[0].munmap_shootdowns={str(not args.no_munmap).lower()}"]
+        munmap = not (args.no_munmap or args.madvise)
+        sets = [f"vm[0].workload[0].page_faults_per_s={rate:g}", f"vm[0].workload[0].munmap_shootdowns={str(munmap).lower()}",
+                f"vm[0].workload[0].madvise_shootdowns={str(args.madvise).lower()}"]
         if args.fault_us is not None:
             sets.append(f"vm[0].workload[0].fault_us={args.fault_us:g}")
         base, uvf, ratios, halted, spin = [], [], [], [], []

@@ -48,6 +48,17 @@ fn relaxed_co_times_are_finite_and_positive() {
     assert!(refused(&text).reason.contains("costop"));
 }
 
+/// A shootdown is a munmap() or an madvise(), not both: the two hold the
+/// address space's semaphore differently.
+#[test]
+fn a_shootdown_is_a_munmap_or_an_madvise() {
+    let vm = |extra: &str| format!("{}[[vm]]\nname='a'\nvcpus=2\n[[vm.workload]]\nkind='pipeline'\nthreads=2\nstages=2\ntlb_shootdowns_per_s=100.0\n{extra}\n", host("cfs", ""));
+    let e = refused(&vm("munmap_shootdowns=true\nmadvise_shootdowns=true"));
+    assert_eq!(e.path, "vm[0].workload[0].madvise_shootdowns");
+    assert!(e.reason.contains("munmap") && e.reason.contains("madvise"), "{}", e.reason);
+    parse(&vm("madvise_shootdowns=true"), &[]).unwrap();
+}
+
 /// A vtop probe period shorter than one probe's timeout is refused.
 #[test]
 fn vtop_period_is_at_least_a_probe_timeout() {

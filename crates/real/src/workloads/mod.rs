@@ -196,6 +196,7 @@ pub fn unsupported(w: &Workload) -> Option<&'static str> {
         _ if w.tlb_shootdowns_per_s > 0.0 => Some("tlb_shootdowns_per_s: the real executor issues no TLB shootdowns"),
         _ if w.page_faults_per_s > 0.0 => Some("page_faults_per_s: the real executor does not fault pages at a set rate"),
         _ if w.munmap_shootdowns => Some("munmap_shootdowns: the real executor issues no TLB shootdowns"),
+        _ if w.madvise_shootdowns => Some("madvise_shootdowns: the real executor issues no TLB shootdowns"),
         _ if w.work_stealing => Some("work_stealing: the real executor runs barrier phases without a shared pool"),
         _ if w.migrate_every_us.is_some() => Some("migrate_every_us: the real executor does not move hog threads itself"),
         _ => None,

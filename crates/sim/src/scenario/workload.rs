@@ -126,6 +126,10 @@ pub struct Workload {
     /// across the flush (`workloads::mm`).
     #[serde(default)]
     pub munmap_shootdowns: bool,
+    /// The TLB shootdowns are madvise(MADV_DONTNEED)s, which hold
+    /// `mmap_sem` for reading across the flush (`workloads::mm`).
+    #[serde(default)]
+    pub madvise_shootdowns: bool,
     #[serde(default)]
     pub work_stealing: bool,
     /// Work-stealing programs: tasks dealt to each thread's queue per frame.
@@ -498,12 +502,12 @@ pub fn fields_read(kind: WorkloadKind) -> &'static [&'static str] {
         WorkloadKind::Periodic => threaded!("work_us", "work_dist", "sleep_us"),
         WorkloadKind::Parallel => threaded!(
             "work_us", "work_dist", "phases", "sync", "cs_us", "locks", "spin_us", "imbalance",
-            "tlb_shootdowns_per_s", "page_faults_per_s", "fault_us", "munmap_shootdowns", "work_stealing", "departure_barrier",
-            "condvar_barrier", "barrier_spin_pause"
+            "tlb_shootdowns_per_s", "page_faults_per_s", "fault_us", "munmap_shootdowns", "madvise_shootdowns", "work_stealing",
+            "departure_barrier", "condvar_barrier", "barrier_spin_pause"
         ),
         WorkloadKind::Pipeline => threaded!(
             "work_us", "work_dist", "stages", "serial_work_us", "dispatch_us", "tlb_shootdowns_per_s", "page_faults_per_s", "fault_us",
-            "munmap_shootdowns"
+            "munmap_shootdowns", "madvise_shootdowns"
         ),
         WorkloadKind::Server => threaded!("work_us", "work_dist", "rate_per_s", "irq_vcpu", "stop_ms", "backlog", "clients", "think_us", "reply_exit", "wrk2_connections", "wrk2_threads"),
         WorkloadKind::Tailbench => threaded!("work_us", "work_dist", "rate_per_s"),
@@ -643,6 +647,9 @@ pub(super) fn check_workload_limits(w: &Workload, p: &str, duration_ns: u64) -> 
         checked_ns(&f("think_us"), think, 1e3, false)?;
     }
     in_range(&f("locks"), w.locks as u64, 1, MAX_TASKS, "no more locks than a kernel has threads (PID_MAX_LIMIT)")?;
+    if w.munmap_shootdowns && w.madvise_shootdowns {
+        return Err(err(f("madvise_shootdowns"), "a shootdown is a munmap() (mmap_sem held for writing) or an madvise() (held for reading): give one of munmap_shootdowns and madvise_shootdowns"));
+    }
     let threads = match w.kind {
         WorkloadKind::Ping => 0,
         WorkloadKind::Pipeline => {

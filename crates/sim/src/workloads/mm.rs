@@ -15,6 +15,12 @@
 //!   wakes it with the semaphore's wait_lock held: the "sem-wait lock" of the
 //!   mm semaphore on which ASPLOS'13 (section 3.1.1, Table 1) finds dedup and
 //!   vips spinning. The unmapping work before the flush is left out.
+//! - With `madvise_shootdowns`, they are madvise(MADV_DONTNEED)s, which hold
+//!   it for reading across the flush (mm/madvise.c: madvise_need_mmap_write()
+//!   is false for MADV_DONTNEED, so sys_madvise() calls down_read();
+//!   madvise_dontneed() -> zap_page_range() -> tlb_finish_mmu() ->
+//!   flush_tlb_mm()): glibc's free() gives a thread arena's top back so
+//!   (malloc/arena.c, shrink_heap()), and faults go on beside it.
 
 use rand_distr::{Distribution as _, Exp};
 
@@ -26,6 +32,7 @@ pub struct AddressSpace {
     /// The mm's `mmap_sem`, when the program faults or unmaps under it.
     mmap_sem: Option<u32>,
     munmap_shootdowns: bool,
+    madvise_shootdowns: bool,
     /// Work between two faults of a thread (None: the program never faults).
     between_faults: Option<Exp<f64>>,
     fault_ns: u64,
@@ -37,8 +44,9 @@ impl AddressSpace {
     pub fn new(w: &Workload, threads: u32, objs: &mut dyn Objects) -> Self {
         let faults = w.page_faults_per_s > 0.0;
         AddressSpace {
-            mmap_sem: (faults || w.munmap_shootdowns).then(|| objs.rwsem()),
+            mmap_sem: (faults || w.munmap_shootdowns || w.madvise_shootdowns).then(|| objs.rwsem()),
             munmap_shootdowns: w.munmap_shootdowns,
+            madvise_shootdowns: w.madvise_shootdowns,
             between_faults: faults.then(|| Exp::new(w.page_faults_per_s / 1e9).expect("positive fault rate")),
             fault_ns: us(w.fault_us),
             until_fault: vec![None; threads as usize],
@@ -73,11 +81,12 @@ impl AddressSpace {
         }
     }
 
-    /// The ops of one TLB shootdown: a munmap()'s, under the write lock, or
-    /// a flush alone.
+    /// The ops of one TLB shootdown: a munmap()'s, under the write lock, an
+    /// madvise()'s, under the read lock, or a flush alone.
     pub fn shootdown(&self, out: &mut impl Extend<Op>) {
-        match (self.munmap_shootdowns, self.mmap_sem) {
-            (true, Some(sem)) => out.extend([Op::DownWrite(sem), Op::TlbShootdown, Op::UpWrite(sem)]),
+        match (self.munmap_shootdowns, self.madvise_shootdowns, self.mmap_sem) {
+            (true, _, Some(sem)) => out.extend([Op::DownWrite(sem), Op::TlbShootdown, Op::UpWrite(sem)]),
+            (_, true, Some(sem)) => out.extend([Op::DownRead(sem), Op::TlbShootdown, Op::UpRead(sem)]),
             _ => out.extend([Op::TlbShootdown]),
         }
     }
@@ -109,6 +118,13 @@ mod tests {
         let mut ops = Vec::new();
         space("munmap_shootdowns = true").shootdown(&mut ops);
         assert_eq!(ops, vec![Op::DownWrite(3), Op::TlbShootdown, Op::UpWrite(3)]);
+    }
+
+    #[test]
+    fn an_madvise_holds_the_mmap_sem_for_reading_across_its_flush() {
+        let mut ops = Vec::new();
+        space("madvise_shootdowns = true").shootdown(&mut ops);
+        assert_eq!(ops, vec![Op::DownRead(3), Op::TlbShootdown, Op::UpRead(3)]);
     }
 
     /// The work is conserved around the faults, each fault is a read hold

@@ -22,8 +22,13 @@
 //! im_threadgroup_get(), which waits on the `idle` semaphore, and starts it
 //! with im_threadgroup_trigger(), an up of that thread's `go` semaphore;
 //! the worker ups `idle` when its tile is done), the thread pool PARSEC 2.1's
-//! vips predates (libvips's threadpool.c replaced it in 7.22, 2010). The
-//! strip writes of im_wbuffer()'s write-behind thread are left out.
+//! vips predates (libvips's threadpool.c replaced it in 7.22, 2010). Each
+//! pool thread waits on a `go` semaphore of its own (threadgroup_thread_new()
+//! gives every im_thread_t one), so a hand-over takes that thread's futex
+//! hash bucket, not one shared by the pool; the idle list is a stack
+//! (threadgroup_idle_add() prepends, im_threadgroup_get() takes the head),
+//! so the thread that went idle last is started first. The strip writes of
+//! im_wbuffer()'s write-behind thread are left out.
 //!
 //! A stage's compute faults pages and its shootdowns may be munmap()s under
 //! the address space's `mmap_sem` (`workloads::mm`).
@@ -51,6 +56,19 @@ pub struct Pipeline {
     mm: AddressSpace,
     /// Ops of a thread's item still to run (its compute, faults, shootdown).
     pending: Vec<VecDeque<Op>>,
+    /// The dispatcher's thread pool, with `dispatch_us`.
+    pool: Option<Pool>,
+}
+
+/// vips 7.x's threadgroup: the `go` semaphore of each pool thread (thread
+/// `1 + k`; the dispatcher is thread 0), the idle list as a stack of pool
+/// indices, the admission time of the item each started thread works on,
+/// and the thread the dispatcher took off the idle list for its item.
+struct Pool {
+    go: Vec<u32>,
+    idle: Vec<u32>,
+    item: Vec<Option<u64>>,
+    taken: Option<u32>,
 }
 
 /// Threads of the serial stages (or the dispatcher) a pipeline has besides
@@ -82,8 +100,20 @@ impl Pipeline {
     pub fn new(w: &Workload, objs: &mut dyn Objects) -> Self {
         let plan = stage_plan(w);
         let credits = w.threads * w.stages;
-        let sems = (0..plan.len()).map(|s| objs.semaphore(if s == 0 { credits } else { 0 })).collect();
         let n: u32 = plan.iter().map(|&(t, _)| t).sum();
+        let dispatched = w.dispatch_us > 0.0;
+        // A pool has the shared `idle` semaphore (one credit per idle
+        // thread) and the threads' own `go` semaphores, no shared queue.
+        let queues = if dispatched { 1 } else { plan.len() };
+        let sems = (0..queues).map(|s| objs.semaphore(if s == 0 { credits } else { 0 })).collect();
+        // threadgroup_thread_new() creates the threads in order, each
+        // prepended to the idle list: the last created is its head.
+        let pool = dispatched.then(|| Pool {
+            go: (0..w.threads).map(|_| objs.semaphore(0)).collect(),
+            idle: (0..w.threads).collect(),
+            item: vec![None; w.threads as usize],
+            taken: None,
+        });
         Pipeline {
             stage_threads: plan.iter().map(|&(t, _)| t).collect(),
             stage_work: plan.iter().map(|&(_, work)| work).collect(),
@@ -94,6 +124,7 @@ impl Pipeline {
             step: vec![Step::Idle; n as usize],
             mm: AddressSpace::new(w, n, objs),
             pending: vec![VecDeque::new(); n as usize],
+            pool,
         }
     }
 
@@ -140,6 +171,9 @@ impl Program for Pipeline {
             return op;
         }
         let stage = self.stage_of(thread);
+        if self.pool.is_some() {
+            return self.next_pool_op(thread, stage, cx);
+        }
         match self.step[t] {
             Step::Idle => {
                 self.step[t] = Step::Waiting;
@@ -147,14 +181,7 @@ impl Program for Pipeline {
             }
             Step::Waiting => {
                 let admitted = if stage == 0 { cx.now } else { self.queues[stage].pop_front().expect("semaphore counts items") };
-                let work = draw(self.dist, self.stage_work[stage], cx.rng);
-                let flush = self.tlb_per_ns > 0.0 && cx.rng.random::<f64>() < self.tlb_per_ns * work as f64;
-                self.mm.compute(thread, work, cx.rng, &mut self.pending[t]);
-                if flush {
-                    self.mm.shootdown(&mut self.pending[t]);
-                }
-                self.step[t] = Step::Working(admitted);
-                self.pending[t].pop_front().expect("an item's work has ops")
+                self.start_item(thread, stage, admitted, cx)
             }
             Step::Working(admitted) => {
                 self.step[t] = Step::Idle;
@@ -168,6 +195,115 @@ impl Program for Pipeline {
                     Op::SemUp(self.sems[next])
                 }
             }
+        }
+    }
+}
+
+impl Pipeline {
+    /// Thread `thread` of `stage` starts its item (admitted at `admitted`):
+    /// the item's work with its faults and, by chance, a shootdown; returns
+    /// the first op.
+    fn start_item(&mut self, thread: u32, stage: usize, admitted: u64, cx: &mut Cx) -> Op {
+        let t = thread as usize;
+        let work = draw(self.dist, self.stage_work[stage], cx.rng);
+                let flush = self.tlb_per_ns > 0.0 && cx.rng.random::<f64>() < self.tlb_per_ns * work as f64;
+                self.mm.compute(thread, work, cx.rng, &mut self.pending[t]);
+                if flush {
+                    self.mm.shootdown(&mut self.pending[t]);
+                }
+        self.step[t] = Step::Working(admitted);
+        self.pending[t].pop_front().expect("an item's work has ops")
+    }
+
+    /// The threadgroup: the dispatcher (stage 0) waits on `idle`, takes the
+    /// head of the idle list, prepares the item and ups that thread's `go`
+    /// (im_threadgroup_get(), im_threadgroup_trigger()); a pool thread waits
+    /// on its `go`, computes the item, pushes itself on the idle list and
+    /// ups `idle` (thread_main_loop(), threadgroup_idle_add()).
+    fn next_pool_op(&mut self, thread: u32, stage: usize, cx: &mut Cx) -> Op {
+        let t = thread as usize;
+        let k = thread.saturating_sub(1);
+        let pool = self.pool.as_mut().expect("a dispatched pipeline has a pool");
+        match (self.step[t], stage) {
+            (Step::Idle, 0) => {
+                self.step[t] = Step::Waiting;
+                Op::SemDown(self.sems[0])
+            }
+            (Step::Idle, _) => {
+                self.step[t] = Step::Waiting;
+                Op::SemDown(pool.go[k as usize])
+            }
+            (Step::Waiting, 0) => {
+                pool.taken = Some(pool.idle.pop().expect("the idle semaphore counts idle threads"));
+                self.start_item(thread, 0, cx.now, cx)
+            }
+            (Step::Waiting, _) => {
+                let admitted = pool.item[k as usize].take().expect("a started thread has an item");
+                self.start_item(thread, stage, admitted, cx)
+            }
+            (Step::Working(admitted), 0) => {
+                self.step[t] = Step::Idle;
+                let w = pool.taken.take().expect("the dispatcher took an idle thread");
+                pool.item[w as usize] = Some(admitted);
+                Op::SemUp(pool.go[w as usize])
+            }
+            (Step::Working(admitted), _) => {
+                self.step[t] = Step::Idle;
+                cx.metrics.finish(RequestRow { task: Some(thread), arrival_ns: admitted, start_ns: None, end_ns: cx.now });
+                pool.idle.push(k);
+                Op::SemUp(self.sems[0])
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workloads::{BarrierMode, TestContext};
+
+    /// A new id for every semaphore, as the engine gives each its own
+    /// futex hash bucket.
+    struct NewSemaphores(u32);
+
+    impl Objects for NewSemaphores {
+        fn spinlock(&mut self) -> u32 {
+            0
+        }
+        fn mutex(&mut self, _: u64) -> u32 {
+            0
+        }
+        fn barrier(&mut self, _: u32, _: BarrierMode, _: u64, _: bool) -> u32 {
+            0
+        }
+        fn semaphore(&mut self, _: u32) -> u32 {
+            self.0 += 1;
+            self.0
+        }
+        fn rwsem(&mut self) -> u32 {
+            0
+        }
+    }
+
+    /// vips 7.x's threadgroup, worked by hand: three pool threads wait on
+    /// three `go` semaphores, none the dispatcher's `idle`; the dispatcher
+    /// starts the head of the idle list (the thread created last), and
+    /// starts it again once it is back, the idle list being a stack.
+    #[test]
+    fn a_dispatcher_starts_the_last_idled_pool_thread_on_its_own_semaphore() {
+        let w: Workload = toml::from_str("kind = \"pipeline\"\nthreads = 3\nstages = 1\ndispatch_us = 5.0\nwork_us = 100.0\nwork_dist = \"constant\"").unwrap();
+        let mut pool = Pipeline::new(&w, &mut NewSemaphores(0));
+        let mut context = TestContext::new(1, "pipeline");
+        let idle = 1;
+        let go: Vec<Op> = (1..=3).map(|t| pool.next_op(t, &mut context.at(0))).collect();
+        assert_eq!(go, vec![Op::SemDown(2), Op::SemDown(3), Op::SemDown(4)]);
+        for item in 0..2 {
+            assert_eq!(pool.next_op(0, &mut context.at(0)), Op::SemDown(idle));
+            assert_eq!(pool.next_op(0, &mut context.at(0)), Op::Compute(5_000));
+            assert_eq!(pool.next_op(0, &mut context.at(0)), Op::SemUp(4), "item {item} goes to the thread created last");
+            assert_eq!(pool.next_op(3, &mut context.at(0)), Op::Compute(100_000));
+            assert_eq!(pool.next_op(3, &mut context.at(100_000)), Op::SemUp(idle));
+            assert_eq!(pool.next_op(3, &mut context.at(100_000)), Op::SemDown(4));
         }
     }
 }
