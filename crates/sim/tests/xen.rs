@@ -120,6 +120,23 @@ fn rtds_runs_earliest_deadline_first_and_stops_at_budget_exhaustion() {
 /// reads the clock (Xen 4.9 schedule.c), so its vCPU's budget and slice
 /// start after the wait: its 2 ms slice ends 100 us after the other's.
 /// (Charged to the budget from the decision's instant, both ended at 2 ms.)
+/// RTDS ties go to the vCPU in place, never to the lower vCPU id. On one
+/// pCPU, `io` (vCPU 0) wakes at 3 ms with deadline 10 ms, the deadline the
+/// running hog (vCPU 1) already has. Xen 4.9's runq_tickle() preempts only a
+/// strictly later deadline and rt_schedule() keeps the current vCPU on
+/// `scurr->cur_deadline <= snext->cur_deadline`, so the hog spends its
+/// whole 8 ms budget and `io` runs after it, until the period ends at 10 ms.
+#[test]
+fn rtds_keeps_the_running_vcpu_on_an_equal_deadline() {
+    let text = format!(
+        "{}[[vm]]\nname='io'\nrtds_budget_ms=8\nrtds_period_ms=10\n[[vm.workload]]\nkind='bursty'\nstart_ms=3\nwork_dist='constant'\nwork_us=2000\nsleep_us=1e9\n{}",
+        host("rtds", 1),
+        hog_vm("hog", "rtds_budget_ms=8\nrtds_period_ms=10")
+    );
+    let t = slices(&text, 10);
+    assert_eq!(rows(&t, 0, 1000), want(&[("hog", 0, 8_000), ("io", 8_000, 10_000)]));
+}
+
 #[test]
 fn rtds_starts_a_budget_after_the_global_lock_wait() {
     let text = format!(

@@ -33,7 +33,8 @@ struct Vc {
 
 pub struct Rtds {
     vcs: Vec<Vc>,
-    /// Runnable vCPUs with budget (or extra time), by (level, deadline, id).
+    /// Runnable vCPUs with budget (or extra time), by (level, deadline);
+    /// among equals, see `runq_insert`.
     runq: Vec<VcpuId>,
     pcpu: PcpuBook,
     extratime: bool,
@@ -121,18 +122,32 @@ impl Rtds {
         }
     }
 
-    fn key(&self, v: VcpuId) -> (u32, u64, VcpuId) {
+    /// A vCPU's priority, lower first: its extra-time level, then its
+    /// current deadline. Equal priorities are ties that Xen breaks by where
+    /// it stands, never by vCPU id: the running vCPU keeps its pCPU
+    /// (rt_schedule(): `scurr->cur_deadline <= snext->cur_deadline`), a
+    /// wakeup preempts only a strictly later deadline (runq_tickle(): `new->
+    /// cur_deadline < latest_deadline_vcpu->cur_deadline`), and a running
+    /// vCPU whose period renews yields only to a strictly earlier one
+    /// (repl_timer_handler()).
+    fn prio(&self, v: VcpuId) -> (u32, u64) {
         let vc = &self.vcs[v as usize];
-        (vc.level, vc.cur_deadline, v)
+        (vc.level, vc.cur_deadline)
     }
 
     fn has_budget(&self, v: VcpuId) -> bool {
         self.vcs[v as usize].cur_budget > 0
     }
 
+    /// deadline_queue_insert(): Xen 4.9 inserts before the first queued vCPU
+    /// whose deadline is not earlier (`svc->cur_deadline <=
+    /// iter_svc->cur_deadline`), so the vCPU queued last goes first among
+    /// equal deadlines; Xen 4.10 (the extra-time levels) compares with
+    /// compare_vcpu_priority() `> 0`, strictly, and queues it after them.
     fn runq_insert(&mut self, v: VcpuId) {
-        let k = self.key(v);
-        let at = self.runq.iter().position(|&o| self.key(o) > k).unwrap_or(self.runq.len());
+        let k = self.prio(v);
+        let ahead_of_equals = !self.extratime;
+        let at = self.runq.iter().position(|&o| if ahead_of_equals { self.prio(o) >= k } else { self.prio(o) > k }).unwrap_or(self.runq.len());
         self.runq.insert(at, v);
         self.vcs[v as usize].on_runq = true;
     }
@@ -191,8 +206,11 @@ impl Rtds {
             .filter(|&p| usable(p) && self.pcpu.curr[p as usize].is_none())
             .or_else(|| (0..n).find(|&p| usable(p) && self.pcpu.curr[p as usize].is_none()));
         let target = idle.or_else(|| {
-            let latest = (0..n).filter(|&p| usable(p)).max_by_key(|&p| self.key(self.pcpu.curr[p as usize].expect("no idle pCPU left")))?;
-            (self.key(v) < self.key(self.pcpu.curr[latest as usize].unwrap())).then_some(latest)
+            // The first pCPU (in index order, for_each_cpu()) running the
+            // latest deadline: a later one replaces it only if strictly later.
+            let running = |p: PcpuId| self.prio(self.pcpu.curr[p as usize].expect("no idle pCPU left"));
+            let latest = (0..n).filter(|&p| usable(p)).reduce(|a, b| if running(b) > running(a) { b } else { a })?;
+            (self.prio(v) < running(latest)).then_some(latest)
         });
         if let Some(p) = target {
             self.pcpu.tickled[p as usize] = true;
@@ -266,7 +284,7 @@ impl HostPolicy for Rtds {
             (None, None) => {}
         }
         let head = self.pick(view, p);
-        let keep = prev.filter(|&c| self.has_budget(c) && head.is_none_or(|h| self.key(c) < self.key(h)));
+        let keep = prev.filter(|&c| self.has_budget(c) && head.is_none_or(|h| self.prio(c) <= self.prio(h)));
         let next = keep.or(head);
         if let Some(n) = next.filter(|&n| Some(n) != prev) {
             self.runq_remove(n);
@@ -310,7 +328,7 @@ impl HostPolicy for Rtds {
                     self.update_deadline(v, view.now);
                     self.arm_replenishment(out, v);
                     // Its deadline moved later: a queued vCPU may now lead.
-                    if self.runq.first().is_some_and(|&h| self.key(h) < self.key(v)) {
+                    if self.runq.first().is_some_and(|&h| self.prio(h) < self.prio(v)) {
                         out.resched.push(p as PcpuId);
                     }
                     return;
