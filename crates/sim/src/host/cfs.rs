@@ -658,12 +658,21 @@ impl CfsCore {
     }
 
     /// Brings every pCPU whose ticks were deferred up to date, as if each
-    /// tick's accounting had run at its instant: update_curr() at each
-    /// (once at the last where the running entity's weight is 1024, whose
-    /// vruntime grows by the wall time however the interval is split), and
+    /// tick's accounting had run at its instant: update_curr() at each, and
     /// the runqueue averages stamped at the last, where an entity ran.
     /// Called first by every entry to the policy, so nothing reads the
-    /// state these ticks leave behind.
+    /// state these ticks leave behind. A running entity of weight 1024 (or
+    /// a pCPU running none) is left as it is: its vruntime and runtime grow
+    /// by the wall time however the interval is split, and min_vruntime,
+    /// which only rises, ends where one update_curr() at the end puts it,
+    /// while the timeline stays as it is (the property test
+    /// `update_curr_at_weight_1024_is_the_same_however_split` in cfs.rs);
+    /// every read of that accounting (the slice check, placement and lag,
+    /// the balancer's moves) comes after an update_curr() of its pCPU, which
+    /// then makes up the whole interval at once. (The slice check's instant,
+    /// tick_preempt_from(), is the same either way.) On 64 pCPUs most
+    /// instants defer every tick, and the next entry to the policy, for
+    /// whichever pCPU, found them all to update.
     #[inline(always)]
     fn catch_up_ticks(&mut self) {
         self.entries += 1;
@@ -688,8 +697,6 @@ impl CfsCore {
                     rq.update_curr(&mut self.ents, at);
                     at += tick;
                 }
-            } else {
-                rq.update_curr(&mut self.ents, last);
             }
             if curr.is_some() {
                 self.update_rq_avgs(p, last);
