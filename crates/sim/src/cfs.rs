@@ -508,6 +508,46 @@ mod tests {
                 at += tick;
             }
         }
+
+        /// update_curr() of a running entity of weight 1024 (or of no
+        /// running entity) is the same whether it is made once at the end of
+        /// an interval or also at instants within it, while the timeline
+        /// stays: its vruntime, runtime and slice start, min_vruntime and the
+        /// slice check's instant. Deferred host ticks rely on it
+        /// (`host::cfs`, account_deferred_ticks()).
+        #[test]
+        fn update_curr_at_weight_1024_is_the_same_however_split(
+            weights in proptest::collection::vec(proptest::sample::select(vec![15u64, 335, 1024, 3121]), 1..5),
+            lead in proptest::collection::vec(0u64..30_000_000, 4),
+            running in proptest::bool::ANY,
+            ran_before in 0u64..20_000_000,
+            mut within in proptest::collection::vec(0u64..50_000_000, 0..6),
+            after in 0u64..50_000_000,
+        ) {
+            let t = Tunables::linux_default(4);
+            let mut w = weights.clone();
+            w[0] = NICE_0_LOAD;
+            let mut e = ents(&w);
+            let mut rq = CfsRq::default();
+            for (i, l) in lead.iter().enumerate().take(w.len()) {
+                e[i].vruntime = 1_000_000_000 + l;
+                rq.enqueue(&mut e, i as u32, Placement::Keep, &t, 0);
+            }
+            if running {
+                rq.set_curr(&mut e, 0, 0);
+            }
+            rq.update_curr(&mut e, ran_before);
+            let (mut rq_split, mut e_split) = (rq.clone(), e.clone());
+            within.sort_unstable();
+            for &at in &within {
+                rq_split.update_curr(&mut e_split, ran_before + at);
+            }
+            let end = ran_before + within.last().copied().unwrap_or(0) + after;
+            rq_split.update_curr(&mut e_split, end);
+            rq.update_curr(&mut e, end);
+            let state = |rq: &CfsRq, e: &[Entity]| (rq.min_vruntime, e[0].vruntime, e[0].sum_exec, e[0].exec_start, rq.tick_preempt_from(e, &t));
+            proptest::prop_assert_eq!(state(&rq_split, &e_split), state(&rq, &e));
+        }
     }
 
     /// entity_tick() skips check_preempt_tick() for an entity alone: it runs

@@ -467,6 +467,9 @@ pub struct CfsCore {
     /// The last instant at which every pCPU's tick was deferred at once
     /// (for each pCPU, the last of its deferred ticks, if later).
     all_deferred_last: Option<u64>,
+    /// Whether every vCPU thread has weight 1024 (their weights never
+    /// change): then no deferred tick's accounting is made per tick.
+    vcpus_at_nice_0: bool,
     /// Counts the entries to the policy: a quiet period found before the
     /// last entry may have ended.
     entries: u64,
@@ -496,6 +499,10 @@ struct QuietFrom {
 struct Quiet {
     from: Option<QuietFrom>,
     until: u64,
+    /// The entry count when `from` was last found to hold: until the next
+    /// entry it still does (nothing changes outside the policy's calls, as
+    /// for `all_quiet`), and is not looked at again.
+    checked: u64,
 }
 
 impl CfsCore {
@@ -557,6 +564,7 @@ impl CfsCore {
             deferred_ticks: vec![None; pcpus as usize],
             deferred_pcpus: Vec::new(),
             all_deferred_last: None,
+            vcpus_at_nice_0: weights.iter().all(|&w| w == NICE_0_LOAD),
             // Nothing is found quiet before the first entry.
             entries: 1,
             quiet: vec![Quiet::default(); pcpus as usize],
@@ -597,6 +605,9 @@ impl CfsCore {
     /// Whether the tick at `view.now` on `p` has nothing to decide, from
     /// its quiet period while what that was found from holds.
     fn tick_quiet(&mut self, view: &HostView, p: PcpuId) -> bool {
+        if self.quiet[p as usize].checked == self.entries {
+            return view.now < self.quiet[p as usize].until;
+        }
         let from = QuietFrom {
             changes: self.rqs[p as usize].as_cfs().changes,
             busy: view.running_on[p as usize].is_some(),
@@ -605,10 +616,10 @@ impl CfsCore {
             nohz_has_blocked: self.nohz_has_blocked,
             nohz_next_blocked: self.nohz_next_blocked,
         };
-        let q = &self.quiet[p as usize];
-        if q.from != Some(from) {
-            self.quiet[p as usize] = Quiet { from: Some(from), until: self.quiet_until(view, p) };
+        if self.quiet[p as usize].from != Some(from) {
+            self.quiet[p as usize] = Quiet { from: Some(from), until: self.quiet_until(view, p), checked: 0 };
         }
+        self.quiet[p as usize].checked = self.entries;
         view.now < self.quiet[p as usize].until
     }
 
@@ -658,12 +669,21 @@ impl CfsCore {
     }
 
     /// Brings every pCPU whose ticks were deferred up to date, as if each
-    /// tick's accounting had run at its instant: update_curr() at each
-    /// (once at the last where the running entity's weight is 1024, whose
-    /// vruntime grows by the wall time however the interval is split), and
+    /// tick's accounting had run at its instant: update_curr() at each, and
     /// the runqueue averages stamped at the last, where an entity ran.
     /// Called first by every entry to the policy, so nothing reads the
-    /// state these ticks leave behind.
+    /// state these ticks leave behind. A running entity of weight 1024 (or
+    /// a pCPU running none) is left as it is: its vruntime and runtime grow
+    /// by the wall time however the interval is split, and min_vruntime,
+    /// which only rises, ends where one update_curr() at the end puts it,
+    /// while the timeline stays as it is (the property test
+    /// `update_curr_at_weight_1024_is_the_same_however_split` in cfs.rs);
+    /// every read of that accounting (the slice check, placement and lag,
+    /// the balancer's moves) comes after an update_curr() of its pCPU, which
+    /// then makes up the whole interval at once. (The slice check's instant,
+    /// tick_preempt_from(), is the same either way.) On 64 pCPUs most
+    /// instants defer every tick, and the next entry to the policy, for
+    /// whichever pCPU, found them all to update.
     #[inline(always)]
     fn catch_up_ticks(&mut self) {
         self.entries += 1;
@@ -682,14 +702,12 @@ impl CfsCore {
             let last = last.max(all_last);
             let rq = &mut self.rqs[p as usize];
             let curr = rq.curr();
-            if curr.is_some_and(|c| self.ents[c as usize].weight != NICE_0_LOAD) {
+            if !self.vcpus_at_nice_0 && curr.is_some_and(|c| self.ents[c as usize].weight != NICE_0_LOAD) {
                 let mut at = first;
                 while at <= last {
                     rq.update_curr(&mut self.ents, at);
                     at += tick;
                 }
-            } else {
-                rq.update_curr(&mut self.ents, last);
             }
             if curr.is_some() {
                 self.update_rq_avgs(p, last);
