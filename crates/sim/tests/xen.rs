@@ -233,7 +233,7 @@ fn credit_weights_and_caps_give_their_shares() {
 /// gets a few percent of the pCPU instead of its 25%. Credit2 (no BOOST) and
 /// Tableau (its table reserves U = 0.25) give it its share. At 16 us per I/O
 /// (`stress -i`'s sync() as measured) the three want under half the pCPU
-/// and the probe runs in the idle time under every policy.
+/// and the probe runs in all the time they leave under every policy.
 #[test]
 fn credit_boosted_io_vcpus_take_a_queued_cpu_bound_vcpus_share() {
     let probe_share = |policy: &str, work_us: u32| {
@@ -251,9 +251,13 @@ fn credit_boosted_io_vcpus_take_a_queued_cpu_bound_vcpus_share() {
         let share = probe_share(policy, 100);
         assert!(share > 0.24, "{policy}: the probe gets {share}, less than its 25%");
     }
+    // Each I/O vCPU computes 16 us per 116 us at most, so a policy that
+    // leaves the probe only its 25% would be starving it too: the probe
+    // keeps at least what the three leave when each runs at once.
+    let io_demand = 3.0 * 16.0 / 116.0;
     for policy in ["credit", "credit2", "tableau"] {
         let share = probe_share(policy, 16);
-        assert!(share > 0.8, "{policy}: with a light background the probe gets {share}");
+        assert!(share > 1.0 - io_demand, "{policy}: with a light background the probe gets {share}");
     }
 }
 
