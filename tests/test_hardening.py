@@ -307,6 +307,8 @@ def test_version_and_short_help(cli):
     result = cli("--version")
     assert result.exit_code == 0 and result.stdout.strip() == f"vmsched {__version__}"
     assert __version__ != "unknown"
+    from importlib.metadata import version
+    assert __version__ == version("vmsched"), "the extension's version is the package's"
     assert cli("-h").exit_code == 0 and "run" in cli("-h").stdout
     assert "--check-invariants" in cli("run", "-h").stdout
 

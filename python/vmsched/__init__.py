@@ -19,18 +19,12 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def _installed_version() -> str:
-    # importlib.metadata is read on demand: it costs the start-up of every command tens of ms.
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("vmsched")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown"
-
-
 def __getattr__(name: str):
     if name == "__version__":
-        return _installed_version()
+        # From the extension, which is built with it: reading the package metadata
+        # (importlib.metadata) would cost a command's start-up about 50 ms.
+        from ._native import __version__
+        return __version__
     if name not in _EXPORTS:
         raise AttributeError(f"module 'vmsched' has no attribute {name!r}")
     module = import_module(f".{_EXPORTS[name]}", __name__)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import os
 import re
@@ -64,10 +62,10 @@ def _pid_alive(pid: int) -> bool:
 def _exchange(first: Path, second: Path) -> bool:
     """Swaps two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the
     system does not offer it."""
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
-        return False
-    libc = ctypes.CDLL(libc_name, use_errno=True)
+    import ctypes  # here: only --force over an earlier run needs it
+    # The symbols already loaded into this process, the C library's among them:
+    # looking the library up by name (ctypes.util.find_library) runs ldconfig.
+    libc = ctypes.CDLL(None, use_errno=True)
     renameat2 = getattr(libc, "renameat2", None)
     if renameat2 is None:
         return False

@@ -11,6 +11,10 @@ mod table_files;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The package's version: pyproject.toml takes it from the workspace's
+    // Cargo.toml (`dynamic = ["version"]`), so the extension knows it without
+    // the package metadata, whose reader costs a command's start-up 50 ms.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     sim::register(m)?;
     plan::register(m)?;
     probe::register(m)?;

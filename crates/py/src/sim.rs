@@ -223,6 +223,11 @@ fn columns_to_py<'py>(py: Python<'py>, columns: Vec<(&'static str, Column<'_>)>)
                 }
                 ("text", PyBytes::new(py, &codes), PyList::new(py, distinct)?).into_pyobject(py)?.into_any()
             }
+            Column::Coded { codes, names } => {
+                let codes: Vec<u8> = codes.iter().flat_map(|c| c.to_le_bytes()).collect();
+                let names: Vec<&str> = names.iter().map(|name| &**name).collect();
+                ("text", PyBytes::new(py, &codes), PyList::new(py, names)?).into_pyobject(py)?.into_any()
+            }
         };
         dict.set_item(name, value)?;
     }

@@ -28,8 +28,8 @@ fn main() {
         Ok(out) if samples.is_some() => {
             let metric = samples.expect("checked");
             let t = &out.tables.expect("recorded").samples;
-            for i in (0..t.time_ns.len()).filter(|&i| t.metric[i] == metric) {
-                println!("{} {} {}", t.time_ns[i], t.vm[i], t.value[i]);
+            for i in (0..t.time_ns.len()).filter(|&i| t.metric.get(i) == metric) {
+                println!("{} {} {}", t.time_ns[i], t.vm.get(i), t.value[i]);
             }
         }
         Ok(out) if print_summary => println!("{}", serde_json::to_string_pretty(&out.summary).expect("summary serializes")),

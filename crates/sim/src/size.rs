@@ -53,10 +53,10 @@ const PLE_SPINNING_SHARE: f64 = 0.25;
 /// hog thread's self-migration and a relaxed co-scheduling poll have one.
 const EVENTS_PER_BOUNDARY: f64 = 4.0;
 
-/// A recorded row in a Parquet file (zstd, dictionary-encoded names), as
-/// measured: 100 s of the default scenario wrote 8.2 MB for about 660,000
+/// A recorded row in a Parquet file (in the layouts of docs/outputs.md), as
+/// measured: 100 s of the default scenario wrote 7.8 MB for about 700,000
 /// sample and request rows.
-const PARQUET_ROW_BYTES: f64 = 12.0;
+const PARQUET_ROW_BYTES: f64 = 11.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SizeEstimate {

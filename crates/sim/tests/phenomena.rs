@@ -135,7 +135,7 @@ fn lock_holder_preemptions_are_sampled_over_time() {
     let samples = &out.tables.unwrap().samples;
     let per_interval = |metric: &str, vm: &str| -> Vec<f64> {
         (0..samples.time_ns.len())
-            .filter(|&i| samples.metric[i] == metric && *samples.vm[i] == *vm)
+            .filter(|&i| samples.metric.get(i) == metric && samples.vm.get(i) == vm)
             .map(|i| samples.value[i])
             .collect()
     };

@@ -55,13 +55,15 @@ impl Tables {
 }
 
 /// One column of a recorded table, borrowed in place: numbers as the
-/// contiguous values they are, text as one string per row.
+/// contiguous values they are, text as one string per row or, for the long
+/// tables' name columns, as each row's number in a list of distinct names.
 pub enum Column<'a> {
     U32(&'a [u32]),
     U64(&'a [u64]),
     I64(&'a [i64]),
     F64(&'a [f64]),
     Text(Vec<&'a str>),
+    Coded { codes: &'a [u32], names: &'a [Arc<str>] },
 }
 
 impl Column<'_> {
@@ -72,6 +74,7 @@ impl Column<'_> {
             Column::I64(v) => v.len(),
             Column::F64(v) => v.len(),
             Column::Text(v) => v.len(),
+            Column::Coded { codes, .. } => codes.len(),
         }
     }
 
@@ -100,14 +103,14 @@ impl<'a> From<&'a Vec<f64>> for Column<'a> {
         Column::F64(v)
     }
 }
+impl<'a> From<&'a Coded> for Column<'a> {
+    fn from(c: &'a Coded) -> Self {
+        Column::Coded { codes: &c.codes, names: &c.names }
+    }
+}
 impl<'a> From<&'a Vec<String>> for Column<'a> {
     fn from(v: &'a Vec<String>) -> Self {
         Column::Text(v.iter().map(String::as_str).collect())
-    }
-}
-impl<'a> From<&'a Vec<Arc<str>>> for Column<'a> {
-    fn from(v: &'a Vec<Arc<str>>) -> Self {
-        Column::Text(v.iter().map(|s| &**s).collect())
     }
 }
 impl<'a> From<&'a Vec<&'static str>> for Column<'a> {
@@ -116,13 +119,45 @@ impl<'a> From<&'a Vec<&'static str>> for Column<'a> {
     }
 }
 
-/// A table: one `Vec` per column, and the list of its columns in order.
+/// A name column of a long table (a VM's, a workload's, a metric's name on
+/// every row): each row holds its name's number in `names`, so appending a
+/// row copies four bytes, and a writer handles each distinct name once.
+#[derive(Debug, Default, Clone)]
+pub struct Coded {
+    pub codes: Vec<u32>,
+    pub names: Arc<[Arc<str>]>,
+}
+
+impl Coded {
+    /// Row `i`'s name.
+    pub fn get(&self, i: usize) -> &str {
+        &self.names[self.codes[i] as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.codes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.codes.is_empty()
+    }
+}
+
+/// As the rows' names, one string per row.
+impl Serialize for Coded {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.codes.iter().map(|&c| &*self.names[c as usize]))
+    }
+}
+
+/// A table: one `Vec` per column (a [`Coded`] for the long tables' name
+/// columns), and the list of its columns in order.
 macro_rules! table {
     ($(#[$doc:meta])* $name:ident { $($column:ident: $ty:ty),* $(,)? }) => {
         $(#[$doc])*
         #[derive(Debug, Default, Serialize)]
         pub struct $name {
-            $(pub $column: Vec<$ty>),*
+            $(pub $column: $ty),*
         }
 
         impl $name {
@@ -133,72 +168,70 @@ macro_rules! table {
     };
 }
 
-// The name columns of the long tables share one string per name: a row
-// costs a reference count, not an allocation.
 table!(Requests {
-    workload: Arc<str>,
-    vm: Arc<str>,
-    task: Arc<str>,
-    arrival_ns: u64,
-    start_ns: i64,
-    end_ns: u64,
-    latency_ns: u64,
-    queue_ns: i64,
-    service_ns: i64,
+    workload: Coded,
+    vm: Coded,
+    task: Coded,
+    arrival_ns: Vec<u64>,
+    start_ns: Vec<i64>,
+    end_ns: Vec<u64>,
+    latency_ns: Vec<u64>,
+    queue_ns: Vec<i64>,
+    service_ns: Vec<i64>,
 });
 
 table!(Samples {
-    time_ns: u64,
-    metric: &'static str,
-    vm: Arc<str>,
-    vcpu: i64,
-    pcpu: i64,
-    value: f64,
+    time_ns: Vec<u64>,
+    metric: Coded,
+    vm: Coded,
+    vcpu: Vec<i64>,
+    pcpu: Vec<i64>,
+    value: Vec<f64>,
 });
 
 table!(TaskRows {
-    vm: String,
-    task: String,
-    workload: String,
-    vcpu_last: u32,
-    cpu_time_ns: u64,
-    runnable_ns: u64,
-    context_switches: u64,
-    migrations: u64,
-    spin_ns: u64,
+    vm: Vec<String>,
+    task: Vec<String>,
+    workload: Vec<String>,
+    vcpu_last: Vec<u32>,
+    cpu_time_ns: Vec<u64>,
+    runnable_ns: Vec<u64>,
+    context_switches: Vec<u64>,
+    migrations: Vec<u64>,
+    spin_ns: Vec<u64>,
 });
 
 table!(PcpuSlices {
-    pcpu: u32,
-    vm: String,
-    vcpu: u32,
-    start_ns: u64,
-    end_ns: u64,
+    pcpu: Vec<u32>,
+    vm: Vec<String>,
+    vcpu: Vec<u32>,
+    start_ns: Vec<u64>,
+    end_ns: Vec<u64>,
 });
 
 table!(VcpuStates {
-    vm: String,
-    vcpu: u32,
-    state: &'static str,
-    start_ns: u64,
-    end_ns: u64,
+    vm: Vec<String>,
+    vcpu: Vec<u32>,
+    state: Vec<&'static str>,
+    start_ns: Vec<u64>,
+    end_ns: Vec<u64>,
 });
 
 table!(TaskSlices {
-    vm: String,
-    vcpu: u32,
-    task: String,
-    start_ns: u64,
-    end_ns: u64,
+    vm: Vec<String>,
+    vcpu: Vec<u32>,
+    task: Vec<String>,
+    start_ns: Vec<u64>,
+    end_ns: Vec<u64>,
 });
 
 table!(IrqRows {
-    kind: &'static str,
-    vm: String,
-    src_vcpu: i64,
-    dst_vcpu: u32,
-    sent_ns: u64,
-    delivered_ns: u64,
+    kind: Vec<&'static str>,
+    vm: Vec<String>,
+    src_vcpu: Vec<i64>,
+    dst_vcpu: Vec<u32>,
+    sent_ns: Vec<u64>,
+    delivered_ns: Vec<u64>,
 });
 
 /// Raw timeline events keyed by global ids; names are attached at the end.
@@ -210,22 +243,62 @@ struct Timeline {
     irqs: Vec<(usize, u32, Option<VcpuId>, VcpuId, u64, u64)>,
 }
 
-/// The names the request and sample rows carry, one shared string each.
+/// The names the request and sample rows refer to by number.
 struct Names {
-    vm: Vec<Arc<str>>,
-    workload: Vec<Arc<str>>,
-    task: Vec<Arc<str>>,
-    none: Arc<str>,
+    /// The VMs' names (requests).
+    vm: Arc<[Arc<str>]>,
+    /// The VMs' names, then the empty name of the host-wide rows (samples).
+    sample_vm: Arc<[Arc<str>]>,
+    workload: Arc<[Arc<str>]>,
+    /// The tasks' names, then the empty name of requests answered in the kernel.
+    task: Arc<[Arc<str>]>,
+    /// The metrics sampled so far: [`METRICS`], then those the host policy adds.
+    metric: Arc<[Arc<str>]>,
 }
+
+/// The metrics every run samples, numbered in this order.
+const METRICS: [&str; 7] = ["vcpu_steal_frac", "vcpu_runqueue", "vm_cpu_share", "vm_entitlement", "vm_lhp", "vm_lwp", "pcpu_runqueue"];
+const VCPU_STEAL_FRAC: u32 = 0;
+const VCPU_RUNQUEUE: u32 = 1;
+const VM_CPU_SHARE: u32 = 2;
+const VM_ENTITLEMENT: u32 = 3;
+const VM_LHP: u32 = 4;
+const VM_LWP: u32 = 5;
+const PCPU_RUNQUEUE: u32 = 6;
 
 impl Names {
     fn of(w: &World) -> Names {
-        let shared = |name: &String| Arc::from(name.as_str());
+        let shared = |names: &mut dyn Iterator<Item = &str>| -> Arc<[Arc<str>]> { names.map(Arc::from).collect() };
+        let vm_names = || w.vms.iter().map(|vm| vm.name.as_str());
         Names {
-            vm: w.vms.iter().map(|vm| shared(&vm.name)).collect(),
-            workload: w.workloads.iter().map(|wl| shared(&wl.name)).collect(),
-            task: w.tasks.iter().map(|t| shared(&t.name)).collect(),
-            none: Arc::from(""),
+            vm: shared(&mut vm_names()),
+            sample_vm: shared(&mut vm_names().chain([""])),
+            workload: shared(&mut w.workloads.iter().map(|wl| wl.name.as_str())),
+            task: shared(&mut w.tasks.iter().map(|t| t.name.as_str()).chain([""])),
+            metric: shared(&mut METRICS.into_iter()),
+        }
+    }
+
+    /// The number of a metric a host policy samples, numbered at its first sample.
+    fn metric_code(&mut self, metric: &str) -> u32 {
+        match self.metric.iter().position(|m| **m == *metric) {
+            Some(code) => code as u32,
+            None => {
+                self.metric = self.metric.iter().cloned().chain([Arc::from(metric)]).collect();
+                self.metric.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Empty sample columns with room for `rows` rows.
+    fn samples(&self, rows: usize) -> Samples {
+        Samples {
+            time_ns: Vec::with_capacity(rows),
+            metric: Coded { codes: Vec::with_capacity(rows), names: self.metric.clone() },
+            vm: Coded { codes: Vec::with_capacity(rows), names: self.sample_vm.clone() },
+            vcpu: Vec::with_capacity(rows),
+            pcpu: Vec::with_capacity(rows),
+            value: Vec::with_capacity(rows),
         }
     }
 }
@@ -324,7 +397,8 @@ impl Recorder {
         let vm_name = |vm: u32| w.vms[vm as usize].name.clone();
         let local = |v: VcpuId| w.vcpus[v as usize].local;
         let names = self.names.get_or_insert_with(|| Names::of(w));
-        let mut t = Tables { requests: requests(w, names), samples: std::mem::take(&mut self.samples), ..Default::default() };
+        let samples = std::mem::replace(&mut self.samples, names.samples(0));
+        let mut t = Tables { requests: requests(w, names), samples, ..Default::default() };
         for task in &w.tasks {
             let r = &mut t.tasks;
             r.vm.push(vm_name(task.vm));
@@ -385,14 +459,26 @@ impl Recorder {
     }
 }
 
-/// The request rows the workloads hold, named.
+/// The request rows the workloads hold, with their names' numbers.
 fn requests(w: &World, names: &Names) -> Requests {
-    let mut q = Requests::default();
+    let rows: usize = w.workloads.iter().map(|wl| wl.metrics.rows.len()).sum();
+    let mut q = Requests {
+        workload: Coded { codes: Vec::with_capacity(rows), names: names.workload.clone() },
+        vm: Coded { codes: Vec::with_capacity(rows), names: names.vm.clone() },
+        task: Coded { codes: Vec::with_capacity(rows), names: names.task.clone() },
+        arrival_ns: Vec::with_capacity(rows),
+        start_ns: Vec::with_capacity(rows),
+        end_ns: Vec::with_capacity(rows),
+        latency_ns: Vec::with_capacity(rows),
+        queue_ns: Vec::with_capacity(rows),
+        service_ns: Vec::with_capacity(rows),
+    };
+    let in_kernel = w.tasks.len() as u32;
     for (i, wl) in w.workloads.iter().enumerate() {
         for r in &wl.metrics.rows {
-            q.workload.push(names.workload[i].clone());
-            q.vm.push(names.vm[wl.vm as usize].clone());
-            q.task.push(r.task.map_or_else(|| names.none.clone(), |t| names.task[wl.tasks[t as usize] as usize].clone()));
+            q.workload.codes.push(i as u32);
+            q.vm.codes.push(wl.vm);
+            q.task.codes.push(r.task.map_or(in_kernel, |t| wl.tasks[t as usize]));
             q.arrival_ns.push(r.arrival_ns);
             q.end_ns.push(r.end_ns);
             q.latency_ns.push(r.end_ns - r.arrival_ns);
@@ -427,7 +513,12 @@ pub fn stream(w: &mut World) {
         w.recorder.names = Some(Names::of(w));
     }
     let names = w.recorder.names.as_ref().expect("set above");
-    let chunk = Tables { requests: requests(w, names), samples: std::mem::take(&mut w.recorder.samples), ..Default::default() };
+    let requests = requests(w, names);
+    // Room for as many sample rows as this chunk held: the next chunk's columns
+    // fill in place instead of being moved to larger buffers as they grow.
+    let rows = w.recorder.samples.time_ns.len();
+    let samples = std::mem::replace(&mut w.recorder.samples, names.samples(rows));
+    let chunk = Tables { requests, samples, ..Default::default() };
     for wl in &mut w.workloads {
         wl.metrics.rows.clear();
     }
@@ -438,10 +529,12 @@ pub fn stream(w: &mut World) {
 pub fn sample(w: &mut World) {
     let now = w.now;
     if w.recorder.names.is_none() {
-        w.recorder.names = Some(Names::of(w));
+        let names = Names::of(w);
+        w.recorder.samples = names.samples(0);
+        w.recorder.names = Some(names);
     }
     let r = &mut w.recorder;
-    let names = r.names.as_ref().expect("set above");
+    let names = r.names.as_mut().expect("set above");
     let dt = (now - r.last_time).max(1) as f64;
     r.last_time = now;
     if r.last_cpu.is_empty() {
@@ -451,40 +544,42 @@ pub fn sample(w: &mut World) {
         r.last_lwp = vec![0; w.vms.len()];
     }
     let s = &mut r.samples;
-    let mut push = |metric: &'static str, vm: &Arc<str>, vcpu: i64, pcpu: i64, value: f64| {
+    let mut push = |metric: u32, vm: u32, vcpu: i64, pcpu: i64, value: f64| {
         s.time_ns.push(now);
-        s.metric.push(metric);
-        s.vm.push(vm.clone());
+        s.metric.codes.push(metric);
+        s.vm.codes.push(vm);
         s.vcpu.push(vcpu);
         s.pcpu.push(pcpu);
         s.value.push(value);
     };
     for (vm_id, vm) in w.vms.iter().enumerate() {
-        let name = &names.vm[vm_id];
+        let name = vm_id as u32;
         let mut used = 0;
         for i in 0..vm.nv {
             let v = (vm.first_vcpu + i) as usize;
             let vc = &w.vcpus[v];
             used += vc.cpu_ns - r.last_cpu[v];
-            push("vcpu_steal_frac", name, i as i64, -1, (vc.steal_ns - r.last_steal[v]) as f64 / dt);
-            push("vcpu_runqueue", name, i as i64, -1, vm.guest.nr_running(i) as f64);
+            push(VCPU_STEAL_FRAC, name, i as i64, -1, (vc.steal_ns - r.last_steal[v]) as f64 / dt);
+            push(VCPU_RUNQUEUE, name, i as i64, -1, vm.guest.nr_running(i) as f64);
             r.last_cpu[v] = vc.cpu_ns;
             r.last_steal[v] = vc.steal_ns;
         }
-        push("vm_cpu_share", name, -1, -1, used as f64 / dt);
-        push("vm_entitlement", name, -1, -1, vm.entitlement);
+        push(VM_CPU_SHARE, name, -1, -1, used as f64 / dt);
+        push(VM_ENTITLEMENT, name, -1, -1, vm.entitlement);
         // Lock-holder and lock-waiter preemptions in the interval (the summary's
         // lhp_count and lwp_count, spread over time).
-        push("vm_lhp", name, -1, -1, (vm.lhp_count - r.last_lhp[vm_id]) as f64);
-        push("vm_lwp", name, -1, -1, (vm.lwp_count - r.last_lwp[vm_id]) as f64);
+        push(VM_LHP, name, -1, -1, (vm.lhp_count - r.last_lhp[vm_id]) as f64);
+        push(VM_LWP, name, -1, -1, (vm.lwp_count - r.last_lwp[vm_id]) as f64);
         r.last_lhp[vm_id] = vm.lhp_count;
         r.last_lwp[vm_id] = vm.lwp_count;
         for (metric, value) in w.host.vm_samples(vm_id as u32) {
-            push(metric, name, -1, -1, value);
+            let code = names.metric_code(metric);
+            push(code, name, -1, -1, value);
         }
     }
+    let host_wide = w.vms.len() as u32;
     for p in 0..w.machine.pcpus {
-        push("pcpu_runqueue", &names.none, -1, p as i64, w.host.nr_running(p) as f64);
+        push(PCPU_RUNQUEUE, host_wide, -1, p as i64, w.host.nr_running(p) as f64);
     }
 }
 
