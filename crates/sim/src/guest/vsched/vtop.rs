@@ -53,16 +53,20 @@ impl PairRun {
                 self.transfers.push((lat, n));
                 self.last_write = now;
             }
-            Some(_) => {
-                // The partner came back: the waiting transfer completes now.
-                self.transfers.push(((now - self.last_write).max(1), 1));
+            Some(lat) => {
+                // The partner came back: the waiting transfer completes now,
+                // and no sooner than the line can move (a look at the
+                // instant of the partner's write still waits for the line).
+                self.transfers.push(((now - self.last_write).max(lat), 1));
                 self.last_write = now;
                 self.co_running = true;
             }
             None => {
                 self.co_running = false;
-                if self.turn == x {
-                    self.transfers.push(((now - self.last_write).max(1), 1));
+                // A write made at this very instant by a partner that has
+                // just stopped is read at a later look, not in no time.
+                if self.turn == x && now > self.last_write {
+                    self.transfers.push((now - self.last_write, 1));
                     self.turn = if x == self.a { self.b } else { self.a };
                     self.last_write = now;
                 }
@@ -241,5 +245,34 @@ impl Vtop {
 
     pub fn matrix_ns(&self) -> BTreeMap<String, Option<f64>> {
         self.last_measured.iter().map(|(&(a, b), m)| (format!("{a}-{b}"), m.median_ns)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> PairRun {
+        PairRun { a: 0, b: 1, started: 0, budget_ns: 1, turn: 1, last_write: 0, last_check: 0, co_running: false, transfers: Vec::new() }
+    }
+
+    /// No transfer is faster than the line's latency: looks at the same
+    /// instant as the partner's write (the engine runs both vCPUs' looks at
+    /// one time stamp) move the line in `lat`, not in a nanosecond, which
+    /// would put a level far below SMT into the clustering of the levels.
+    #[test]
+    fn a_transfer_takes_at_least_the_line_latency() {
+        let mut r = run();
+        // vCPU 1 answers vCPU 0's write of time 0 at time 0, while 0 is away.
+        r.look(1, 0, None);
+        assert!(r.transfers.is_empty(), "{:?}", r.transfers);
+        // vCPU 0 comes back at the instant of a write.
+        r.last_write = 5_000;
+        r.look(0, 5_000, Some(100));
+        assert_eq!(r.transfers, vec![(100, 1)]);
+        // Then both run: transfers at the line's latency.
+        r.look(0, 25_000, Some(100));
+        assert_eq!(r.transfers.last(), Some(&(100, 200)));
+        assert_eq!(r.measurement(100_000.0).min_ns, Some(100.0));
     }
 }
