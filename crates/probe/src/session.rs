@@ -142,6 +142,8 @@ pub struct Session {
     schedstat: bool,
     fifo: bool,
     topology: Option<TopologyProbe>,
+    /// Topology probes that contradicted themselves (`TopologyProbe::contradiction`).
+    topology_failures: u32,
     fallbacks: BTreeSet<String>,
     cost_cpu_ns: u64,
     heavy_cpu_ns: u64,
@@ -199,6 +201,7 @@ impl Session {
             schedstat: true,
             fifo,
             topology: None,
+            topology_failures: 0,
             fallbacks,
             cost_cpu_ns: 0,
             heavy_cpu_ns: 0,
@@ -327,17 +330,43 @@ impl Session {
         Value::Object(out)
     }
 
+    /// vcap's straggler list over `self.cpus` (RWC's test on the capacities
+    /// sampled so far), which vtop leaves out of its probes.
+    fn stragglers(&self) -> Vec<bool> {
+        let caps: Vec<(usize, f64)> = self
+            .cpus
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| self.state.get(c)?.ema.as_ref()?.value().map(|v| (i, v)))
+            .collect();
+        let mut listed = vec![false; self.cpus.len()];
+        for (i, _) in rwc::stragglers(&caps, self.cfg.straggler_factor) {
+            listed[i] = true;
+        }
+        listed
+    }
+
     /// Probes the topology: validation against the last known topology when
-    /// there is one (falling back to a full probe if it fails), else full.
+    /// there is one (falling back to a full probe if it fails), else full,
+    /// leaving vcap's stragglers out. A probe that contradicted itself does
+    /// not replace a known topology (the public vtop keeps the last one and
+    /// waits for the next session); it is counted in `topology_failures`.
     pub fn probe_topology(&mut self) -> Result<(), String> {
         let cfg = self.cfg.vtop();
+        let stragglers = self.stragglers();
         let probe = match &self.topology {
-            Some(previous) => validate_or_probe(previous, &cfg)?,
-            None => full_probe(&self.cpus, &cfg)?,
+            Some(previous) => validate_or_probe(previous, &stragglers, &cfg)?,
+            None => full_probe(&self.cpus, &stragglers, &cfg)?,
         };
         if !probe.fifo && self.fifo {
             self.fifo = false;
             self.fallbacks.insert("SCHED_FIFO refused for vtop: guest tasks may delay transfers".into());
+        }
+        if probe.contradiction.is_some() {
+            self.topology_failures += 1;
+            if self.topology.is_some() {
+                return Ok(());
+            }
         }
         self.topology = Some(probe);
         Ok(())
@@ -401,6 +430,7 @@ impl Session {
         let stacked: Vec<Vec<usize>> = self
             .topology
             .as_ref()
+            .filter(|t| t.contradiction.is_none())
             .map(|t| t.topology.groups.stacked.iter().map(|g| g.iter().map(|&i| t.cpus[i]).collect()).collect())
             .unwrap_or_default();
         let caps: Vec<(usize, f64)> = capacity
@@ -418,6 +448,7 @@ impl Session {
             "latency": if self.wants_sampling() { Value::Object(latency_map) } else { json!({}) },
             "topology": topology,
             "probe_ms": self.topology.as_ref().map(|t| ms(t.elapsed_ns)),
+            "topology_failures": self.topology_failures,
             "mode": mode,
             "sampling": {
                 "period_ms": self.cfg.period_ms,
@@ -498,6 +529,7 @@ fn topology_json(t: &TopologyProbe) -> Value {
         "probed_pairs": t.measured.len(),
         "inferred_pairs": t.inferred.len(),
         "validation": t.validation,
+        "contradiction": t.contradiction.map(|(a, b, c)| [t.cpus[a], t.cpus[b], t.cpus[c]]),
         "sched_fifo": t.fifo,
     })
 }
@@ -536,6 +568,7 @@ fn topology_from_json(v: &Value, cpus: &[usize]) -> Result<TopologyProbe, String
         elapsed_ns: 0,
         fifo: true,
         validation: None,
+        contradiction: None,
     })
 }
 
@@ -562,13 +595,14 @@ pub fn bench(cfg: ProbeConfig, repeats: u32) -> Result<Value, String> {
     let mut full_ms = Vec::new();
     let mut validate_ms = Vec::new();
     let mut validations_passed = 0;
-    let first = full_probe(&s.cpus, &vcfg)?;
+    let none_left_out = vec![false; s.cpus.len()];
+    let first = full_probe(&s.cpus, &none_left_out, &vcfg)?;
     full_ms.push(ms(first.elapsed_ns));
     for _ in 1..repeats.max(1) {
-        full_ms.push(ms(full_probe(&s.cpus, &vcfg)?.elapsed_ns));
+        full_ms.push(ms(full_probe(&s.cpus, &none_left_out, &vcfg)?.elapsed_ns));
     }
     for _ in 0..repeats.max(1) {
-        let v = validate_or_probe(&first, &vcfg)?;
+        let v = validate_or_probe(&first, &none_left_out, &vcfg)?;
         validate_ms.push(ms(v.elapsed_ns));
         validations_passed += v.validation.map(|v| v.passed as u32).unwrap_or(0);
     }

@@ -4,8 +4,8 @@
 //! transfer count: stacked vCPUs never run together, so each of their
 //! transfers waits for a host time slice.
 use crate::estimators::topology::{
-    build_topology, classify_against, classify_measured, disjoint_rounds, infer_pairs, validation_rounds, PairClass,
-    PairMeasurement, Topology, TopologyParams,
+    build_topology, checked_inference, classify_against, classify_measured, disjoint_rounds, full_probe_pairs, probes_pair,
+    validation_rounds, PairClass, PairMeasurement, Topology, TopologyParams,
 };
 use crate::sched::{now_ns, pin_current_thread, raise_priority};
 use serde::{Deserialize, Serialize};
@@ -186,6 +186,10 @@ pub struct TopologyProbe {
     pub elapsed_ns: u64,
     pub fifo: bool,
     pub validation: Option<Validation>,
+    /// Three vCPUs (indexes into `cpus`) whose measured classes cannot all
+    /// hold (`contradiction`): the probe stopped there and failed, and its
+    /// `topology` must not replace a known one.
+    pub contradiction: Option<(usize, usize, usize)>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -204,24 +208,27 @@ fn unix_time_s() -> f64 {
 /// row is probed first, which places every vCPU relative to it (socket level
 /// first); then, repeatedly, pairs whose class follows from known ones are
 /// skipped and the remaining pairs are probed in parallel rounds of disjoint
-/// pairs, which are the pairs inside each group.
-pub fn full_probe(cpus: &[usize], cfg: &VtopConfig) -> Result<TopologyProbe, String> {
+/// pairs, which are the pairs inside each group. Pairs with a vCPU on
+/// `stragglers` (indexes into `cpus`, vcap's list) are not probed
+/// (`probes_pair`). After each round the classes are checked; a
+/// contradiction ends the probe (`TopologyProbe::contradiction`).
+pub fn full_probe(cpus: &[usize], stragglers: &[bool], cfg: &VtopConfig) -> Result<TopologyProbe, String> {
     let n = cpus.len();
     let timestamp_s = unix_time_s();
     let start = now_ns();
     let mut measured = BTreeMap::new();
     let mut fifo = true;
-    let first_row: Vec<(usize, usize)> = (1..n).map(|j| (0, j)).collect();
+    let (first_row, rest) = full_probe_pairs(n, stragglers);
     probe_rounds(cpus, &first_row, cfg, &mut measured, &mut fifo)?;
-    let inferred = loop {
-        let (known, _) = classify_measured(n, &measured, &cfg.params);
-        let inferred = infer_pairs(n, &known);
-        let pending: Vec<(usize, usize)> = (0..n)
-            .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
-            .filter(|p| !measured.contains_key(p) && !inferred.contains_key(p))
-            .collect();
+    let (inferred, contradiction) = loop {
+        let inferred = match checked_inference(n, &measured, &cfg.params) {
+            Ok(inferred) => inferred,
+            Err(triple) => break (BTreeMap::new(), Some(triple)),
+        };
+        let pending: Vec<(usize, usize)> =
+            rest.iter().copied().filter(|p| !measured.contains_key(p) && !inferred.contains_key(p)).collect();
         if pending.is_empty() {
-            break inferred;
+            break (inferred, None);
         }
         // One parallel round at a time: its results may make later pairs inferable.
         let next_round = disjoint_rounds(&pending, |p| *p).swap_remove(0);
@@ -239,12 +246,16 @@ pub fn full_probe(cpus: &[usize], cfg: &VtopConfig) -> Result<TopologyProbe, Str
         elapsed_ns: now_ns() - start,
         fifo,
         validation: None,
+        contradiction,
     })
 }
 
 /// The paper's third speed-up (§3.1): re-probe only representatives of the
-/// known topology; on any mismatch fall back to a full probe.
-pub fn validate_or_probe(previous: &TopologyProbe, cfg: &VtopConfig) -> Result<TopologyProbe, String> {
+/// known topology; on any mismatch fall back to a full probe. A pair with a
+/// vCPU on `stragglers` is not probed: it matches only where the known
+/// topology has the two in different sockets, as the public vtop's far
+/// latency for it does.
+pub fn validate_or_probe(previous: &TopologyProbe, stragglers: &[bool], cfg: &VtopConfig) -> Result<TopologyProbe, String> {
     let start = now_ns();
     let timestamp_s = unix_time_s();
     let rounds = validation_rounds(&previous.topology);
@@ -253,11 +264,15 @@ pub fn validate_or_probe(previous: &TopologyProbe, cfg: &VtopConfig) -> Result<T
     let mut failed = Vec::new();
     let mut count = 0;
     for round in &rounds {
-        let pairs: Vec<(usize, usize)> = round.iter().map(|p| (p.a, p.b)).collect();
+        let pairs: Vec<(usize, usize)> = round.iter().map(|p| (p.a, p.b)).filter(|&(a, b)| probes_pair(a, b, stragglers)).collect();
         probe_rounds(&previous.cpus, &pairs, cfg, &mut measured, &mut fifo)?;
         for p in round {
             count += 1;
-            if classify_against(&measured[&(p.a, p.b)], &previous.topology.levels, &cfg.params) != Some(p.expected) {
+            let class = match measured.get(&(p.a, p.b)) {
+                Some(m) => classify_against(m, &previous.topology.levels, &cfg.params),
+                None => Some(PairClass::CrossSocket),
+            };
+            if class != Some(p.expected) {
                 failed.push((p.a, p.b));
             }
         }
@@ -268,7 +283,7 @@ pub fn validate_or_probe(previous: &TopologyProbe, cfg: &VtopConfig) -> Result<T
     let validation_ns = now_ns() - start;
     let validation = Validation { pairs: count, passed: failed.is_empty(), failed_pairs: failed, elapsed_ns: validation_ns };
     if !validation.passed {
-        let mut full = full_probe(&previous.cpus, cfg)?;
+        let mut full = full_probe(&previous.cpus, stragglers, cfg)?;
         full.elapsed_ns = now_ns() - start;
         full.validation = Some(validation);
         return Ok(full);
@@ -282,5 +297,52 @@ pub fn validate_or_probe(previous: &TopologyProbe, cfg: &VtopConfig) -> Result<T
         elapsed_ns: validation_ns,
         fifo,
         validation: Some(validation),
+        contradiction: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> VtopConfig {
+        VtopConfig { target_round_trips: 100, timeout_ns: 1_000_000, max_timeout_ns: 2_000_000, params: TopologyParams::default() }
+    }
+
+    /// vCPU 1 is on vcap's straggler list: its pair is never probed (the
+    /// public `measure_latency_pair()`), so it joins no group, whatever its
+    /// prober would have bounced.
+    #[test]
+    fn a_straggler_is_not_probed() {
+        let p = full_probe(&[0, 1], &[false, true], &cfg()).unwrap();
+        assert!(p.measured.is_empty(), "probed {:?}", p.measured.keys().collect::<Vec<_>>());
+        assert_eq!(p.topology.groups.stacked, vec![vec![0], vec![1]]);
+        assert_eq!(p.topology.groups.socket, vec![vec![0], vec![1]]);
+        assert_eq!(p.contradiction, None);
+    }
+
+    /// A vCPU of a known stacked group that vcap now lists as a straggler:
+    /// its validation pair is not probed and cannot confirm the group, so
+    /// the full probe that follows leaves it out.
+    #[test]
+    fn validation_does_not_confirm_a_group_with_a_straggler() {
+        let classes = BTreeMap::from([((0, 1), PairClass::Stacked)]);
+        let previous = TopologyProbe {
+            cpus: vec![0, 1],
+            measured: BTreeMap::new(),
+            inferred: BTreeMap::new(),
+            topology: build_topology(2, &classes, vec![]),
+            timestamp_s: 0.0,
+            elapsed_ns: 0,
+            fifo: true,
+            validation: None,
+            contradiction: None,
+        };
+        let v = validate_or_probe(&previous, &[false, true], &cfg()).unwrap();
+        let validation = v.validation.expect("a validation ran");
+        assert!(!validation.passed);
+        assert_eq!(validation.failed_pairs, vec![(0, 1)]);
+        assert!(v.measured.is_empty());
+        assert_eq!(v.topology.groups.stacked, vec![vec![0], vec![1]]);
+    }
 }

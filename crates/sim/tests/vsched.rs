@@ -525,6 +525,51 @@ threads = 1
     assert!(considered < counter(&s, "vtop_probes") * 28, "the straggler's pairs were left out: {considered} pairs");
 }
 
+/// A probe whose classes contradict each other changes nothing: vCPU 0
+/// may run 2 ms of every 200 ms (host bandwidth control on its thread) and
+/// is kept busy, so the probe at 1,050 ms finds it throttled through both
+/// of its pairs (each waits 40 ms at most) and reads 0~1 and 0~2 stacked,
+/// while 1~2, measured (two stacked links infer nothing), bounce the line at
+/// socket speed. No placement gives that; the public vtop fails such a
+/// probe (`apply_optimization()` / `failed_test`) and keeps its last
+/// topology and ban list, so RWC hides nothing. Merged into one stacked
+/// group, RWC would hide the healthy vCPUs 1 and 2. vcap is off, so vCPU 0
+/// is on no straggler list.
+#[test]
+fn a_contradictory_vtop_probe_keeps_the_last_topology() {
+    let toml = r#"
+name = "false-stacked"
+duration_ms = 1200
+[host]
+cores_per_socket = 3
+[[vm]]
+name = "vm"
+vcpus = 3
+pin = [0, 1, 2]
+[[vm.vcpu_bandwidth]]
+at_ms = 0
+vcpus = [0]
+quota_ms = 2
+period_ms = 200
+[vm.guest]
+policy = "vsched"
+hz = 1000
+vsched = { vcap = false, bvs = false, ivh = false, vtop_period_ms = 1050 }
+[[vm.workload]]
+kind = "hog"
+threads = 1
+pin_threads = true
+"#;
+    let s = run_toml(toml, &[]);
+    let policy = &s["vms"][0]["guest_policy"];
+    assert_eq!(counter(&s, "vtop_probes"), 1, "the first probe (all three co-run) succeeded");
+    assert_eq!(counter(&s, "vtop_failed_probes"), 1, "the second contradicted itself");
+    assert_eq!(counter(&s, "vtop_pairs_probed"), 6, "1~2 was measured in both probes");
+    let stacked: Vec<Vec<u64>> = serde_json::from_value(policy["topology"]["stacked"].clone()).unwrap();
+    assert_eq!(stacked, vec![vec![0], vec![1], vec![2]], "the first probe's topology stays");
+    assert_eq!(policy["hidden"], serde_json::json!([]), "RWC hides nothing");
+}
+
 /// BVS places the waking request handlers of a latency-sensitive server on
 /// the dedicated vCPUs instead of where they last ran: placements counted,
 /// a far lower p95. The NIC interrupts go to a dedicated vCPU, so the

@@ -238,7 +238,13 @@ fn key(a: usize, b: usize) -> (usize, usize) {
 
 /// The paper's first speed-up (§3.1): pairs whose class follows from known
 /// ones need no probe. If a~c and c~b are at different levels, a~b is at the
-/// larger one; two stacked links make a stacked pair (same hardware thread).
+/// larger one. Two links at the same level say nothing that is not
+/// measured, stacked ones included: the public vtop infers only across
+/// levels (`apply_optimization()`: d(y,z) < d(y,x)) and measures the pairs
+/// inside a stacked group, which the paper notes makes validation longer
+/// where stacking must be confirmed (§5.2, Table 2). A false stacked link
+/// (two vCPUs that seldom co-ran) is then checked against the others
+/// (`contradiction`) rather than extended.
 /// Returns only the newly inferred pairs.
 pub fn infer_pairs(n: usize, known: &BTreeMap<(usize, usize), PairClass>) -> BTreeMap<(usize, usize), PairClass> {
     let mut all = known.clone();
@@ -252,13 +258,7 @@ pub fn infer_pairs(n: usize, known: &BTreeMap<(usize, usize), PairClass>) -> BTr
                 }
                 let via = (0..n).filter(|&c| c != a && c != b).find_map(|c| {
                     let (x, y) = (*all.get(&key(a, c))?, *all.get(&key(c, b))?);
-                    if x != y {
-                        Some(x.max(y))
-                    } else if x == PairClass::Stacked {
-                        Some(PairClass::Stacked)
-                    } else {
-                        None
-                    }
+                    (x != y).then(|| x.max(y))
                 });
                 if let Some(class) = via {
                     all.insert((a, b), class);
@@ -270,6 +270,74 @@ pub fn infer_pairs(n: usize, known: &BTreeMap<(usize, usize), PairClass>) -> BTr
         if !added {
             return inferred;
         }
+    }
+}
+
+/// Whether vtop probes the pair `a`~`b`: not when either vCPU is on vcap's
+/// straggler list. The public vtop reads that list before each probe
+/// (vSched/vtopology `main.cpp`, `performProbing()`) and gives a pair with a
+/// listed vCPU a far latency without probing it (`measure_latency_pair()`),
+/// so a straggler, whose prober seldom runs, is never taken for the stacked
+/// sibling of a healthy vCPU. Such a pair stays unmeasured: the straggler
+/// joins no group at any level, as the far latency puts it in a socket of
+/// its own there.
+pub fn probes_pair(a: usize, b: usize, stragglers: &[bool]) -> bool {
+    let listed = |v: usize| stragglers.get(v).copied().unwrap_or(false);
+    !listed(a) && !listed(b)
+}
+
+/// The pairs of a full probe in the order vtop takes them (§3.1, sockets
+/// first): the row of the first vCPU that is probed, which places every
+/// vCPU relative to it, then the remaining pairs in vCPU order. Pairs
+/// `probes_pair` rejects are left out.
+pub fn full_probe_pairs(n: usize, stragglers: &[bool]) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+    let all = (0..n).flat_map(|a| (a + 1..n).map(move |b| (a, b))).filter(|&(a, b)| probes_pair(a, b, stragglers));
+    let first = (0..n).find(|&v| probes_pair(v, v, stragglers));
+    all.partition(|&(a, _)| Some(a) == first)
+}
+
+/// A triple of vCPUs whose classes cannot all hold: of its three pairs the
+/// most distant class occurs once (a~c and c~b both closer than a~b, which
+/// no placement of three vCPUs on hardware threads, cores and sockets
+/// gives), e.g. a~c and c~b stacked but a~b not. The public vtop checks
+/// this after each measured pair (`apply_optimization()`: when d(y,z) <
+/// d(y,x), d(x,z) must equal d(y,x)) and on a contradiction fails the
+/// whole probe (`failed_test`): the topology is not written to the kernel
+/// and the stacked vCPUs' ban list is not rewritten ("Probing failed,
+/// waiting until next session"). Pairs missing from `classes` are not
+/// judged.
+pub fn contradiction(n: usize, classes: &BTreeMap<(usize, usize), PairClass>) -> Option<(usize, usize, usize)> {
+    for a in 0..n {
+        for b in a + 1..n {
+            let Some(&ab) = classes.get(&(a, b)) else { continue };
+            for c in b + 1..n {
+                let (Some(&ac), Some(&bc)) = (classes.get(&(a, c)), classes.get(&(b, c))) else { continue };
+                let mut d = [ab, ac, bc];
+                d.sort();
+                if d[1] != d[2] {
+                    return Some((a, b, c));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The pairs that follow from those measured so far (`infer_pairs`), or
+/// the triple that contradicts the classes known so far, measured and
+/// inferred (`contradiction`): the check the public vtop makes after each
+/// measured pair.
+pub fn checked_inference(
+    n: usize,
+    measured: &BTreeMap<(usize, usize), PairMeasurement>,
+    p: &TopologyParams,
+) -> Result<BTreeMap<(usize, usize), PairClass>, (usize, usize, usize)> {
+    let (mut known, _) = classify_measured(n, measured, p);
+    let inferred = infer_pairs(n, &known);
+    known.extend(inferred.iter().map(|(k, v)| (*k, *v)));
+    match contradiction(n, &known) {
+        Some(triple) => Err(triple),
+        None => Ok(inferred),
     }
 }
 
@@ -547,12 +615,88 @@ mod tests {
         assert_eq!(classify_against(&measured(8.0), &t.levels, &params), None);
     }
 
+    #[test]
+    fn two_stacked_links_are_not_extended_without_a_measurement() {
+        let mut known = BTreeMap::new();
+        known.insert((0, 1), PairClass::Stacked);
+        known.insert((1, 2), PairClass::Stacked);
+        assert!(infer_pairs(3, &known).is_empty());
+    }
+
+    #[test]
+    fn a_stacked_chain_with_a_distant_end_is_a_contradiction() {
+        // 0~1 and 1~2 stacked: 0 and 2 share 1's hardware thread, so 0~2
+        // measured at socket distance cannot hold with them.
+        let mut classes = BTreeMap::new();
+        classes.insert((0, 1), PairClass::Stacked);
+        classes.insert((1, 2), PairClass::Stacked);
+        classes.insert((0, 2), PairClass::Socket);
+        assert_eq!(contradiction(3, &classes), Some((0, 1, 2)));
+        classes.insert((0, 2), PairClass::Stacked);
+        assert_eq!(contradiction(3, &classes), None);
+        // The most distant class twice is a valid triangle.
+        classes.insert((0, 1), PairClass::Smt);
+        classes.insert((1, 2), PairClass::Socket);
+        classes.insert((0, 2), PairClass::Socket);
+        assert_eq!(contradiction(3, &classes), None);
+    }
+
+    #[test]
+    fn a_probe_with_false_stacked_links_fails_its_check() {
+        // 0 seldom co-ran with 1 or 2 (both links read stacked), while 1~2
+        // bounced the line at socket speed.
+        let mut m = BTreeMap::new();
+        m.insert((0, 1), stacked_measurement());
+        m.insert((0, 2), stacked_measurement());
+        m.insert((1, 2), measured(70.0));
+        assert_eq!(checked_inference(3, &m, &TopologyParams::default()), Err((0, 1, 2)));
+        m.remove(&(1, 2));
+        assert_eq!(checked_inference(3, &m, &TopologyParams::default()), Ok(BTreeMap::new()));
+    }
+
+    #[test]
+    fn figure_10b_has_no_contradiction() {
+        let t = infer(8, &figure_10b(|_| 0.0, 0.0));
+        assert_eq!(contradiction(8, &t.pairs), None);
+    }
+
+    #[test]
+    fn stragglers_are_left_out_of_the_probe_order() {
+        let (first, rest) = full_probe_pairs(4, &[true, false, false, false]);
+        assert_eq!(first, vec![(1, 2), (1, 3)], "the first row is the first probed vCPU's");
+        assert_eq!(rest, vec![(2, 3)]);
+        let (first, rest) = full_probe_pairs(3, &[]);
+        assert_eq!(first, vec![(0, 1), (0, 2)]);
+        assert_eq!(rest, vec![(1, 2)]);
+        let (first, rest) = full_probe_pairs(3, &[false, false, true]);
+        assert_eq!((first, rest), (vec![(0, 1)], vec![]));
+    }
+
     proptest! {
         #[test]
         fn figure_10b_with_noise(noise in proptest::collection::vec(-1.0f64..1.0, 28)) {
             // +-15% per pair: the levels are 2.8x and 2.6x apart.
             let t = infer(8, &figure_10b(|k| noise[k], 0.15));
             check_figure_10b(&t);
+        }
+
+        /// The check is exactly what the hierarchy needs: a complete set of
+        /// classes has no contradiction if and only if grouping by levels
+        /// (`build_topology`) gives every pair back its class, i.e. nothing
+        /// had to be merged to make the groups nest.
+        #[test]
+        fn contradiction_free_iff_the_hierarchy_keeps_every_class(picks in proptest::collection::vec(0usize..4, 10)) {
+            let class = [PairClass::Stacked, PairClass::Smt, PairClass::Socket, PairClass::CrossSocket];
+            let mut classes = BTreeMap::new();
+            let mut k = 0;
+            for a in 0..5 {
+                for b in a + 1..5 {
+                    classes.insert((a, b), class[picks[k]]);
+                    k += 1;
+                }
+            }
+            let kept = build_topology(5, &classes, vec![]).pairs == classes;
+            prop_assert_eq!(contradiction(5, &classes).is_none(), kept);
         }
 
         #[test]

@@ -351,6 +351,7 @@ impl LinuxHooks for Vsched {
                 "vcap_sampled_ms": self.probers.sampled_ns / 1_000_000,
                 "vcap_heavy_interval": self.probers.heavy.interval(),
                 "vtop_probes": self.vtop.probes,
+                "vtop_failed_probes": self.vtop.probes_failed,
                 "vtop_pairs_probed": self.vtop.pairs_probed,
                 "vtop_pairs_inferred": self.vtop.pairs_inferred,
                 "vtop_last_probe_ms": self.vtop.last_probe_ms,

@@ -6,12 +6,15 @@
 //! stacked pair's transfers are paced by host slices. The pair's probe is
 //! bounded by round trips and time, the time budget doubling up to its bound
 //! when few round trips completed (the paper's timeout extension). The
-//! classification, the skipping of inferable pairs and the hierarchy are the
-//! real prober's estimators, unchanged.
+//! classification, the skipping of inferable pairs and of vcap's
+//! stragglers, the check that the classes can all hold, and the hierarchy
+//! are the real prober's estimators, unchanged. A probe whose classes
+//! contradict each other fails as the public vtop's does: the previous
+//! topology stays (and with it RWC's stacked groups).
 
 use std::collections::BTreeMap;
 
-use vmsched_probe::estimators::topology::{build_topology, classify_measured, infer_pairs, PairMeasurement, Topology, TopologyParams};
+use vmsched_probe::estimators::topology::{build_topology, checked_inference, classify_measured, full_probe_pairs, infer_pairs, PairMeasurement, Topology, TopologyParams};
 
 use crate::guest::{GuestAct, Hardware};
 use crate::scenario::VschedParams;
@@ -50,16 +53,20 @@ impl PairRun {
                 self.transfers.push((lat, n));
                 self.last_write = now;
             }
-            Some(_) => {
-                // The partner came back: the waiting transfer completes now.
-                self.transfers.push(((now - self.last_write).max(1), 1));
+            Some(lat) => {
+                // The partner came back: the waiting transfer completes now,
+                // and no sooner than the line can move (a look at the
+                // instant of the partner's write still waits for the line).
+                self.transfers.push(((now - self.last_write).max(lat), 1));
                 self.last_write = now;
                 self.co_running = true;
             }
             None => {
                 self.co_running = false;
-                if self.turn == x {
-                    self.transfers.push(((now - self.last_write).max(1), 1));
+                // A write made at this very instant by a partner that has
+                // just stopped is read at a later look, not in no time.
+                if self.turn == x && now > self.last_write {
+                    self.transfers.push((now - self.last_write, 1));
                     self.turn = if x == self.a { self.b } else { self.a };
                     self.last_write = now;
                 }
@@ -106,6 +113,8 @@ pub struct Vtop {
     probe_started: u64,
     pub topology: Option<Topology>,
     pub probes: u64,
+    /// Probes abandoned on contradictory classes (`contradiction`).
+    pub probes_failed: u64,
     pub pairs_probed: u64,
     pub pairs_inferred: u64,
     pub last_probe_ms: f64,
@@ -127,6 +136,7 @@ impl Vtop {
             probe_started: 0,
             topology: None,
             probes: 0,
+            probes_failed: 0,
             pairs_probed: 0,
             pairs_inferred: 0,
             last_probe_ms: 0.0,
@@ -137,34 +147,38 @@ impl Vtop {
         self.run.is_some()
     }
 
-    /// Starts a full probe: the first vCPU's row first (the paper's
-    /// "sockets first"), then the remaining pairs, each skipped when it
-    /// follows from those measured. Pairs with a vCPU of `stragglers` are
-    /// not probed and join no group: the public vtop reads vcap's straggler
-    /// list before each probe (vSched/vtopology `main.cpp`,
-    /// `performProbing()`) and gives such a pair a far latency without
-    /// probing it (`measure_latency_pair()`), so a straggler, whose prober
-    /// seldom runs, is never taken for a stacked sibling.
+    /// Starts a full probe in the real prober's order (`full_probe_pairs`:
+    /// the first vCPU's row first, the paper's "sockets first", then the
+    /// remaining pairs), each pair skipped when it follows from those
+    /// measured, and none with a vCPU of vcap's `stragglers` list.
     pub fn start(&mut self, now: u64, stragglers: &[bool]) -> Vec<GuestAct> {
         if self.n < 2 || self.run.is_some() {
             return Vec::new();
         }
         self.measured.clear();
         self.probe_started = now;
-        let straggler = |v: u32| stragglers.get(v as usize).copied().unwrap_or(false);
-        let mut pairs: Vec<(u32, u32)> = (1..self.n).map(|b| (0, b)).collect();
-        for a in 1..self.n {
-            pairs.extend((a + 1..self.n).map(|b| (a, b)));
-        }
-        pairs.retain(|&(a, b)| !straggler(a) && !straggler(b));
+        let (first_row, rest) = full_probe_pairs(self.n as usize, stragglers);
+        let mut pairs: Vec<(u32, u32)> = first_row.into_iter().chain(rest).map(|(a, b)| (a as u32, b as u32)).collect();
         pairs.reverse();
         self.pending = pairs;
-        self.next_pair(now)
+        self.next_pair(now).0
     }
 
-    fn next_pair(&mut self, now: u64) -> Vec<GuestAct> {
-        let (known, _) = classify_measured(self.n as usize, &self.measured, &self.params);
-        let inferred = infer_pairs(self.n as usize, &known);
+    /// Starts the next pair, or ends the probe; true when it ended with a
+    /// new topology. After each measured pair the classes known so far are
+    /// checked (`checked_inference`); a contradiction abandons the probe,
+    /// as the public vtop's `failed_test` does.
+    fn next_pair(&mut self, now: u64) -> (Vec<GuestAct>, bool) {
+        let inferred = match checked_inference(self.n as usize, &self.measured, &self.params) {
+            Ok(inferred) => inferred,
+            Err(_) => {
+                self.pending.clear();
+                self.run = None;
+                self.measured.clear();
+                self.probes_failed += 1;
+                return (Vec::new(), false);
+            }
+        };
         while let Some((a, b)) = self.pending.pop() {
             if inferred.contains_key(&(a as usize, b as usize)) {
                 self.pairs_inferred += 1;
@@ -181,11 +195,11 @@ impl Vtop {
                 co_running: false,
                 transfers: Vec::new(),
             });
-            return vec![GuestAct::Wake(self.threads[a as usize]), GuestAct::Wake(self.threads[b as usize])];
+            return (vec![GuestAct::Wake(self.threads[a as usize]), GuestAct::Wake(self.threads[b as usize])], false);
         }
         self.run = None;
         self.finish(now);
-        Vec::new()
+        (Vec::new(), true)
     }
 
     fn finish(&mut self, now: u64) {
@@ -200,7 +214,8 @@ impl Vtop {
 
     /// The next operation of the prober on vCPU `x`, running now; `partner_runs`
     /// tells whether the prober of the other vCPU of the pair runs now.
-    /// Returns the operation, acts, and whether a probe just completed.
+    /// Returns the operation, acts, and whether a probe just completed with
+    /// a new topology.
     pub fn op(&mut self, now: u64, x: u32, hw: &Hardware, partner_runs: impl Fn(u32) -> bool) -> (Op, Vec<GuestAct>, bool) {
         let Some(run) = self.run.as_mut() else { return (Op::Park, Vec::new(), false) };
         if x != run.a && x != run.b {
@@ -220,8 +235,7 @@ impl Vtop {
         let m = run.measurement(self.params.stacked_median_ns);
         self.measured.insert((run.a as usize, run.b as usize), m);
         self.pairs_probed += 1;
-        let acts = self.next_pair(now);
-        let done = self.run.is_none();
+        let (acts, done) = self.next_pair(now);
         let op = match &self.run {
             Some(r) if r.a == x || r.b == x => Op::Compute(CHUNK_NS),
             _ => Op::Park,
@@ -231,5 +245,34 @@ impl Vtop {
 
     pub fn matrix_ns(&self) -> BTreeMap<String, Option<f64>> {
         self.last_measured.iter().map(|(&(a, b), m)| (format!("{a}-{b}"), m.median_ns)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> PairRun {
+        PairRun { a: 0, b: 1, started: 0, budget_ns: 1, turn: 1, last_write: 0, last_check: 0, co_running: false, transfers: Vec::new() }
+    }
+
+    /// No transfer is faster than the line's latency: looks at the same
+    /// instant as the partner's write (the engine runs both vCPUs' looks at
+    /// one time stamp) move the line in `lat`, not in a nanosecond, which
+    /// would put a level far below SMT into the clustering of the levels.
+    #[test]
+    fn a_transfer_takes_at_least_the_line_latency() {
+        let mut r = run();
+        // vCPU 1 answers vCPU 0's write of time 0 at time 0, while 0 is away.
+        r.look(1, 0, None);
+        assert!(r.transfers.is_empty(), "{:?}", r.transfers);
+        // vCPU 0 comes back at the instant of a write.
+        r.last_write = 5_000;
+        r.look(0, 5_000, Some(100));
+        assert_eq!(r.transfers, vec![(100, 1)]);
+        // Then both run: transfers at the line's latency.
+        r.look(0, 25_000, Some(100));
+        assert_eq!(r.transfers.last(), Some(&(100, 200)));
+        assert_eq!(r.measurement(100_000.0).min_ns, Some(100.0));
     }
 }
