@@ -273,7 +273,7 @@ mod tests {
         fn mutex(&mut self, _: u64) -> u32 {
             0
         }
-        fn barrier(&mut self, _: u32, _: BarrierMode, _: u64, _: bool) -> u32 {
+        fn barrier(&mut self, _: u32, _: BarrierMode, _: u64, _: bool, _: bool) -> u32 {
             0
         }
         fn semaphore(&mut self, _: u32) -> u32 {
