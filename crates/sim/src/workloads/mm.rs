@@ -101,7 +101,7 @@ mod tests {
 
     fn space(extra: &str) -> AddressSpace {
         let w: Workload = toml::from_str(&format!("kind = \"pipeline\"\nthreads = 2\n{extra}")).unwrap();
-        AddressSpace::new(&w, 2, &mut FixedObjects)
+        AddressSpace::new(&w, 2, &mut FixedObjects::default())
     }
 
     #[test]

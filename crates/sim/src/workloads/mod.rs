@@ -121,9 +121,14 @@ impl TestContext {
 }
 
 /// The engine's answers as the workloads' unit tests see them: fixed ids,
-/// distinct for the kinds a test checks (every barrier 7, every rwsem 3).
+/// distinct for the kinds a test checks (every barrier 7, every rwsem 3),
+/// and a new id for every semaphore (1, 2, ...), as the engine gives each
+/// its own futex hash bucket.
 #[cfg(test)]
-pub(crate) struct FixedObjects;
+#[derive(Default)]
+pub(crate) struct FixedObjects {
+    semaphores: u32,
+}
 
 #[cfg(test)]
 impl Objects for FixedObjects {
@@ -137,7 +142,8 @@ impl Objects for FixedObjects {
         7
     }
     fn semaphore(&mut self, _: u32) -> u32 {
-        0
+        self.semaphores += 1;
+        self.semaphores
     }
     fn rwsem(&mut self) -> u32 {
         3

@@ -260,30 +260,7 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workloads::{BarrierMode, TestContext};
-
-    /// A new id for every semaphore, as the engine gives each its own
-    /// futex hash bucket.
-    struct NewSemaphores(u32);
-
-    impl Objects for NewSemaphores {
-        fn spinlock(&mut self) -> u32 {
-            0
-        }
-        fn mutex(&mut self, _: u64) -> u32 {
-            0
-        }
-        fn barrier(&mut self, _: u32, _: BarrierMode, _: u64, _: bool, _: bool) -> u32 {
-            0
-        }
-        fn semaphore(&mut self, _: u32) -> u32 {
-            self.0 += 1;
-            self.0
-        }
-        fn rwsem(&mut self) -> u32 {
-            0
-        }
-    }
+    use crate::workloads::{FixedObjects, TestContext};
 
     /// vips 7.x's threadgroup, worked by hand: three pool threads wait on
     /// three `go` semaphores, none the dispatcher's `idle`; the dispatcher
@@ -292,7 +269,7 @@ mod tests {
     #[test]
     fn a_dispatcher_starts_the_last_idled_pool_thread_on_its_own_semaphore() {
         let w: Workload = toml::from_str("kind = \"pipeline\"\nthreads = 3\nstages = 1\ndispatch_us = 5.0\nwork_us = 100.0\nwork_dist = \"constant\"").unwrap();
-        let mut pool = Pipeline::new(&w, &mut NewSemaphores(0));
+        let mut pool = Pipeline::new(&w, &mut FixedObjects::default());
         let mut context = TestContext::new(1, "pipeline");
         let idle = 1;
         let go: Vec<Op> = (1..=3).map(|t| pool.next_op(t, &mut context.at(0))).collect();

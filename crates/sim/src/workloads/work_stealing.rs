@@ -142,7 +142,7 @@ mod tests {
 
     fn program(extra: &str) -> WorkStealing {
         let w: Workload = toml::from_str(&format!("kind = \"work_stealing\"\nthreads = 2\nsync = \"barrier\"\nwork_dist = \"constant\"\nwork_us = 1000.0\n{extra}")).unwrap();
-        WorkStealing::new(&w, &mut FixedObjects)
+        WorkStealing::new(&w, &mut FixedObjects::default())
     }
 
     /// Thread 0 runs alone (thread 1 is stalled, as on a preempted vCPU):
