@@ -310,13 +310,13 @@ impl Credit2 {
         }
     }
 
-    /// burn_credits(): runtime scaled by max_weight / weight (t2c()). A vCPU
+    /// burn_credits(): the run time since `burn_from`, in credit. A vCPU
     /// whose burn starts after its pCPU's lock wait (`burn_from` ahead of the
     /// engine's clock) pays nothing before it.
     fn burn(&mut self, v: VcpuId, now: u64) {
+        let ran = now.saturating_sub(self.vcs[v as usize].burn_from) as i64;
+        self.vcs[v as usize].credit -= self.t2c(v, ran);
         let vc = &mut self.vcs[v as usize];
-        let ran = now.saturating_sub(vc.burn_from) as i64;
-        vc.credit -= ran * self.rqs[vc.rq].max_weight / vc.weight;
         vc.burn_from = vc.burn_from.max(now);
         if self.caps[vc.dom].is_some() {
             vc.budget -= ran;
@@ -327,8 +327,14 @@ impl Credit2 {
     /// lock, pays the spin's `ns` in credit (burn_credits() in the decision
     /// that follows its halt); its budget went back to its domain at the halt.
     fn burn_spin(&mut self, v: VcpuId, ns: u64) {
-        let vc = &mut self.vcs[v as usize];
-        vc.credit -= ns as i64 * self.rqs[vc.rq].max_weight / vc.weight;
+        self.vcs[v as usize].credit -= self.t2c(v, ns as i64);
+    }
+
+    /// t2c(): run time in credit, scaled by the runqueue's max_weight over
+    /// the vCPU's weight.
+    fn t2c(&self, v: VcpuId, ns: i64) -> i64 {
+        let vc = &self.vcs[v as usize];
+        ns * self.rqs[vc.rq].max_weight / vc.weight
     }
 
     /// runq_insert(): ahead of the first vCPU with less credit.
