@@ -467,6 +467,28 @@ fn io_pending_time_is_the_mean_over_device_interrupts_and_reschedule_ipis() {
     assert!((n(&irqs["pending_ns_mean"]) - all).abs() <= 1.0 && (all - expected).abs() > 1.0, "timers left out: {all} vs {expected}");
 }
 
+/// The Anubis guests are Ubuntu's 4.14 build, without
+/// CONFIG_PARAVIRT_TIME_ACCOUNTING: the time a vCPU spends preempted stays in
+/// its task clock and is charged to the guest task current when its turn
+/// ended. A reader caught running then falls behind the CPU-bound task beside
+/// it in vruntime and loses its wakeup preemption until that task has been
+/// charged as much, so in Table 1's seqrd + CPU-bound row (overcommitted)
+/// reads take longer than with steal taken out of the clock.
+#[test]
+fn the_ubuntu_4_14_guest_charges_a_preempted_vcpus_steal_to_its_current_task() {
+    let toml = vmsched_sim::scenarios::find("anubis-table1-rows").unwrap().toml;
+    let seqrd_cpu_over = ["duration_ms=1500", "vm[0].workload[0].enabled=false", "vm[0].workload[1].enabled=true"];
+    let with = |extra: &[&str]| summary(toml, &[&seqrd_cpu_over[..], extra].concat());
+    let profile = with(&[]);
+    let off = with(&["vm[0].guest.steal_accounting=false", "vm[1].guest.steal_accounting=false"]);
+    let on = with(&["vm[0].guest.steal_accounting=true", "vm[1].guest.steal_accounting=true"]);
+    let mean = |s: &Value| n(&s["workloads"][0]["latency_ns"]["mean"]);
+    assert_eq!(profile["workloads"][0]["name"], "io/seqrd");
+    assert_eq!(profile["events"], off["events"]);
+    assert_eq!(mean(&profile), mean(&off));
+    assert!(mean(&off) > 1.05 * mean(&on), "charged {} ns vs excluded {} ns", mean(&off), mean(&on));
+}
+
 /// Ping's network path shifts every latency by the same amount: the
 /// schedule and the differences between runs stay as they were.
 #[test]
