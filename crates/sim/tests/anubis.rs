@@ -467,6 +467,22 @@ fn io_pending_time_is_the_mean_over_device_interrupts_and_reschedule_ipis() {
     assert!((n(&irqs["pending_ns_mean"]) - all).abs() <= 1.0 && (all - expected).abs() > 1.0, "timers left out: {all} vs {expected}");
 }
 
+/// The wait of the IO interrupts over those that waited at all: the same
+/// total over fewer interrupts, since one delivered to a running vCPU waits
+/// 0; with vCPUs sharing pCPUs some find theirs running and some do not.
+#[test]
+fn the_waited_mean_leaves_out_the_interrupts_delivered_to_a_running_vcpu() {
+    let toml = vmsched_sim::scenarios::find("anubis-fig5").unwrap().toml;
+    let s = summary(toml, &["duration_ms=300"]);
+    let irqs = &s["vms"][0]["interrupts"];
+    let kinds = &irqs["pending_ns_by_kind"];
+    let io = n(&kinds["device"]["count"]) + n(&kinds["reschedule"]["count"]);
+    let waited = n(&irqs["io_waited"]);
+    assert!(waited > 0.1 * io && waited < 0.9 * io, "{waited} of {io} waited");
+    let total = n(&irqs["io_pending_ns_mean"]) * io;
+    assert!((n(&irqs["io_waited_ns_mean"]) * waited - total).abs() <= io + waited, "{irqs}");
+}
+
 /// The Anubis guests are Ubuntu's 4.14 build, without
 /// CONFIG_PARAVIRT_TIME_ACCOUNTING: the time a vCPU spends preempted stays in
 /// its task clock and is charged to the guest task current when its turn
