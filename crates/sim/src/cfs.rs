@@ -417,6 +417,29 @@ mod tests {
         assert!(rq.wakeup_preempts(&e, 1, &t));
     }
 
+    /// What does break that tie in the kernel: a third entity waiting with a
+    /// lower vruntime than the running one. A kworker woken at 100 ms is
+    /// placed 4 ms back and ties too, so it waits; min_vruntime, the smaller
+    /// of curr's and the leftmost's, stays at 100 ms while the hog runs on.
+    /// A vCPU woken 1 ms later is placed 4 ms behind that, 5 ms behind the
+    /// hog, and preempts it.
+    #[test]
+    fn a_waiting_entity_holds_min_vruntime_back_and_the_next_sleeper_preempts() {
+        let t = Tunables { latency_ns: 8_000_000, min_granularity_ns: 3_000_000, wakeup_granularity_ns: 4_000_000, ..Tunables::linux_default(52) };
+        let mut e = ents(&[1024, 1024, 1024]);
+        let mut rq = CfsRq::default();
+        rq.enqueue(&mut e, 0, Placement::Keep, &t, 0);
+        rq.set_curr(&mut e, 0, 0);
+        rq.update_curr(&mut e, 100_000_000);
+        rq.enqueue(&mut e, 2, Placement::Wakeup, &t, 100_000_000);
+        assert!(!rq.wakeup_preempts(&e, 2, &t), "the kworker ties");
+        rq.update_curr(&mut e, 101_000_000);
+        assert_eq!(rq.min_vruntime, 100_000_000);
+        rq.enqueue(&mut e, 1, Placement::Wakeup, &t, 101_000_000);
+        assert_eq!(e[0].vruntime - e[1].vruntime, 5_000_000);
+        assert!(rq.wakeup_preempts(&e, 1, &t));
+    }
+
     /// The same wakeup at the 5.10 defaults of the 52-CPU testbed (no sysctl
     /// written: 24 ms, 3 ms, 4 ms): the credit is 12 ms, 8 ms beyond the
     /// wakeup granularity, so the sleeper preempts the lone hog at once.

@@ -93,6 +93,10 @@ impl Histogram {
     pub fn count(&self) -> u64 {
         self.total
     }
+    /// The samples equal to 0: bucket 0 holds exactly those.
+    pub fn zeros(&self) -> u64 {
+        self.counts.first().copied().unwrap_or(0) + self.pending.iter().filter(|&&v| v == 0).count() as u64
+    }
     pub fn max(&self) -> u64 {
         self.max
     }
@@ -180,6 +184,20 @@ mod tests {
     }
 
     proptest! {
+        /// zeros() counts the samples equal to 0, whether they are still
+        /// buffered or added to the counts, and after a merge.
+        #[test]
+        fn zeros_counts_exactly_the_zero_samples(vals in prop::collection::vec(prop_oneof![Just(0u64), 1u64..1_000_000], 0..700), split in 0usize..700) {
+            let split = split.min(vals.len());
+            let (mut a, mut b) = (Histogram::default(), Histogram::default());
+            for &v in &vals[..split] { a.record(v); }
+            for &v in &vals[split..] { b.record(v); }
+            let zeros = |vs: &[u64]| vs.iter().filter(|&&v| v == 0).count() as u64;
+            prop_assert_eq!(a.zeros(), zeros(&vals[..split]));
+            a.merge(&b);
+            prop_assert_eq!(a.zeros(), zeros(&vals));
+        }
+
         #[test]
         fn quantiles_within_relative_error(mut vals in prop::collection::vec(1u64..1_000_000_000_000, 1..400), q in 0.0f64..=1.0) {
             let mut h = Histogram::default();

@@ -467,6 +467,44 @@ fn io_pending_time_is_the_mean_over_device_interrupts_and_reschedule_ipis() {
     assert!((n(&irqs["pending_ns_mean"]) - all).abs() <= 1.0 && (all - expected).abs() > 1.0, "timers left out: {all} vs {expected}");
 }
 
+/// The wait of the IO interrupts over those that waited at all: the same
+/// total over fewer interrupts, since one delivered to a running vCPU waits
+/// 0; with vCPUs sharing pCPUs some find theirs running and some do not.
+#[test]
+fn the_waited_mean_leaves_out_the_interrupts_delivered_to_a_running_vcpu() {
+    let toml = vmsched_sim::scenarios::find("anubis-fig5").unwrap().toml;
+    let s = summary(toml, &["duration_ms=300"]);
+    let irqs = &s["vms"][0]["interrupts"];
+    let kinds = &irqs["pending_ns_by_kind"];
+    let io = n(&kinds["device"]["count"]) + n(&kinds["reschedule"]["count"]);
+    let waited = n(&irqs["io_waited"]);
+    assert!(waited > 0.1 * io && waited < 0.9 * io, "{waited} of {io} waited");
+    let total = n(&irqs["io_pending_ns_mean"]) * io;
+    assert!((n(&irqs["io_waited_ns_mean"]) * waited - total).abs() <= io + waited, "{irqs}");
+}
+
+/// The Anubis guests are Ubuntu's 4.14 build, without
+/// CONFIG_PARAVIRT_TIME_ACCOUNTING: the time a vCPU spends preempted stays in
+/// its task clock and is charged to the guest task current when its turn
+/// ended. A reader caught running then falls behind the CPU-bound task beside
+/// it in vruntime and loses its wakeup preemption until that task has been
+/// charged as much, so in Table 1's seqrd + CPU-bound row (overcommitted)
+/// reads take longer than with steal taken out of the clock.
+#[test]
+fn the_ubuntu_4_14_guest_charges_a_preempted_vcpus_steal_to_its_current_task() {
+    let toml = vmsched_sim::scenarios::find("anubis-table1-rows").unwrap().toml;
+    let seqrd_cpu_over = ["duration_ms=1500", "vm[0].workload[0].enabled=false", "vm[0].workload[1].enabled=true"];
+    let with = |extra: &[&str]| summary(toml, &[&seqrd_cpu_over[..], extra].concat());
+    let profile = with(&[]);
+    let off = with(&["vm[0].guest.steal_accounting=false", "vm[1].guest.steal_accounting=false"]);
+    let on = with(&["vm[0].guest.steal_accounting=true", "vm[1].guest.steal_accounting=true"]);
+    let mean = |s: &Value| n(&s["workloads"][0]["latency_ns"]["mean"]);
+    assert_eq!(profile["workloads"][0]["name"], "io/seqrd");
+    assert_eq!(profile["events"], off["events"]);
+    assert_eq!(mean(&profile), mean(&off));
+    assert!(mean(&off) > 1.05 * mean(&on), "charged {} ns vs excluded {} ns", mean(&off), mean(&on));
+}
+
 /// Ping's network path shifts every latency by the same amount: the
 /// schedule and the differences between runs stay as they were.
 #[test]
