@@ -337,6 +337,7 @@ impl World {
             self.schedule(first, Event::GuestTick(vm));
         }
         self.start_noise();
+        self.start_backend_timers();
         let changes: Vec<u64> = self.scenario.host.capacity_changes.iter().map(|c| ms(c.at_ms)).collect();
         for (i, at) in changes.into_iter().enumerate() {
             self.schedule(at, Event::CapacityChange(i as u32));

@@ -795,6 +795,7 @@ impl World {
                 self.tick_order.put_vcpus(order);
             }
             Event::Progress(v, gen) => self.on_progress(v, gen),
+            Event::BackendTimer(vm) => self.backend_timer(vm),
             Event::IrqRaise(id) => self.irq_arrives(id),
             Event::DeviceDone(t) => {
                 let vm = self.tasks[t as usize].vm;
