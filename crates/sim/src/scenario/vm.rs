@@ -318,7 +318,7 @@ pub struct IoBackend {
     /// 1 kHz while the guest keeps the controller running (QEMU
     /// hw/usb-uhci.c, FRAME_TIMER_FREQ; uhci_frame_timer() re-arms every
     /// frame). The first run falls at a seeded phase within one period.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "no_timer")]
     pub timer_hz: f64,
     /// CPU time (ns at capacity 1024) of one timer run; required with
     /// `timer_hz`, as no published measurement gives it.
@@ -330,6 +330,11 @@ impl IoBackend {
     pub fn is_none(&self) -> bool {
         self.kind == IoBackendKind::None
     }
+}
+
+/// A backend without device timers is written as before they existed.
+fn no_timer(hz: &f64) -> bool {
+    *hz == 0.0
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
