@@ -48,6 +48,8 @@ pub enum Event {
     ActivationTimeout(VcpuId, u64),
     /// A guest policy's own timer (VM, token).
     GuestTimer(VmId, u64),
+    /// The device timers of a VM's iothread expire (`io_backend.timer_hz`).
+    BackendTimer(VmId),
     Sample,
     /// The `i`-th of the scenario's `vm.pin_changes`, counted over the VMs in order.
     PinChange(u32),
@@ -116,7 +118,7 @@ impl Event {
             Event::HostTickOn(_) => EventKind::HostTick,
             Event::GuestTick(_) => EventKind::GuestTick,
             Event::Progress(..) => EventKind::Progress,
-            Event::HostTimer(_) | Event::GuestTimer(..) | Event::ActivationTimeout(..) => EventKind::Timer,
+            Event::HostTimer(_) | Event::GuestTimer(..) | Event::ActivationTimeout(..) | Event::BackendTimer(_) => EventKind::Timer,
             Event::IrqRaise(_) | Event::DeviceDone(_) | Event::SleepDone(_) => EventKind::Interrupt,
             Event::Arrival(_) | Event::ClientRequest(_) | Event::WorkloadStart(_) => EventKind::Workload,
             Event::HostKworker(_) | Event::HostKworkerDone(..) => EventKind::Noise,

@@ -166,6 +166,78 @@ fn backend_runs_are_deterministic() {
     assert_eq!(a, b);
 }
 
+/// A VM whose iothread runs device timers at 1 kHz, 10 us each, alone on
+/// pCPU 1 (its vCPU runs a hog on pCPU 0), on a quiet machine: in 100 ms
+/// the timers fire 100 times (the first within the first millisecond),
+/// and each run wakes the thread, which runs 10 us and sleeps again.
+const DEVICE_TIMERS: &str = r#"
+name = "iothread-timers"
+duration_ms = 100
+[timing]
+noise = false
+[host]
+cores_per_socket = 2
+[overheads]
+vcpu_switch_ns = 0
+[[vm]]
+name = "vm"
+pin = [0]
+[vm.io_backend]
+kind = "iothread"
+affinity = [1]
+timer_hz = 1000.0
+timer_cpu_ns = 10000
+[[vm.workload]]
+kind = "hog"
+"#;
+
+#[test]
+fn an_iothreads_device_timers_wake_it_once_a_period() {
+    let s = sim(DEVICE_TIMERS, &[], 100);
+    let b = &vm(&s, "vm")["io_backend"];
+    assert_eq!(u(&b["wakeups"]), 100, "{b}");
+    // 99 whole runs, and the 100th unless it starts in the last 10 us.
+    let cpu = u(&b["cpu_ns"]);
+    assert!((99 * 10_000..=100 * 10_000).contains(&cpu), "{b}");
+    assert_eq!(u(&b["wait_ns"]), 0, "{b}");
+}
+
+/// Two CPU-bound vCPUs of one VM stacked on the one pCPU of a quiet Linux
+/// 3.2 host: its latency is 6 ms x (1 + ilog2(1)), a 3 ms slice each, so
+/// every 4 ms tick ends a turn, 250 in a second. Their iothread's device
+/// timers (1 kHz) preempt the running vCPU, and when the thread sleeps CFS
+/// passes the pCPU to the waiting sibling once the running one leads it by
+/// the wakeup granularity: the turns are cut short.
+const STACKED: &str = r#"
+name = "stacked-iothread"
+duration_ms = 1000
+[timing]
+noise = false
+[host]
+kernel = "linux-3.2"
+kvm.ple_gap = 0
+cores_per_socket = 1
+cfs.vm_groups = true
+[[vm]]
+name = "smp"
+vcpus = 2
+guest.kernel = "linux-3.2"
+[[vm.workload]]
+kind = "hog"
+threads = 2
+"#;
+const DEVICE_TIMERS_OF_SMP: &str = "[vm.io_backend]\nkind = \"iothread\"\ntimer_hz = 1000.0\ntimer_cpu_ns = 5000\n";
+
+#[test]
+fn device_timer_wakeups_cut_the_turns_of_stacked_siblings() {
+    let switches = |text: &str| vm(&sim(text, &[], 1000), "smp")["vcpus"].as_array().unwrap().iter().map(|v| u(&v["preemptions"])).sum::<u64>();
+    let without = switches(STACKED);
+    // The backend table goes with the VM, before its workload.
+    let with = switches(&STACKED.replace("[[vm.workload]]", &format!("{DEVICE_TIMERS_OF_SMP}[[vm.workload]]")));
+    assert_eq!(without, 250);
+    assert!(with > 3 * without, "turns ended {with} times with device timers, {without} without");
+}
+
 #[test]
 fn bad_backend_settings_name_their_field() {
     let e = |ov: &str| vmsched_sim::parse(SPLIT, &[ov.to_string()]).unwrap_err();
@@ -177,6 +249,12 @@ fn bad_backend_settings_name_their_field() {
     assert_eq!(bad.path, "vm[0].io_backend.kind");
     let bad = e("vm[0].io_backend.kind=\"virtio\"");
     assert_eq!(bad.path, "vm[0].io_backend.kind");
+    let bad = e("vm[0].io_backend.timer_hz=1000.0");
+    assert_eq!(bad.path, "vm[0].io_backend.timer_hz", "a vhost worker runs no device timers");
+    let iothread = |ov: &str| vmsched_sim::parse(SPLIT, &["vm[0].io_backend.kind=\"iothread\"".to_string(), ov.to_string()]).unwrap_err().path;
+    assert_eq!(iothread("vm[0].io_backend.timer_hz=1000.0"), "vm[0].io_backend.timer_cpu_ns");
+    assert_eq!(iothread("vm[0].io_backend.timer_cpu_ns=5000"), "vm[0].io_backend.timer_cpu_ns");
+    assert_eq!(iothread("vm[0].io_backend.timer_hz=-1.0"), "vm[0].io_backend.timer_hz");
 }
 
 mod random {

@@ -70,6 +70,8 @@ pub enum Job {
     Submit { task: TaskId, device_ns: u64 },
     /// Reap the completed request of `task` and interrupt the guest.
     Complete { task: TaskId },
+    /// Run the emulated devices' expired timers (`timer_hz`).
+    Timer,
 }
 
 /// What the backend thread did (`io_backend` of a VM in summary.json).
@@ -89,6 +91,8 @@ pub struct Backend {
     pub entity: VcpuId,
     pub submit_ns: u64,
     pub complete_ns: u64,
+    /// The device timers' period and the CPU time of one run, if any.
+    pub timer: Option<(u64, u64)>,
     /// Work in arrival order; the front one is in progress.
     pub jobs: VecDeque<Job>,
     /// CPU work left of the front job, in ns at capacity 1024.
@@ -109,6 +113,7 @@ impl Backend {
             entity,
             submit_ns: cfg.submit_cpu_ns.unwrap_or(submit),
             complete_ns: cfg.complete_cpu_ns.unwrap_or(complete),
+            timer: cfg.timer_cpu_ns.filter(|_| cfg.timer_hz > 0.0).map(|ns| ((1e9 / cfg.timer_hz).round() as u64, ns)),
             jobs: VecDeque::new(),
             left: 0.0,
             counters: BackendCounters::default(),
@@ -119,6 +124,7 @@ impl Backend {
         match job {
             Job::Submit { .. } => self.submit_ns,
             Job::Complete { .. } => self.complete_ns,
+            Job::Timer => self.timer.map_or(0, |(_, ns)| ns),
         }
     }
 

@@ -63,6 +63,17 @@ pub struct Guest {
     /// LHPs happened in these accesses before the ICR write (section 4.1.1).
     #[serde(default)]
     pub xapic: bool,
+    /// A TLB shootdown also interrupts the vCPUs idling in lazy TLB mode on
+    /// the address space. A CPU that switches from a thread to the idle task
+    /// keeps the thread's mm loaded (context_switch() -> enter_lazy_tlb())
+    /// and stays in `mm_cpumask`, which flush_tlb_mm() sends to; the
+    /// handler, finding the CPU lazy, calls leave_mm(), which drops it from
+    /// the mask, so only the first flush of an idle period reaches it
+    /// (Linux 3.2 arch/x86/mm/tlb.c, smp_invalidate_interrupt()). From Linux
+    /// 4.19 ("x86/mm/tlb: Only send page table free TLB flush to lazy TLB
+    /// CPUs") lazy CPUs are skipped except when page tables are freed.
+    #[serde(default)]
+    pub tlb_ipi_to_lazy: bool,
     #[serde(default)]
     pub cfs: CfsTunables,
     /// Parameters of the `vsched` guest policy.

@@ -312,12 +312,29 @@ pub struct IoBackend {
     /// VM's cpuset unless the emulator threads are pinned elsewhere.
     #[serde(default)]
     pub affinity: Vec<u32>,
+    /// Device timers that wake an iothread periodically, runs per second
+    /// (0: none): a QEMU main loop runs its emulated devices' timers, and
+    /// the UHCI controller behind a USB tablet runs its frame timer at
+    /// 1 kHz while the guest keeps the controller running (QEMU
+    /// hw/usb-uhci.c, FRAME_TIMER_FREQ; uhci_frame_timer() re-arms every
+    /// frame). The first run falls at a seeded phase within one period.
+    #[serde(default, skip_serializing_if = "no_timer")]
+    pub timer_hz: f64,
+    /// CPU time (ns at capacity 1024) of one timer run; required with
+    /// `timer_hz`, as no published measurement gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_cpu_ns: Option<u64>,
 }
 
 impl IoBackend {
     pub fn is_none(&self) -> bool {
         self.kind == IoBackendKind::None
     }
+}
+
+/// A backend without device timers is written as before they existed.
+fn no_timer(hz: &f64) -> bool {
+    *hz == 0.0
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -414,6 +431,20 @@ pub(super) fn check_io_backends(s: &Scenario) -> Result<(), ScenarioError> {
             if v.is_some_and(|ns| ns > 1_000_000_000) {
                 return Err(err(format!("{p}.{field}"), "must be at most 1e9 ns (1 s of CPU per request)"));
             }
+        }
+        if !(b.timer_hz.is_finite() && (0.0..=1e6).contains(&b.timer_hz)) {
+            return Err(err(format!("{p}.timer_hz"), "must be a number of runs per second from 0 to 1e6"));
+        }
+        match (b.timer_hz > 0.0, b.timer_cpu_ns) {
+            (true, _) if b.kind != IoBackendKind::Iothread => {
+                return Err(err(format!("{p}.timer_hz"), "device timers run in a QEMU iothread's main loop; set kind = \"iothread\""));
+            }
+            (true, None) => return Err(err(format!("{p}.timer_cpu_ns"), "is required with timer_hz (the CPU time of one timer run)")),
+            (false, Some(_)) => return Err(err(format!("{p}.timer_cpu_ns"), "is set but timer_hz is 0, so no timer runs")),
+            (true, Some(ns)) if ns as f64 * b.timer_hz >= 1e9 => {
+                return Err(err(format!("{p}.timer_cpu_ns"), "times timer_hz must stay below one second of CPU per second"));
+            }
+            _ => {}
         }
     }
     Ok(())

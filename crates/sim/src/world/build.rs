@@ -100,6 +100,7 @@ impl World {
                 preempted: vec![false; vm.vcpus as usize],
                 pv: VmPv::new(vm, &scenario.host.kvm, &scenario.overheads),
                 xapic: vm.guest.xapic,
+                tlb_ipi_to_lazy: vm.guest.tlb_ipi_to_lazy,
                 steal_published: vec![0; vm.vcpus as usize],
                 tasks: Vec::new(),
                 entitlement: 0.0,
@@ -336,6 +337,7 @@ impl World {
             self.schedule(first, Event::GuestTick(vm));
         }
         self.start_noise();
+        self.start_backend_timers();
         let changes: Vec<u64> = self.scenario.host.capacity_changes.iter().map(|c| ms(c.at_ms)).collect();
         for (i, at) in changes.into_iter().enumerate() {
             self.schedule(at, Event::CapacityChange(i as u32));
@@ -424,6 +426,7 @@ impl Vcpu {
             migrations: 0,
             context_switches: 0,
             curr_task: None,
+            lazy_mm: None,
             host_state: HostState::Halted,
             overhead: 0,
             plan_gen: 0,

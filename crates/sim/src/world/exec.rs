@@ -710,13 +710,21 @@ impl World {
         self.send_tlb_shootdown(t, v)
     }
 
-    /// The vCPUs of task `t`'s address space a shootdown from `v` goes to.
+    /// The vCPUs of task `t`'s address space a shootdown from `v` goes to
+    /// (`mm_cpumask`): those running one of its threads, and those idling
+    /// with it loaded in lazy TLB mode.
     fn shootdown_targets(&self, t: TaskId, v: VcpuId) -> Vec<VcpuId> {
         let (vm, w) = (self.tasks[t as usize].vm, self.tasks[t as usize].workload);
         let first = self.vms[vm as usize].first_vcpu;
         (first..first + self.vms[vm as usize].nv)
             .filter(|&u| u != v)
-            .filter(|&u| self.vcpus[u as usize].curr_task.map(|c| self.tasks[c as usize].workload == w).unwrap_or(false))
+            .filter(|&u| {
+                let vc = &self.vcpus[u as usize];
+                match vc.curr_task {
+                    Some(c) => self.tasks[c as usize].workload == w,
+                    None => vc.lazy_mm == Some(w),
+                }
+            })
             .collect()
     }
 
@@ -804,8 +812,14 @@ impl World {
         self.plan(v);
     }
 
-    /// vCPU `by` acknowledges a shootdown of task `sender`.
+    /// vCPU `by` acknowledges a shootdown of task `sender`. An idle vCPU
+    /// still lazily on the sender's mm leaves it first (leave_mm()), so
+    /// later shootdowns of that mm pass it by.
     pub(super) fn tlb_ack(&mut self, sender: TaskId, by: VcpuId) {
+        let vc = &mut self.vcpus[by as usize];
+        if vc.curr_task.is_none() && vc.lazy_mm == Some(self.tasks[sender as usize].workload) {
+            vc.lazy_mm = None;
+        }
         let task = &mut self.tasks[sender as usize];
         task.tlb_outstanding -= 1;
         if task.tlb_outstanding == 0 {

@@ -152,9 +152,17 @@ impl World {
                 task.runnable_since = Some(now);
             }
         }
+        // A switch to idle keeps the thread's mm loaded, lazily
+        // (context_switch() -> enter_lazy_tlb()); a switch to a task loads
+        // the task's (switch_mm()).
+        let lazy_mm = match (prev, next) {
+            (Some(p), None) if self.vms[vm].tlb_ipi_to_lazy => Some(self.tasks[p as usize].workload),
+            _ => None,
+        };
         let vc = &mut self.vcpus[v as usize];
         vc.task_since = now;
         vc.curr_task = next;
+        vc.lazy_mm = lazy_mm;
         vc.hrtick_at = None;
         if let Some(n) = next {
             vc.context_switches += 1;

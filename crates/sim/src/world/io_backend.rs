@@ -37,6 +37,26 @@ impl World {
         self.backend_queue(vm, Job::Complete { task: t }, None);
     }
 
+    /// Arms each iothread's device timers, the first run at a phase drawn
+    /// within one period from the scenario seed (the VMs were started at
+    /// unrelated moments).
+    pub(super) fn start_backend_timers(&mut self) {
+        for vm in 0..self.backends.len() {
+            let Some((period, _)) = self.backends[vm].as_ref().and_then(|b| b.timer) else { continue };
+            let mut rng = crate::rng::stream(self.scenario.seed, &format!("io-backend-timer/{vm}"));
+            let first = rand::Rng::random_range(&mut rng, 0..period);
+            self.schedule(first, Event::BackendTimer(vm as VmId));
+        }
+    }
+
+    /// VM `vm`'s device timers expire: the iothread runs them, woken from
+    /// the host side if it sleeps, and they are re-armed a period later.
+    pub(super) fn backend_timer(&mut self, vm: VmId) {
+        let (period, _) = self.backend(vm).and_then(|b| b.timer).expect("an iothread with device timers");
+        self.backend_queue(vm, Job::Timer, None);
+        self.schedule(self.now + period, Event::BackendTimer(vm));
+    }
+
     fn backend_queue(&mut self, vm: VmId, job: Job, from: Option<VcpuId>) {
         let b = self.backend_mut(vm);
         b.push(job);
@@ -88,6 +108,7 @@ impl World {
                 let to = self.tasks[task as usize].io_irq_vcpu;
                 self.raise_now(to, irq::Kind::Device, irq::What::Wake(task));
             }
+            Job::Timer => {}
         }
         if self.backend(vm).expect("a backend entity").jobs.is_empty() {
             self.halt_in_host(v);

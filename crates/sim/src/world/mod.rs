@@ -88,6 +88,11 @@ pub struct Vcpu {
     pub migrations: u64,
     pub context_switches: u64,
     pub curr_task: Option<TaskId>,
+    /// The workload whose address space the idle vCPU still has loaded in
+    /// lazy TLB mode (with `tlb_ipi_to_lazy`): set when the vCPU switches
+    /// from one of its threads to idle, cleared when a shootdown's handler
+    /// leaves the mm or a task runs.
+    lazy_mm: Option<u32>,
     /// Its host state: a copy of its VM's `host_state` entry (which the
     /// guest reads), kept by `World::set_host_state` and read on every event
     /// without going through the VM.
@@ -273,6 +278,9 @@ pub struct VmState {
     pub pv: VmPv,
     /// The guest sends IPIs through the xAPIC (`vm.guest.xapic`).
     pub xapic: bool,
+    /// Shootdowns reach the vCPUs idling in lazy TLB mode
+    /// (`vm.guest.tlb_ipi_to_lazy`).
+    pub tlb_ipi_to_lazy: bool,
     pub steal_published: Vec<u64>,
     pub tasks: Vec<TaskId>,
     pub entitlement: f64,
@@ -787,6 +795,7 @@ impl World {
                 self.tick_order.put_vcpus(order);
             }
             Event::Progress(v, gen) => self.on_progress(v, gen),
+            Event::BackendTimer(vm) => self.backend_timer(vm),
             Event::IrqRaise(id) => self.irq_arrives(id),
             Event::DeviceDone(t) => {
                 let vm = self.tasks[t as usize].vm;
