@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn jobs_run_in_arrival_order_each_at_its_own_cost() {
-        let cfg = BackendConfig { kind: IoBackendKind::Vhost, submit_cpu_ns: Some(3), complete_cpu_ns: Some(7), affinity: vec![] };
+        let cfg = BackendConfig { kind: IoBackendKind::Vhost, submit_cpu_ns: Some(3), complete_cpu_ns: Some(7), affinity: vec![], timer_hz: 0.0, timer_cpu_ns: None };
         let mut b = Backend::new(&cfg, 4).unwrap();
         assert!(b.push(Job::Submit { task: 1, device_ns: 10 }));
         assert_eq!(b.left, 3.0);
