@@ -46,3 +46,30 @@ def test_the_api_streams_to_a_directory_and_reads_back(tmp_path):
     saved = streamed.save(tmp_path / "copy")
     assert {path.name for path in saved} >= {"samples.parquet", "requests.parquet", "tasks.parquet"}
     assert pl.read_parquet(tmp_path / "copy" / "samples.parquet").equals(streamed.samples)
+
+
+def test_name_columns_are_written_as_dictionaries_and_read_back_as_the_names(tmp_path):
+    """The name columns' pages are laid out from the engine's numbering of the names (a
+    dictionary page and run-length encoded indices): every reader gets the run's strings
+    back. The peer model on 4 pCPUs has three VMs and one server: its requests' workload
+    and VM columns hold a single name in every row group, its samples' names cycle row
+    by row, and 20 simulated seconds make two chunks."""
+    from vmsched.peer import scenario_text
+    source = api.Scenario(scenario_text(4, 3, 20000), "peer-4p3vm")
+    streamed = api.run(source, record=True, allow_large=True, stream_to=tmp_path)
+    streamed.save(tmp_path, tables=api.RECORD_TABLES)
+    whole = api.run(source, record=True, allow_large=True)
+    for name in api.RECORD_TABLES:
+        path = tmp_path / f"{name}.parquet"
+        assert pl.read_parquet(path).equals(whole.table(name)), name
+        assert pl.from_arrow(pq.read_table(path)).equals(whole.table(name)), name
+        metadata = pq.ParquetFile(path).metadata
+        for group in range(metadata.num_row_groups):
+            for column in range(metadata.num_columns):
+                chunk = metadata.row_group(group).column(column)
+                if chunk.path_in_schema in ("workload", "vm", "task", "metric"):
+                    assert chunk.has_dictionary_page and "RLE_DICTIONARY" in chunk.encodings, (name, chunk)
+                    assert chunk.statistics is None or not chunk.statistics.has_min_max
+    requests = pq.ParquetFile(tmp_path / "requests.parquet")
+    assert requests.metadata.num_row_groups >= 2
+    assert whole.requests["workload"].n_unique() == 1

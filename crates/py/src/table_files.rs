@@ -10,11 +10,15 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::sync::Arc;
 
-use parquet::basic::{Compression, Encoding, LogicalType, Repetition, Type as PhysicalType, ZstdLevel};
+use bytes::Bytes;
+use parquet::basic::{Compression, Encoding, EncodingMask, LogicalType, PageType, Repetition, Type as PhysicalType, ZstdLevel};
+use parquet::column::page::{CompressedPage, Page, PageWriter};
+use parquet::column::writer::ColumnCloseResult;
 use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
+use parquet::file::metadata::{ColumnChunkMetaData, PageEncodingStats};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::{ColumnPath, Type};
+use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
+use parquet::schema::types::{ColumnDescPtr, ColumnPath, Type};
 
 use vmsched_sim::world::record::{Column, Tables};
 
@@ -23,12 +27,15 @@ use vmsched_sim::world::record::{Column, Tables};
 pub struct TableFiles {
     paths: HashMap<String, String>,
     writers: Vec<(&'static str, SerializedFileWriter<File>)>,
+    /// The coded name columns' pages are compressed here (see [`CodedChunk`]).
+    zstd: zstd::bulk::Compressor<'static>,
 }
 
 impl TableFiles {
     /// Files for the tables named in `paths` (table -> file path).
     pub fn new(paths: HashMap<String, String>) -> Self {
-        TableFiles { paths, writers: Vec::new() }
+        let zstd = zstd::bulk::Compressor::new(ZstdLevel::default().compression_level()).expect("zstd's default level is valid");
+        TableFiles { paths, writers: Vec::new(), zstd }
     }
 
     /// Appends a chunk: each table's rows as one row group of its file (the
@@ -48,7 +55,7 @@ impl TableFiles {
             };
             let rows = columns.first().map_or(0, |(_, c)| c.len());
             if rows > 0 {
-                write_row_group(&mut self.writers[at].1, columns).map_err(|e| format!("{path}: {e}"))?;
+                write_row_group(&mut self.writers[at].1, columns, &mut self.zstd).map_err(|e| format!("{path}: {e}"))?;
             }
         }
         Ok(())
@@ -68,7 +75,9 @@ impl TableFiles {
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Layout {
     /// Names: a dictionary of the distinct names per row group, and each row's
-    /// number in it, run-length encoded, zstd over both.
+    /// number in it, run-length encoded, zstd over both. A coded column (the
+    /// long tables') is laid out so by [`CodedChunk`], from the numbers the
+    /// engine already gave its rows; a text column by the Parquet writer.
     Names,
     /// Integers that repeat in runs or cycle over a few values (a sample's
     /// time on every row of the sample, a vCPU's or pCPU's number): the same,
@@ -140,12 +149,6 @@ fn shared_text(rows: &[&str]) -> Vec<ByteArray> {
     rows.iter().map(|&row| distinct.entry((row.as_ptr() as usize, row.len())).or_insert_with(|| ByteArray::from(row)).clone()).collect()
 }
 
-/// A coded column's values: one buffer per name, shared by the rows naming it.
-fn coded_text(codes: &[u32], names: &[Arc<str>]) -> Vec<ByteArray> {
-    let names: Vec<ByteArray> = names.iter().map(|name| ByteArray::from(&**name)).collect();
-    codes.iter().map(|&code| names[code as usize].clone()).collect()
-}
-
 /// The engine's unsigned nanoseconds and counts as Parquet's INT64, in place:
 /// every value is below 2^63 (585 years of nanoseconds).
 fn as_i64(values: &[u64]) -> &[i64] {
@@ -154,9 +157,15 @@ fn as_i64(values: &[u64]) -> &[i64] {
     unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<i64>(), values.len()) }
 }
 
-fn write_row_group(writer: &mut SerializedFileWriter<File>, columns: Vec<(&'static str, Column<'_>)>) -> parquet::errors::Result<()> {
+fn write_row_group(writer: &mut SerializedFileWriter<File>, columns: Vec<(&'static str, Column<'_>)>, zstd: &mut zstd::bulk::Compressor<'static>) -> parquet::errors::Result<()> {
+    let descriptors = writer.schema_descr().columns().to_vec();
     let mut group = writer.next_row_group()?;
-    for (_, column) in columns {
+    for ((_, column), descriptor) in columns.into_iter().zip(descriptors) {
+        if let Column::Coded { codes, names } = column {
+            let (chunk, close) = CodedChunk::new(codes, names).write(descriptor, zstd)?;
+            group.append_column(&chunk, close)?;
+            continue;
+        }
         let mut out = group.next_column()?.expect("a column per schema field");
         match column {
             Column::U32(v) => out.typed::<Int64Type>().write_batch(&v.iter().map(|&x| i64::from(x)).collect::<Vec<_>>(), None, None)?,
@@ -164,10 +173,150 @@ fn write_row_group(writer: &mut SerializedFileWriter<File>, columns: Vec<(&'stat
             Column::I64(v) => out.typed::<Int64Type>().write_batch(v, None, None)?,
             Column::F64(v) => out.typed::<DoubleType>().write_batch(v, None, None)?,
             Column::Text(v) => out.typed::<ByteArrayType>().write_batch(&shared_text(&v), None, None)?,
-            Column::Coded { codes, names } => out.typed::<ByteArrayType>().write_batch(&coded_text(codes, names), None, None)?,
+            Column::Coded { .. } => unreachable!("appended above"),
         };
         out.close()?;
     }
     group.close()?;
     Ok(())
+}
+
+/// A coded column's chunk of a row group, dictionary-encoded from the rows'
+/// numbers as they are: the Parquet writer would take each row's string and
+/// hash it to find its number in the chunk's dictionary (half the cost of
+/// writing a recording, on the peer cases of `vmsched bench --peer`), where
+/// the engine has numbered the names already. The chunk is what the writer
+/// makes of the same rows: a dictionary page of the names the rows use, in
+/// the order of their first row (PLAIN: each name's length, then its
+/// bytes), and one data page of the rows' places in it (RLE_DICTIONARY: the
+/// bit width, then the RLE/bit-packed hybrid), zstd over each; no
+/// statistics, as for the text columns. (Parquet format, Encodings.md:
+/// "Dictionary Encoding" and "Run Length Encoding / Bit-Packing Hybrid".)
+struct CodedChunk {
+    /// The names the rows use, first-used first.
+    dictionary: Vec<Arc<str>>,
+    /// Each row's place in `dictionary`.
+    places: Vec<u32>,
+}
+
+impl CodedChunk {
+    fn new(codes: &[u32], names: &[Arc<str>]) -> Self {
+        let mut place_of = vec![u32::MAX; names.len()];
+        let mut dictionary = Vec::new();
+        let places = codes
+            .iter()
+            .map(|&code| {
+                let place = &mut place_of[code as usize];
+                if *place == u32::MAX {
+                    *place = dictionary.len() as u32;
+                    dictionary.push(names[code as usize].clone());
+                }
+                *place
+            })
+            .collect();
+        CodedChunk { dictionary, places }
+    }
+
+    /// The chunk's bytes, and what the row group records of it.
+    fn write(&self, descriptor: ColumnDescPtr, zstd: &mut zstd::bulk::Compressor<'static>) -> parquet::errors::Result<(Bytes, ColumnCloseResult)> {
+        let mut plain = Vec::with_capacity(self.dictionary.iter().map(|name| 4 + name.len()).sum());
+        for name in &self.dictionary {
+            plain.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            plain.extend_from_slice(name.as_bytes());
+        }
+        // The width of the largest place (at least one bit, which every
+        // reader takes, where a one-name dictionary would need none).
+        let bit_width = (u32::BITS - (self.dictionary.len().max(2) as u32 - 1).leading_zeros()) as u8;
+        let mut indices = vec![bit_width];
+        rle_hybrid(&self.places, bit_width, &mut indices);
+
+        let mut sink = TrackedWrite::new(Vec::new());
+        let mut pages = SerializedPageWriter::new(&mut sink);
+        let dictionary_page = Page::DictionaryPage { buf: compressed(zstd, &plain)?, num_values: self.dictionary.len() as u32, encoding: Encoding::PLAIN, is_sorted: false };
+        let dictionary_spec = pages.write_page(CompressedPage::new(dictionary_page, plain.len()))?;
+        let data_page = Page::DataPage {
+            buf: compressed(zstd, &indices)?,
+            num_values: self.places.len() as u32,
+            encoding: Encoding::RLE_DICTIONARY,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        let data_spec = pages.write_page(CompressedPage::new(data_page, indices.len()))?;
+        let chunk = Bytes::from(sink.into_inner()?);
+
+        let rows = self.places.len() as u64;
+        let metadata = ColumnChunkMetaData::builder(descriptor)
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_encodings_mask(EncodingMask::new_from_encodings([Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY].iter()))
+            .set_page_encoding_stats(vec![
+                PageEncodingStats { page_type: PageType::DICTIONARY_PAGE, encoding: Encoding::PLAIN, count: 1 },
+                PageEncodingStats { page_type: PageType::DATA_PAGE, encoding: Encoding::RLE_DICTIONARY, count: 1 },
+            ])
+            .set_total_compressed_size((dictionary_spec.compressed_size + data_spec.compressed_size) as i64)
+            .set_total_uncompressed_size((dictionary_spec.uncompressed_size + data_spec.uncompressed_size) as i64)
+            .set_num_values(rows as i64)
+            .set_dictionary_page_offset(Some(dictionary_spec.offset as i64))
+            .set_data_page_offset(data_spec.offset as i64)
+            .build()?;
+        let close = ColumnCloseResult { bytes_written: chunk.len() as u64, rows_written: rows, metadata, bloom_filter: None, column_index: None, offset_index: None };
+        Ok((chunk, close))
+    }
+}
+
+fn compressed(zstd: &mut zstd::bulk::Compressor<'static>, bytes: &[u8]) -> parquet::errors::Result<Bytes> {
+    Ok(Bytes::from(zstd.compress(bytes)?))
+}
+
+/// Appends `values`, each `bit_width` bits wide, in Parquet's RLE/bit-packed
+/// hybrid: a value repeated over eight or more rows that can start a run
+/// (after the bit-packed rows before it fill whole groups of eight) as one
+/// run of it, the other rows bit-packed in groups of eight, the last group
+/// padded with zeros (the page's value count says where the rows end).
+fn rle_hybrid(values: &[u32], bit_width: u8, out: &mut Vec<u8>) {
+    let mut packed_from = 0;
+    let mut at = 0;
+    while at < values.len() {
+        let value = values[at];
+        let end = at + values[at..].iter().take_while(|&&v| v == value).count();
+        // Rows of this run that complete the last group of the packed rows before it.
+        let fill = (8 - (at - packed_from) % 8) % 8;
+        if end - at >= fill + 8 {
+            bit_packed(&values[packed_from..at + fill], bit_width, out);
+            varint(((end - at - fill) as u64) << 1, out);
+            out.extend_from_slice(&value.to_le_bytes()[..usize::from(bit_width).div_ceil(8)]);
+            packed_from = end;
+        }
+        at = end;
+    }
+    bit_packed(&values[packed_from..], bit_width, out);
+}
+
+/// One bit-packed run of `values` (none if empty): its header, then the
+/// values least significant bit first, in groups of eight.
+fn bit_packed(values: &[u32], bit_width: u8, out: &mut Vec<u8>) {
+    if values.is_empty() {
+        return;
+    }
+    let groups = values.len().div_ceil(8);
+    varint(((groups as u64) << 1) | 1, out);
+    let (mut bits, mut held) = (0u64, 0u8);
+    for i in 0..groups * 8 {
+        bits |= u64::from(values.get(i).copied().unwrap_or(0)) << held;
+        held += bit_width;
+        while held >= 8 {
+            out.push(bits as u8);
+            bits >>= 8;
+            held -= 8;
+        }
+    }
+}
+
+/// ULEB-128, as the hybrid's run headers are written.
+fn varint(mut value: u64, out: &mut Vec<u8>) {
+    while value >= 0x80 {
+        out.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
 }

@@ -175,6 +175,14 @@ impl std::ops::AddAssign for Sums {
     }
 }
 
+/// A runqueue's last averages update ([`CfsCore::stamp_of`]).
+#[derive(Debug, Clone, Copy)]
+struct RqStamp {
+    at: u64,
+    clock: u64,
+    removed: Sums,
+}
+
 /// A balance group's sums as update_sg_lb_stats() adds them, valid while
 /// no pCPU of the group has had its averages updated since `filled` (on
 /// the clock of update_rq_avgs()) and no capacity, which caps each pCPU's
@@ -414,10 +422,13 @@ pub struct CfsCore {
     /// The figures each vCPU thread last added to its runqueue's sums.
     avg_memo: Vec<std::cell::Cell<AvgMemo>>,
     /// The instant each pCPU's root runqueue averages were last brought
-    /// up to date (update_rq_avgs()): balancers read them as of then.
+    /// up to date (update_rq_avgs()): balancers read them as of then. A
+    /// stamp of every pCPU not yet settled here is read through
+    /// [`CfsCore::stamp_of`].
     avgs_updated_at: Vec<u64>,
-    /// Each pCPU's sums as of that instant, once a balancer has read them.
-    sums_memo: Vec<std::cell::Cell<Option<Sums>>>,
+    /// Each pCPU's sums as of that instant, once a balancer has read them,
+    /// with the update (on the clock below) they were read at.
+    sums_memo: Vec<std::cell::Cell<Option<(u64, Sums)>>>,
     /// cfs_rq->removed: the figures, as of that instant, of the threads
     /// that woke on another pCPU since; they leave the sums at the next
     /// update.
@@ -426,6 +437,17 @@ pub struct CfsCore {
     /// and the count at each pCPU's last.
     sums_clock: u64,
     sums_updated: Vec<u64>,
+    /// The updates of every pCPU running an entity at once, at the last of
+    /// a stretch of instants whose ticks were all deferred (see
+    /// account_deferred_ticks()): how many there have been, the last one's
+    /// instant and its count on the clock above, and how many of them each
+    /// pCPU's fields above have taken in. On 64 pCPUs nearly every entry to
+    /// the policy follows such a stretch; the pCPUs it reads or changes take
+    /// the update in when they do, so its cost follows the pCPUs touched,
+    /// not the machine's size.
+    all_updates: u64,
+    last_all_update: (u64, u64),
+    all_updates_settled: Vec<u64>,
     /// The sums of each balance group, by level and the group's first pCPU.
     group_memo: Vec<[std::cell::Cell<Option<GroupMemo>>; 3]>,
     /// The vCPU threads whose averages each pCPU's runqueue carries: the
@@ -545,6 +567,9 @@ impl CfsCore {
             removed: vec![Sums::default(); pcpus as usize],
             sums_clock: 0,
             sums_updated: vec![0; pcpus as usize],
+            all_updates: 0,
+            last_all_update: (0, 0),
+            all_updates_settled: vec![0; pcpus as usize],
             group_memo: (0..pcpus).map(|_| std::array::from_fn(|_| std::cell::Cell::new(None))).collect(),
             attached: initial_cpu.iter().enumerate().fold(vec![Vec::new(); pcpus as usize], |mut on, (v, &p)| {
                 on[p as usize].push(v as VcpuId);
@@ -657,7 +682,7 @@ impl CfsCore {
         if view.now >= self.all_quiet.1 {
             return false;
         }
-        if self.all_deferred_last.is_none() {
+        if self.all_deferred_last.is_none() && !self.vcpus_at_nice_0 {
             for p in 0..self.pcpus {
                 if self.deferred_ticks[p as usize].is_none() {
                     self.note_deferred(view.now, p);
@@ -687,15 +712,27 @@ impl CfsCore {
     #[inline(always)]
     fn catch_up_ticks(&mut self) {
         self.entries += 1;
-        if !self.deferred_pcpus.is_empty() {
+        if !self.deferred_pcpus.is_empty() || self.all_deferred_last.is_some() {
             self.account_deferred_ticks();
         }
     }
 
+    /// With every thread at nice 0 a stretch of all-deferred ticks leaves
+    /// each pCPU running an entity with its averages updated at the last of
+    /// them, and nothing else: one update of all of them
+    /// (`all_updates`), which each takes in when next read or changed.
+    /// Other deferred pCPUs (and, at other weights, every pCPU) are brought
+    /// up to date here.
     #[inline(never)]
     fn account_deferred_ticks(&mut self) {
         let tick = self.tun.tick_ns;
-        let all_last = self.all_deferred_last.take().unwrap_or(0);
+        let all_last = self.all_deferred_last.take();
+        if let (true, Some(at)) = (self.vcpus_at_nice_0, all_last) {
+            self.sums_clock += 1;
+            self.all_updates += 1;
+            self.last_all_update = (at, self.sums_clock);
+        }
+        let all_last = all_last.unwrap_or(0);
         for i in 0..self.deferred_pcpus.len() {
             let p = self.deferred_pcpus[i];
             let (first, last) = self.deferred_ticks[p as usize].take().expect("a deferred pCPU has deferred ticks");
@@ -1096,6 +1133,7 @@ impl CfsCore {
             // remove_entity_load_avg()): the old runqueue sheds the thread's
             // averages at its next update (cfs_rq->removed); until then
             // balancers still read them there.
+            self.settle_all_update(from);
             let (load, util, runnable, _) = self.thread_avgs(v, self.avgs_updated_at[from as usize]);
             self.removed[from as usize] += Sums { load, util, runnable };
         } else if from != p {
@@ -1491,20 +1529,20 @@ impl CfsCore {
     /// to the runqueue (a runqueue's PELT average is the sum of its
     /// entities', as both decay alike) at that instant.
     fn cpu_avgs(&self, q: PcpuId, capacity: u64) -> Sums {
-        let at = self.avgs_updated_at[q as usize];
-        let sums = match self.sums_memo[q as usize].get() {
-            Some(kept) => {
-                debug_assert_eq!(kept, self.cpu_sums_afresh(q, at), "pCPU {q} as of {at}");
+        let RqStamp { at, clock, removed } = self.stamp_of(q);
+        let sums = match self.sums_memo[q as usize].get().filter(|&(of, _)| of == clock) {
+            Some((_, kept)) => {
+                debug_assert_eq!(kept, self.cpu_sums_afresh(q), "pCPU {q} as of {at}");
                 kept
             }
             None => {
-                let mut sums = self.removed[q as usize];
+                let mut sums = removed;
                 for &v in &self.attached[q as usize] {
                     debug_assert!(self.avg[v as usize].runnable.last <= at, "vCPU {v}'s signals changed after pCPU {q}'s averages were last updated");
                     let (load, util, runnable, _) = self.thread_avgs(v, at);
                     sums += Sums { load, util, runnable };
                 }
-                self.sums_memo[q as usize].set(Some(sums));
+                self.sums_memo[q as usize].set(Some((clock, sums)));
                 sums
             }
         };
@@ -1512,8 +1550,9 @@ impl CfsCore {
     }
 
     /// cpu_avgs() before the cap, without the pCPU's memo.
-    fn cpu_sums_afresh(&self, q: PcpuId, at: u64) -> Sums {
-        let mut sums = self.removed[q as usize];
+    fn cpu_sums_afresh(&self, q: PcpuId) -> Sums {
+        let RqStamp { at, removed, .. } = self.stamp_of(q);
+        let mut sums = removed;
         for &v in &self.attached[q as usize] {
             let (load, util, runnable) = self.thread_avgs_afresh(v, at);
             sums += Sums { load, util, runnable };
@@ -1530,12 +1569,38 @@ impl CfsCore {
     /// before such a change at `now`: the figures are computed, when first
     /// read, from the state after it, which stays until the next update.
     fn update_rq_avgs(&mut self, q: PcpuId, now: u64) {
-        debug_assert!(now >= self.avgs_updated_at[q as usize]);
+        debug_assert!(now >= self.stamp_of(q).at);
         self.avgs_updated_at[q as usize] = now;
         self.removed[q as usize] = Sums::default();
-        self.sums_memo[q as usize].set(None);
         self.sums_clock += 1;
         self.sums_updated[q as usize] = self.sums_clock;
+        self.all_updates_settled[q as usize] = self.all_updates;
+    }
+
+    /// `q`'s last averages update: the instant, its count on the update
+    /// clock and the removed figures waiting for the next, counting an
+    /// update of all pCPUs that `q` has not taken in. A pCPU that ran no
+    /// entity at that update took none, and one that runs none now ran
+    /// none then: a pCPU's running entity changes only after an update of
+    /// its own (put_prev(), set_curr()), which settles it.
+    #[inline]
+    fn stamp_of(&self, q: PcpuId) -> RqStamp {
+        let i = q as usize;
+        if self.all_updates_settled[i] < self.all_updates && self.rqs[i].curr().is_some() {
+            let (at, clock) = self.last_all_update;
+            RqStamp { at, clock, removed: Sums::default() }
+        } else {
+            RqStamp { at: self.avgs_updated_at[i], clock: self.sums_updated[i], removed: self.removed[i] }
+        }
+    }
+
+    /// Takes into `q`'s fields an update of all pCPUs it has not yet, before
+    /// they are changed in place.
+    fn settle_all_update(&mut self, q: PcpuId) {
+        let RqStamp { at, clock, removed } = self.stamp_of(q);
+        let i = q as usize;
+        (self.avgs_updated_at[i], self.sums_updated[i], self.removed[i]) = (at, clock, removed);
+        self.all_updates_settled[i] = self.all_updates;
     }
 
     /// What `v` adds to its runqueue's load, utilization and runnable sums
@@ -1598,7 +1663,7 @@ impl CfsCore {
             s.nr_running += nr;
             *overloaded_cpu |= nr > 1;
             s.idle_cpus += u32::from(self.is_idle(view, q));
-            last_updated = last_updated.max(self.sums_updated[q as usize]);
+            last_updated = last_updated.max(self.stamp_of(q).clock);
         }
         let memo = &self.group_memo[group[0] as usize][level.index()];
         let sums = match memo.get().filter(|kept| excluded.is_empty() && kept.filled >= last_updated && kept.capacity_changes == m.capacity_changes()) {
@@ -3350,6 +3415,98 @@ mod tests {
         h.timer(&view, &mut out, T_REFILL);
         assert_eq!(h.nr_running(0), 1);
         assert_eq!(out.resched, vec![0]);
+    }
+
+    /// Runs `ops` on 6 pCPUs (two sockets of three) and 9 vCPU threads at
+    /// nice 0, as the engine drives a host: ticks at every tick instant,
+    /// offered for deferral first (all at once, else each), and each op at
+    /// its instant: 0 wakes vCPU `who % 9` if it is halted, 1 halts the
+    /// vCPU running on pCPU `who % 6`, 2 only lets time pass. Every
+    /// reschedule is answered with a pick. With `eager`, deferred ticks
+    /// update every pCPU's averages at the next entry, as they do at other
+    /// weights. Returns every pick, and after each op every pCPU's
+    /// runqueue averages as balancers read them and the instant of their
+    /// last update.
+    fn all_pcpu_updates_log(ops: &[(u8, u32, u64)], eager: bool) -> Vec<String> {
+        let m = Machine::new(&toml::from_str("sockets = 2\ncores_per_socket = 3").unwrap());
+        let (pcpus, vcpus) = (6u32, 9u32);
+        let allowed = vec![vec![true; pcpus as usize]; vcpus as usize];
+        let initial: Vec<PcpuId> = (0..vcpus).map(|v| v % pcpus).collect();
+        let mut h = HostCfs::new(Tunables::linux_default(pcpus), pcpus, &[1024; 9], &initial, vec![]);
+        h.k.vcpus_at_nice_0 = !eager;
+        let tick = h.k.tun.tick_ns;
+        let mut running: Vec<Option<VcpuId>> = vec![None; pcpus as usize];
+        let mut halted = vec![true; vcpus as usize];
+        let mut log = Vec::new();
+        let mut out = HostOut::default();
+        let answer = |h: &mut HostCfs, out: &mut HostOut, running: &mut Vec<Option<VcpuId>>, halted: &[bool], now: u64, log: &mut Vec<String>| {
+            while let Some(p) = out.resched.pop() {
+                let prev = running[p as usize].filter(|&v| !halted[v as usize]);
+                let view = HostView::new(now, &m, &allowed, running);
+                running[p as usize] = h.pick_next(&view, out, p, prev);
+                log.push(format!("{now}: pCPU {p} runs {:?}", running[p as usize]));
+            }
+            out.timers.clear();
+            out.charge.clear();
+        };
+        let mut now = 0;
+        for &(op, who, dt) in ops {
+            let at = now + dt;
+            let mut next_tick = (now / tick + 1) * tick;
+            while next_tick <= at {
+                now = next_tick;
+                let view = HostView::new(now, &m, &allowed, &running);
+                if !h.defer_all_ticks(&view) {
+                    for p in 0..pcpus {
+                        let view = HostView::new(now, &m, &allowed, &running);
+                        if !h.defer_tick(&view, p) {
+                            h.tick(&view, &mut out, p);
+                            answer(&mut h, &mut out, &mut running, &halted, now, &mut log);
+                        }
+                    }
+                }
+                next_tick += tick;
+            }
+            now = at;
+            let view = HostView::new(now, &m, &allowed, &running);
+            match op {
+                0 if halted[(who % vcpus) as usize] => {
+                    let v = who % vcpus;
+                    halted[v as usize] = false;
+                    h.wake(&view, &mut out, v);
+                }
+                1 => {
+                    let p = who % pcpus;
+                    if let Some(v) = running[p as usize] {
+                        halted[v as usize] = true;
+                        h.block(&view, &mut out, v, p);
+                        out.resched.push(p);
+                    }
+                }
+                _ => {}
+            }
+            answer(&mut h, &mut out, &mut running, &halted, now, &mut log);
+            // What a balancer reads first brings the deferred ticks in, as
+            // any entry does.
+            h.k.catch_up_ticks();
+            for q in 0..pcpus {
+                log.push(format!("{now}: pCPU {q} {:?} as of {}", h.k.cpu_avgs(q, 1024), h.k.stamp_of(q).at));
+            }
+        }
+        log
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// The updates of every pCPU at once after a stretch of deferred
+        /// ticks, taken in by each pCPU only when it is read or changed,
+        /// decide and read as updating every pCPU at the next entry does.
+        #[test]
+        fn all_pcpu_updates_taken_in_lazily_read_as_eager_ones(
+            ops in proptest::collection::vec((0u8..3, 0u32..54, 1u64..12_000_000), 1..80),
+        ) {
+            proptest::prop_assert_eq!(all_pcpu_updates_log(&ops, false), all_pcpu_updates_log(&ops, true));
+        }
     }
 
     proptest::proptest! {
