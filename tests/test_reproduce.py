@@ -81,12 +81,16 @@ def test_a_quick_run_lasts_the_experiment_timeline_where_it_names_one():
     planned = registry.plan_experiments([phases, experiments["vsched-fig2"]], [1], registry.QUICK_DURATION)
     assert {run.task.duration_ns for run in planned["vsched-fig16"]} == {12_000_000_000}
     assert {run.task.duration_ns for run in planned["vsched-fig2"]} == {300_000_000}
-    # An experiment naming quick_seeds runs seeds 1..N quick: IRS's quick run is its full run.
+    # An experiment naming quick_seeds runs seeds 1..N quick: IRS's quick run has the full
+    # run's seeds, for a tenth of its 30 s.
     irs = experiments["irs-fig10"]
     quick = registry.plan_experiments([irs], registry.QUICK_SEEDS, registry.QUICK_DURATION)["irs-fig10"]
     full = registry.plan_experiments([irs], registry.FULL_SEEDS, None)["irs-fig10"]
-    assert {run.seed for run in quick} == set(registry.FULL_SEEDS)
-    assert {run.task.key for run in quick} == {run.task.key for run in full}
+    assert {run.seed for run in quick} == set(registry.FULL_SEEDS) == {run.seed for run in full}
+    assert {run.task.duration_ns for run in quick} == {3_000_000_000}
+    # The full run lasts the scenario's own 30 s.
+    assert {run.task.duration_ns for run in full} == {None}
+    assert "\nduration_ms = 30000\n" in api.load_scenario("irs-fig10").text
 
 
 def test_quick_rows_follow_the_contract(quick_run):

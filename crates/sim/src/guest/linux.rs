@@ -885,14 +885,15 @@ impl GuestPolicy for LinuxKernel {
                 out.resched = true;
             }
         }
-        // nohz_balancer_kick(): hand a queued task to an idle vCPU.
+        // nohz_balancer_kick(): wake an idle vCPU that could take a queued
+        // task. The kick is only a reschedule IPI (smp_send_reschedule(),
+        // kernel/sched/fair.c, Linux 3.18); the idle vCPU pulls in its own
+        // SCHED_SOFTIRQ (nohz_idle_balance(), its newidle balance here) when
+        // the host runs it, so until then the task stays queued where it is.
         if self.rqs[v as usize].nr_running() >= 2 {
             let idle = (0..self.nr_vcpus()).find(|&w| w != v && self.is_idle(view, w) && view.host_state[w as usize] == HostState::Halted);
-            if let Some(w) = idle {
-                if let Some(t) = self.pullable(v, w) {
-                    self.move_queued(view, t, v, w);
-                    out.kick = Some(w);
-                }
+            if let Some(w) = idle.filter(|&w| self.pullable(v, w).is_some()) {
+                out.kick = Some(w);
             }
         }
         out
@@ -1128,6 +1129,29 @@ mod tests {
     fn view<'a>(states: &'a [HostState], steal: &'a [u64]) -> GuestView<'a> {
         let preempted: Vec<bool> = states.iter().map(|&s| s == HostState::Preempted).collect();
         GuestView { now: 0, host_state: states, preempted: Box::leak(preempted.into_boxed_slice()), steal_published: steal }
+    }
+
+    /// nohz_balancer_kick(): a busy vCPU's tick only wakes the halted idle
+    /// vCPU; its queued task stays put until that vCPU runs and pulls it
+    /// (its newidle balance standing in for nohz_idle_balance()), so a
+    /// kicked vCPU that the host keeps waiting strands nothing.
+    #[test]
+    fn a_nohz_kick_wakes_the_idle_vcpu_which_pulls_when_it_runs() {
+        let mut g = guest(2, "");
+        let states = [HostState::Running, HostState::Halted];
+        let at = |now| GuestView { now, ..view(&states, &[0; 2]) };
+        let (a, b) = (g.add_task(Policy::Normal, 0, vec![true; 2]), g.add_task(Policy::Normal, 0, vec![true; 2]));
+        g.enqueue(&at(0), a, 0, true);
+        g.enqueue(&at(0), b, 0, true);
+        let running = g.pick_next(&at(0), 0).expect("vCPU 0 runs a task");
+        let queued = if running == a { b } else { a };
+        let out = g.tick(&at(4_000_000), 0);
+        assert_eq!(out.kick, Some(1));
+        assert_eq!((g.task_cpu(queued), g.nr_running(0), g.nr_running(1)), (0, 2, 0));
+        // vCPU 1 runs (the host woke it for the IPI) and finds nothing: it pulls.
+        let woken = [HostState::Running, HostState::Running];
+        assert_eq!(g.pick_next(&GuestView { now: 4_100_000, ..view(&woken, &[0; 2]) }, 1), Some(queued));
+        assert_eq!((g.task_cpu(queued), g.nr_running(0)), (1, 1));
     }
 
     /// select_idle_sibling(): a preempted vCPU is not idle for the guest

@@ -240,6 +240,9 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
     in_range("host.kvm.tsc_mhz", k.tsc_mhz, 1, 10_000, "a TSC frequency in MHz")?;
     for (vi, vm) in s.vms.iter().enumerate() {
         let p = format!("vm[{vi}]");
+        if checked_ns(&format!("{p}.guest.irs.answer_us"), vm.guest.irs.answer_us, 1e3, false)? > MAX_OVERHEAD_NS {
+            return Err(err(format!("{p}.guest.irs.answer_us"), format!("{} us is more than 1000 us: the paper measures 20-26 us (section 3.1)", vm.guest.irs.answer_us)));
+        }
         // Xen refuses RTDS periods and budgets under 10 us, "considering the
         // scheduling overhead" (RTDS_MIN_PERIOD, RTDS_MIN_BUDGET, checked in
         // rt_dom_cntl(), xen/common/sched_rt.c).

@@ -115,6 +115,7 @@ impl World {
                 exits: Default::default(),
                 hypercalls: Default::default(),
                 activations: [0; 3],
+                activation_handler_ns: (vm.guest.irs.answer_us * 1e3).round() as u64,
                 irq_redirected: 0,
                 irq_boosted: 0,
             });

@@ -180,12 +180,16 @@ impl World {
         while self.vcpus[v as usize].overhead == 0 && !self.vcpus[v as usize].pending.is_empty() {
             let vc = &mut self.vcpus[v as usize];
             let id = vc.pending.remove(0);
-            vc.overhead += self.ov.irq_handler_ns;
-            vc.in_handler = Some(id);
             let (irq, vm) = (self.irqs[id as usize], vc.vm);
+            // A scheduler activation's handler is the guest's SA receiver
+            // and context switcher, which take the guest's own time.
+            let handler_ns = if irq.kind == Kind::Activation { self.vms[vm as usize].activation_handler_ns } else { self.ov.irq_handler_ns };
+            let vc = &mut self.vcpus[v as usize];
+            vc.overhead += handler_ns;
+            vc.in_handler = Some(id);
             self.count_interrupt(vm, irq.kind, self.now - irq.raised_ns);
             self.recorder.irq(&irq, vm, self.now);
-            if self.ov.irq_handler_ns > 0 {
+            if handler_ns > 0 {
                 break;
             }
             // A handler that costs nothing ends where it starts.

@@ -300,6 +300,9 @@ pub struct VmState {
     pub hypercalls: [u64; crate::host::HCALL_KINDS],
     /// Activations sent, answered by the guest, and timed out.
     pub activations: [u64; 3],
+    /// How long the guest takes to answer a scheduler activation (its
+    /// handler time; `vm.guest.irs.answer_us`).
+    pub activation_handler_ns: u64,
     pub irq_redirected: u64,
     pub irq_boosted: u64,
 }
