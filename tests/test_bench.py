@@ -16,11 +16,6 @@ def test_quick_bench(cli):
         assert measured["sim_s_per_wall_s"] > 0 and measured["events_per_s"] > 0
         assert measured["repeats"] == 2 and measured["wall_s_min"] <= measured["wall_s"] <= measured["wall_s_max"]
     assert set(figures["engine"]) == {MIXED, SIMPY_MODEL}
-    for measured in (*figures["engine"].values(), *figures["scale"]):
-        # Superseded progress events are a part of the events, on any busy host.
-        assert 0 < measured["events_superseded"] < measured["events"]
-        assert 0 < measured["live_events_per_s"] < measured["events_per_s"]
-    assert "live_events_per_s" not in figures["simpy"]
     assert figures["speed_ratio"] > 0
     for key in ("slices", "wakeups"):
         check = figures["agreement"][key]

@@ -30,7 +30,8 @@ def test_the_events_by_kind_add_up_to_the_events():
     # where some pCPU's handler has something to decide (with 2 or 3 vCPUs a
     # pCPU and slices of 8 to 12 ms, few instants have).
     assert 0 < by_kind["host_tick"] < 2000 / 4
-    assert by_kind["superseded"] == result.summary["events_superseded"]
+    # A replanned vCPU's progress event moves in place: a replaced plan is no event.
+    assert "superseded" not in by_kind and result.summary["plans_superseded"] > 0
 
 
 def test_the_peer_series_is_skipped_without_tailtamer(tmp_path, monkeypatch):

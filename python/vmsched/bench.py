@@ -92,7 +92,7 @@ def _engine_child(name: str, duration_ns: int | None) -> dict:
                                            False, False, None, None)
     wall = time.perf_counter() - started
     summary = json.loads(summary_json)
-    return {"wall_s": wall, "events": summary["events"], "events_superseded": summary["events_superseded"],
+    return {"wall_s": wall, "events": summary["events"],
             "events_per_pcpu_s": events_per_pcpu_s(summary), "sim_s": summary["duration_ns"] / 1e9,
             "slices": sum(vm["task_slices"] for vm in summary["vms"]),
             "wakeups": sum(vm["wakeups"] for vm in summary["vms"]), **_memory_figures()}
@@ -137,7 +137,6 @@ def _scale_child(pcpus: int, duration_ns: int) -> dict:
     summary = json.loads(summary_json)
     return {"pcpus": pcpus, "vcpus": sum(len(vm["vcpus"]) for vm in summary["vms"]),
             "setup_s": setup, "first_instant_s": first_instant, "wall_s": wall, "events": summary["events"],
-            "events_superseded": summary["events_superseded"],
             "sim_s": summary["duration_ns"] / 1e9, **_memory_figures()}
 
 
@@ -284,14 +283,9 @@ def agreement(engine: dict, simpy: dict, key: str) -> dict:
 
 
 def _speed(measured: dict) -> dict:
-    """Events and simulated seconds per wall second; for the engine also live events per
-    second, without the superseded progress events (popped and dropped, so cheap: their
-    share differs between scenarios and sizes)."""
-    figures = {**measured, "events_per_s": measured["events"] / measured["wall_s"],
-               "sim_s_per_wall_s": measured["sim_s"] / measured["wall_s"]}
-    if "events_superseded" in measured:
-        figures["live_events_per_s"] = (measured["events"] - measured["events_superseded"]) / measured["wall_s"]
-    return figures
+    """Events and simulated seconds per wall second."""
+    return {**measured, "events_per_s": measured["events"] / measured["wall_s"],
+            "sim_s_per_wall_s": measured["sim_s"] / measured["wall_s"]}
 
 
 def run_bench(quick: bool = False, on_step: Callable[[str], None] | None = None, repeat: int = 3,
@@ -351,8 +345,8 @@ def memory_series(quick: bool, step: Callable[[str], None]) -> list[dict]:
     return series
 
 
-def _millions(per_s: float | None) -> str:
-    return "–" if per_s is None else f"{per_s / 1e6:.2f} M"
+def _millions(per_s: float) -> str:
+    return f"{per_s / 1e6:.2f} M"
 
 
 def print_bench(figures: dict, console) -> None:
@@ -362,14 +356,13 @@ def print_bench(figures: dict, console) -> None:
     table = Table(title="speed and memory: median wall time of the runs, their range, simulated s per wall s,"
                         " peak resident memory" + (" (--quick: not representative)" if figures["quick"] else ""),
                   title_justify="left")
-    for header in ("run", "sim s", "wall s", "range", "events/s", "live events/s", "sim/wall", "RSS MB"):
+    for header in ("run", "sim s", "wall s", "range", "events/s", "sim/wall", "RSS MB"):
         table.add_column(header, justify="left" if header == "run" else "right", no_wrap=True)
     rows = [*figures["engine"].items(), ("SimPy", figures["simpy"])]
     for name, measured in rows:
         table.add_row(name, f"{measured['sim_s']:g}", f"{measured['wall_s']:.3f}",
                       f"{measured['wall_s_min']:.2f}–{measured['wall_s_max']:.2f}",
-                      _millions(measured["events_per_s"]), _millions(measured.get("live_events_per_s")),
-                      f"{measured['sim_s_per_wall_s']:,.1f}", f"{measured['peak_rss_mb']:.1f}")
+                      _millions(measured["events_per_s"]), f"{measured['sim_s_per_wall_s']:,.1f}", f"{measured['peak_rss_mb']:.1f}")
     console.print(table)
     console.print(Text.assemble("vmsched / SimPy, simulated seconds per wall second on the same model "
                                 f"(medians of {figures['repeat']} runs each): ",
@@ -385,14 +378,13 @@ def print_bench(figures: dict, console) -> None:
     scale = Table(title="scale: bench-mixed-64 repeated, no recording (set-up: parse and build; "
                         "1 ns run: set-up, every workload starting, summary)", title_justify="left")
     for header in ("pCPUs", "vCPUs", "set-up s", "set-up µs/pCPU", "1 ns run s", "sim s", "wall s", "events/s",
-                   "live events/s", "sim/wall", "RSS MB"):
+                   "sim/wall", "RSS MB"):
         scale.add_column(header, justify="right", no_wrap=True)
     for measured in figures["scale"]:
         scale.add_row(str(measured["pcpus"]), str(measured["vcpus"]), f"{measured['setup_s']:.3f}",
                       f"{measured['setup_s_per_pcpu'] * 1e6:.0f}", f"{measured['first_instant_s']:.3f}",
                       f"{measured['sim_s']:g}", f"{measured['wall_s']:.2f}",
-                      _millions(measured["events_per_s"]), _millions(measured["live_events_per_s"]),
-                      f"{measured['sim_s_per_wall_s']:.3f}", f"{measured['peak_rss_mb']:.0f}")
+                      _millions(measured["events_per_s"]), f"{measured['sim_s_per_wall_s']:.3f}", f"{measured['peak_rss_mb']:.0f}")
     console.print(scale)
     memory = Table(title="memory: runs written to a run directory with recording on (peak RSS; at the end, "
                          "anonymous and mapped-file MB: the file part varies with the page cache)", title_justify="left")

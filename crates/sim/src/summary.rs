@@ -186,7 +186,7 @@ pub fn summarize(w: &World) -> Value {
         "seed": w.scenario.seed,
         "duration_ns": w.end,
         "events": w.events,
-        "events_superseded": w.events_superseded,
+        "plans_superseded": w.plans_superseded,
         "events_by_kind": events_by_kind(w),
         "host": host,
         "vms": vms,
@@ -210,9 +210,8 @@ fn events_by_kind(w: &World) -> Value {
         .iter()
         .map(|&k| {
             let n = match k {
-                EventKind::Progress => count(k) - w.events_superseded - w.events_hrtick,
+                EventKind::Progress => count(k) - w.events_hrtick,
                 EventKind::Hrtick => w.events_hrtick,
-                EventKind::Superseded => w.events_superseded,
                 _ => count(k),
             };
             (k.name().to_string(), json!(n))

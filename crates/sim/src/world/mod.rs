@@ -100,8 +100,7 @@ pub struct Vcpu {
     /// Time the vCPU must spend on overheads (switches, exits, handlers)
     /// before the current task progresses again.
     overhead: u64,
-    plan_gen: u64,
-    /// Time of the live progress event, if any.
+    /// Time of its progress event, if any.
     planned_at: Option<u64>,
     pending: Vec<u32>,
     need_resched: bool,
@@ -334,15 +333,15 @@ pub struct World {
     pub end: u64,
     pub scenario: Scenario,
     queue: EventQueue,
-    /// Events taken off the queue, superseded ones included.
+    /// Events taken off the queue.
     pub events: u64,
-    /// Of those, progress events that a later plan of their vCPU had
-    /// superseded: popped and dropped.
-    pub events_superseded: u64,
+    /// Progress events that a later plan of their vCPU replaced before they
+    /// came due (in place: they are not events).
+    pub plans_superseded: u64,
     /// Events taken off the queue by [`crate::event::EventKind`], counted as
-    /// popped (superseded and hrtick progress events among the progress ones).
+    /// popped (hrtick progress events among the progress ones).
     pub events_by_kind: [u64; crate::event::EventKind::ALL.len()],
-    /// Of the live progress events, those that fired their vCPU's hrtick.
+    /// Of the progress events, those that fired their vCPU's hrtick.
     pub events_hrtick: u64,
     pub machine: Machine,
     pub pcpu_curr: Vec<Option<VcpuId>>,
@@ -610,23 +609,18 @@ impl World {
         }
     }
 
-    /// Supersedes the vCPU's live progress event (it goes stale) with one at
-    /// `at`, if any.
+    /// Replaces the vCPU's progress event with one at `at`, if any.
     #[inline(never)]
     fn replace_progress_event(&mut self, v: VcpuId, at: Option<u64>) {
         let vc = &mut self.vcpus[v as usize];
-        vc.plan_gen += 1;
-        vc.planned_at = at;
-        if let Some(at) = at {
-            self.queue.push(at, Event::Progress(v, vc.plan_gen));
+        if vc.planned_at.is_some() {
+            self.plans_superseded += 1;
         }
+        vc.planned_at = at;
+        self.queue.set_progress(v, at);
     }
 
-    fn on_progress(&mut self, v: VcpuId, gen: u64) {
-        if self.vcpus[v as usize].plan_gen != gen {
-            self.events_superseded += 1;
-            return;
-        }
+    fn on_progress(&mut self, v: VcpuId) {
         self.vcpus[v as usize].planned_at = None;
         self.account(v);
         if self.backend_vm(v).is_some() {
@@ -797,7 +791,7 @@ impl World {
                 }
                 self.tick_order.put_vcpus(order);
             }
-            Event::Progress(v, gen) => self.on_progress(v, gen),
+            Event::Progress(v) => self.on_progress(v),
             Event::BackendTimer(vm) => self.backend_timer(vm),
             Event::IrqRaise(id) => self.irq_arrives(id),
             Event::DeviceDone(t) => {
