@@ -27,6 +27,11 @@ fn fits_capacity(util: f64, capacity: u32) -> bool {
 }
 /// BUSY_FACTOR of sd_init() (kernel/sched/topology.c).
 const BUSY_FACTOR: u64 = 16;
+/// The LLC (MC) domain's cache_nice_tries (sd_init(), kernel/sched/topology.c:
+/// 1 for an SD_SHARE_PKG_RESOURCES domain); load_balance() turns to active
+/// balance once nr_balance_failed exceeds it by 2 (imbalanced_active_balance(),
+/// kernel/sched/fair.c).
+const LLC_CACHE_NICE_TRIES: u32 = 1;
 
 #[derive(Debug, Clone)]
 pub struct GTask {
@@ -72,6 +77,11 @@ struct GuestRq {
     irq: Pelt,
     capacity: u32,
     next_balance: [u64; 2],
+    /// The packed-core balance on behalf of an idle core (below): when it
+    /// next looks at this vCPU's core, and how many looks in a row found the
+    /// imbalance and could not move a running task (nr_balance_failed).
+    packed_next: u64,
+    packed_failed: u32,
     /// The last pick found nothing to run: the vCPU is in the idle loop.
     in_idle: bool,
     /// When the vCPU last left the idle loop (sched_clock; 0: never idle),
@@ -634,6 +644,73 @@ impl LinuxKernel {
         Some(f)
     }
 
+    /// Whether the running task of `v` no longer fits the vCPU's believed
+    /// capacity and an idle vCPU of larger capacity could take it
+    /// (update_misfit_status() + the misfit case of load_balance()).
+    fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        // Misfit is tracked only with asymmetric CPU capacities
+        // (update_misfit_status() returns early unless
+        // sched_asym_cpucap_active()).
+        if !self.asym_capacity {
+            return None;
+        }
+        let c = self.rqs[v as usize].curr?;
+        self.update_capacity(v);
+        let util = self.tasks[c as usize].util.avg;
+        let cap = self.rqs[v as usize].capacity;
+        if fits_capacity(util, cap) {
+            return None;
+        }
+        // capacity_greater(): at least ~5% more (x * 1024 > y * 1078).
+        let allowed = &self.tasks[c as usize].allowed;
+        (0..self.nr_vcpus())
+            .filter(|&w| w != v && allowed[w as usize] && self.is_idle(view, w))
+            .filter(|&w| self.rqs[w as usize].capacity as u64 * 1024 > cap as u64 * 1078)
+            .max_by_key(|&w| (self.rqs[w as usize].capacity, std::cmp::Reverse(w)))
+    }
+
+    /// The LLC-level balance of Linux 6.1 between SMT cores, on behalf of an
+    /// idle core: when `v`'s believed core has every sibling busy and its LLC
+    /// has a core whose siblings are all idle, load_balance() run for that idle
+    /// core finds `v`'s core the busiest group and, with the SMT domain's
+    /// SD_PREFER_SIBLING, an imbalance of one task (calculate_imbalance(), the
+    /// `group_has_spare` case: half the difference in running tasks). The
+    /// busy core's tasks are all running, so nothing can be detached
+    /// (can_migrate_task() refuses a running task) and nr_balance_failed
+    /// grows; past cache_nice_tries + 2 the stopper pushes the running task
+    /// to the idle core (imbalanced_active_balance(), active_load_balance_cpu_stop()).
+    /// A busy vCPU's tick kicks that balance (nohz_balancer_kick(): "packed
+    /// SMT cores but other CPUs are idle"), and the idle core balances every
+    /// sd_weight ms (its LLC's vCPU count, sd_init()'s min_interval, to which
+    /// a failed balance that is still unbalanced resets the interval).
+    /// Without believed SMT groups every core is one vCPU and the imbalance is
+    /// zero (`busiest->group_weight == 1`: half of a one-task difference).
+    /// The count is kept per busy vCPU rather than per idle CPU's domain.
+    fn packed_core_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        let core = &self.smt_siblings[v as usize];
+        let c = self.rqs[v as usize].curr?;
+        let task = &self.tasks[c as usize];
+        let packed = core.len() > 1 && !task.is_rt() && task.policy != Policy::Idle && core.iter().all(|&s| self.rqs[s as usize].nr_running() > 0);
+        let llc = self.span(v, 0);
+        let idle_core = |w: u32| self.smt_siblings[w as usize].iter().all(|&s| self.is_idle(view, s));
+        let target = if packed { llc.iter().copied().find(|&w| task.allowed[w as usize] && idle_core(w)) } else { None };
+        let rq = &mut self.rqs[v as usize];
+        let Some(w) = target else {
+            rq.packed_failed = 0;
+            return None;
+        };
+        if view.now < rq.packed_next {
+            return None;
+        }
+        rq.packed_next = view.now + llc.len() as u64 * 1_000_000;
+        rq.packed_failed += 1;
+        if rq.packed_failed <= LLC_CACHE_NICE_TRIES + 2 {
+            return None;
+        }
+        rq.packed_failed = 0;
+        Some(w)
+    }
+
     /// newidle_balance(): an idle vCPU pulls from the busiest vCPU in the VM.
     fn newidle_balance(&mut self, view: &GuestView, v: u32) {
         let span = self.span(v, 1);
@@ -899,29 +976,11 @@ impl GuestPolicy for LinuxKernel {
         out
     }
 
-    /// Whether the running task of `v` no longer fits the vCPU's believed
-    /// capacity and an idle vCPU of larger capacity could take it
-    /// (update_misfit_status() + the misfit case of load_balance()).
-    fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
-        // Misfit is tracked only with asymmetric CPU capacities
-        // (update_misfit_status() returns early unless
-        // sched_asym_cpucap_active()).
-        if !self.asym_capacity {
-            return None;
-        }
-        let c = self.rqs[v as usize].curr?;
-        self.update_capacity(v);
-        let util = self.tasks[c as usize].util.avg;
-        let cap = self.rqs[v as usize].capacity;
-        if fits_capacity(util, cap) {
-            return None;
-        }
-        // capacity_greater(): at least ~5% more (x * 1024 > y * 1078).
-        let allowed = &self.tasks[c as usize].allowed;
-        (0..self.nr_vcpus())
-            .filter(|&w| w != v && allowed[w as usize] && self.is_idle(view, w))
-            .filter(|&w| self.rqs[w as usize].capacity as u64 * 1024 > cap as u64 * 1078)
-            .max_by_key(|&w| (self.rqs[w as usize].capacity, std::cmp::Reverse(w)))
+    /// Where active balance moves the running task of `v`: a bigger idle
+    /// vCPU when the task no longer fits (`misfit_target`), else an idle core
+    /// when `v`'s core is packed (`packed_core_target`).
+    fn active_balance_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        self.misfit_target(view, v).or_else(|| self.packed_core_target(view, v))
     }
 
     fn task_cpu(&self, t: u32) -> u32 {
@@ -1061,8 +1120,8 @@ impl<H: LinuxHooks> GuestPolicy for GuestLinux<H> {
     fn slice_expired(&mut self, view: &GuestView, v: u32) -> bool {
         self.kernel.slice_expired(view, v)
     }
-    fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
-        self.kernel.misfit_target(view, v)
+    fn active_balance_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        self.kernel.active_balance_target(view, v)
     }
     fn detach_curr_to(&mut self, view: &GuestView, v: u32, to: u32) -> u32 {
         self.kernel.detach_curr_to(view, v, to)
@@ -1343,5 +1402,53 @@ mod tests {
         g.pick_next(&v, 4);
         // Every core has a busy vCPU: prev's sibling.
         assert_eq!(g.select_rq(&v, t), 1);
+    }
+    /// Two CPU-bound tasks on the two siblings of core {0, 1}, core {2, 3}
+    /// idle. With the SMT groups believed, the idle core's balance fails
+    /// (both tasks run) once per 4 ms (the LLC's 4 vCPUs) and on the fourth
+    /// failure (nr_balance_failed > cache_nice_tries + 2) active balance moves
+    /// the running task to the idle core; without them, never.
+    #[test]
+    fn a_packed_smt_core_pushes_a_running_task_to_an_idle_core() {
+        let states = [HostState::Running, HostState::Running, HostState::Halted, HostState::Halted];
+        let at = |now_ms: u64| GuestView { now: now_ms * 1_000_000, host_state: &states, preempted: &[false; 4], steal_published: &[0; 4] };
+        let packed = |smt: bool| {
+            let mut g = guest(4, "");
+            if smt {
+                g.set_smt_groups(&[vec![0, 1], vec![2, 3]]);
+            }
+            for v in 0..2 {
+                let t = g.add_task(Policy::Normal, 0, vec![true; 4]);
+                g.enqueue(&at(0), t, v, true);
+                g.pick_next(&at(0), v);
+            }
+            g
+        };
+        let mut g = packed(true);
+        // Looks at 0, 4 and 8 ms fail; the ticks between them do not look.
+        for ms in [0, 1, 4, 5, 8, 11] {
+            assert_eq!(g.active_balance_target(&at(ms), 0), None, "at {ms} ms");
+        }
+        assert_eq!(g.active_balance_target(&at(12), 0), Some(2));
+        // Flat topology (no SMT groups believed): never.
+        let mut g = packed(false);
+        for ms in 0..40 {
+            assert_eq!(g.active_balance_target(&at(ms), 0), None, "at {ms} ms");
+        }
+        // A core with an idle sibling is not packed, and the count restarts.
+        let mut g = packed(true);
+        for ms in [0, 4, 8] {
+            assert_eq!(g.active_balance_target(&at(ms), 0), None);
+        }
+        let sleeper = g.curr(1).expect("a task runs on vCPU 1");
+        g.block_curr(&at(9), 1);
+        g.pick_next(&at(9), 1);
+        assert_eq!(g.active_balance_target(&at(12), 0), None);
+        g.enqueue(&at(13), sleeper, 1, false);
+        g.pick_next(&at(13), 1);
+        for ms in [13, 17, 21] {
+            assert_eq!(g.active_balance_target(&at(ms), 0), None, "at {ms} ms");
+        }
+        assert_eq!(g.active_balance_target(&at(25), 0), Some(2));
     }
 }

@@ -129,8 +129,10 @@ pub trait GuestPolicy {
     fn hrtick_delay(&self, v: u32) -> Option<u64>;
     /// The slice timer fired: should the current task yield?
     fn slice_expired(&mut self, view: &GuestView, v: u32) -> bool;
-    /// A bigger idle vCPU the running task of `v` should move to.
-    fn misfit_target(&mut self, view: &GuestView, v: u32) -> Option<u32>;
+    /// Where the running task of `v` should be moved by active balance (the
+    /// stopper): a bigger idle vCPU (misfit), or an idle core when its own
+    /// core has every believed SMT sibling busy.
+    fn active_balance_target(&mut self, view: &GuestView, v: u32) -> Option<u32>;
     /// Moves the running task of `v` to `to` (the stopper); returns it.
     fn detach_curr_to(&mut self, view: &GuestView, v: u32, to: u32) -> u32;
     /// Switches the running task of `v` out onto no runqueue, marked

@@ -221,7 +221,7 @@ impl World {
         // Misfit: the stopper moves the running task to a bigger idle vCPU
         // (active balance, from that softirq).
         if self.host_state(v) == HostState::Running && self.curr_movable(v) {
-            if let Some(w) = with_guest!(self, vm, |g, view| g.misfit_target(&view, local)) {
+            if let Some(w) = with_guest!(self, vm, |g, view| g.active_balance_target(&view, local)) {
                 self.stopper_migrate(v, w);
             }
         }

@@ -13,8 +13,9 @@
 //!   pull IPI and the stopper, RWC (`rwc.rs`) as the workloads' cpuset.
 //!
 //! Not modelled: vtop's validation period (every probe is a full probe with
-//! the skip optimisation, probing pairs one at a time), and the SMT level of
-//! load balancing (the probed SMT groups steer wakeup placement only).
+//! the skip optimisation, probing pairs one at a time). The probed SMT groups
+//! steer wakeup placement and guest Linux's active balance of a packed core
+//! (`LinuxKernel::active_balance_target`).
 
 pub mod bvs;
 pub mod ivh;
