@@ -10,7 +10,7 @@
 The paper names the background (`stress -i`, section 7.2) but not its
 parameters. stress's I/O worker calls sync() in a loop; `tableau-fig6-bg-io`
 and `tableau-fig5-bg-io` model each call (profile `stress-io`) as `work_us` of
-CPU, 16 us as measured by tools/measure-sync-cost.py, then `device_us` of
+CPU, 42 us as measured by tools/measure-sync-cost.py (the caller and the kernel threads it waits for), then `device_us` of
 waiting for the disk's cache flush (assumed 100). `--background stress-hdd`
 replaces it in every background VM by stress's other I/O worker, `stress -d`
 (profile `stress-hdd`, kind buffered_write: 1 MiB write() calls into the page

@@ -7,7 +7,7 @@
 //! as many vCPUs as it has), which bounds what contention can produce.
 
 use crate::guest::vsched;
-use crate::scenario::{GuestPolicyKind, HostPolicyKind, Scenario, SyncKind, WorkloadKind};
+use crate::scenario::{DirectDevice, GuestPolicyKind, HostPolicyKind, Scenario, SyncKind, WorkloadKind};
 use crate::world::{Task, Vcpu};
 
 /// Refused without an explicit override: at the engine's few million events per
@@ -36,6 +36,12 @@ const SYNC_EVENTS_PER_UNIT: f64 = 3.0;
 /// completion, its interrupt and handler end, the halted vCPU's host wake-up
 /// with the slice timer the host decision arms, and the task's wake-up.
 const DISK_READ_EVENTS: f64 = 9.0;
+/// Events dom0 adds to a block request it carries (paravirt::xen_split_driver):
+/// the guest's notification interrupt and its handler's end in dom0, dom0's
+/// vCPU's host wake-up with its slice timer, the blkback thread's wake-up,
+/// its submit job's end, the disk completion's interrupt and handler end, and
+/// the completion job's end.
+const DOM0_BLOCK_EVENTS: f64 = 9.0;
 /// Events a tick can cause on one vCPU (see `estimate`).
 const TICK_EVENTS_PER_VCPU: f64 = 3.0;
 /// The latency probe's loop body (workloads::latency_probe::LOOP_NS).
@@ -121,8 +127,11 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
     let mut tasks = 0.0;
     let mut vcpus = 0.0;
     let mut requests_per_second = 0.0;
+    let has_dom0 = s.vms.iter().any(|vm| vm.dom0.is_some());
     for vm in &s.vms {
         let nv = vm.vcpus as f64;
+        let through_dom0 = has_dom0 && vm.dom0.is_none() && !vm.direct_io.contains(&DirectDevice::Block);
+        let read_events = DISK_READ_EVENTS + if through_dom0 { DOM0_BLOCK_EVENTS } else { 0.0 };
         vcpus += nv;
         // Each tick, host or guest, may preempt on every vCPU: a switch, its
         // overhead's end and the next slice's timer.
@@ -177,10 +186,10 @@ pub fn estimate(s: &Scenario, duration_ns: u64, record: bool) -> SizeEstimate {
                     units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT + w.tlb_shootdowns_per_s * nv
                 }
                 WorkloadKind::Pipeline | WorkloadKind::WorkStealing => units_per_s(w.work_us) * SYNC_EVENTS_PER_UNIT,
-                WorkloadKind::DiskRead => units_per_s(w.work_us + w.device_us) * DISK_READ_EVENTS,
+                WorkloadKind::DiskRead => units_per_s(w.work_us + w.device_us) * read_events,
                 // At most a chunk's compute end per chunk while the page
                 // cache takes them, and a disk read's events per throttled one.
-                WorkloadKind::BufferedWrite => units_per_s(w.work_us) + units_per_s(w.work_us + w.device_us) * DISK_READ_EVENTS,
+                WorkloadKind::BufferedWrite => units_per_s(w.work_us) + units_per_s(w.work_us + w.device_us) * read_events,
                 WorkloadKind::Server => arrivals_per_s * SERVER_EVENTS_PER_REQUEST,
                 WorkloadKind::Tailbench => w.rate_per_s * TAILBENCH_EVENTS_PER_REQUEST,
                 WorkloadKind::Ping => w.rate_per_s * PING_EVENTS_PER_REQUEST,

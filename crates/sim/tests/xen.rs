@@ -95,7 +95,7 @@ fn rtds_runs_earliest_deadline_first_and_stops_at_budget_exhaustion() {
         "{}{}{}{}",
         host("rtds", 1),
         hog_vm("a", "rtds_budget_ms=2\nrtds_period_ms=10"),
-        hog_vm("b", "rtds_budget_ms=3\nrtds_period_ms=15"),
+        hog_vm("b", "rtds_budget_ms=3\nrtds_period_ms=15\nrtds_boot_deadline_ms=0"),
         hog_vm("c", "rtds_budget_ms=1\nrtds_period_ms=5")
     );
     let t = slices(&text, 24);
@@ -113,6 +113,48 @@ fn rtds_runs_earliest_deadline_first_and_stops_at_budget_exhaustion() {
         ("a", 21, 23),
     ]);
     assert_eq!(rows(&t, 0, MS), w);
+}
+
+/// RTDS deadlines keep the phase of Xen's default 10 ms period: a period
+/// set after boot (xl sched-rtds) changes only period and budget, so each
+/// vCPU's deadlines continue from the multiple of 10 ms it had. On one pCPU,
+/// a and b get 4 ms every 15 ms; a's deadline was 10 ms when its period was
+/// set (deadlines 10, 25, 40 ms), b's 20 ms (5, 20, 35, 50 ms). b (deadline
+/// 5) runs first; at 4 ms its budget is spent and a runs; b's period renews
+/// at 5 ms (deadline 20) and waits for a (deadline 10) to spend its budget
+/// at 8 ms; a's renewal at 10 ms (deadline 25) waits for b until 12 ms;
+/// then each runs at its own period's start: b at 20 and 35, a at 25 and
+/// 40. On one grid from time 0 both would start at 0 and 15 ms, back to back.
+#[test]
+fn rtds_deadlines_keep_the_default_periods_phase() {
+    let text = format!(
+        "{}{}{}",
+        host("rtds", 1),
+        hog_vm("a", "rtds_budget_ms=4\nrtds_period_ms=15\nrtds_boot_deadline_ms=10"),
+        hog_vm("b", "rtds_budget_ms=4\nrtds_period_ms=15\nrtds_boot_deadline_ms=20")
+    );
+    let t = slices(&text, 45);
+    let w = want(&[("b", 0, 4), ("a", 4, 8), ("b", 8, 12), ("a", 12, 16), ("b", 20, 24), ("a", 25, 29), ("b", 35, 39), ("a", 40, 44)]);
+    assert_eq!(rows(&t, 0, MS), w);
+}
+
+/// Without a boot-time deadline, each VM's is drawn from the seed: a lone
+/// hog with 4 ms every 15 ms starts its second period at 5, 10 or 15 ms
+/// (the phases of the 10 ms grid on the 15 ms one), and seeds reach more
+/// than one of them.
+#[test]
+fn rtds_draws_each_vms_boot_deadline_on_the_default_grid() {
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 1..=12 {
+        let text = format!("seed={seed}\n{}{}", host("rtds", 1), hog_vm("a", "rtds_budget_ms=4\nrtds_period_ms=15"));
+        let r = rows(&slices(&text, 20), 0, MS);
+        assert_eq!((r[0].1, r[0].2), (0, 4), "seed {seed}: the first period is current at 0 with its budget");
+        assert!([5, 10, 15].contains(&r[1].1), "seed {seed}: second period starts at {}", r[1].1);
+        seen.insert(r[1].1);
+    }
+    assert!(seen.len() > 1, "every seed drew the same phase: {seen:?}");
+    let bad = format!("{}{}", host("rtds", 1), hog_vm("a", "rtds_boot_deadline_ms=15"));
+    assert_eq!(vmsched_sim::parse(&bad, &[]).unwrap_err().path, "vm[0].rtds_boot_deadline_ms");
 }
 
 /// RTDS's global lock: two pCPUs decide at the same instant, each 100 us
@@ -569,7 +611,7 @@ proptest! {
         for (i, (period, u)) in set.iter().enumerate() {
             // Whole microseconds, rounded down so the set stays feasible.
             let budget_us = ((u * scale) * (*period as f64) * 1000.0).floor().max(1.0);
-            text += &hog_vm(&format!("v{i}"), &format!("rtds_budget_ms={}\nrtds_period_ms={period}", budget_us / 1000.0));
+            text += &hog_vm(&format!("v{i}"), &format!("rtds_budget_ms={}\nrtds_period_ms={period}\nrtds_boot_deadline_ms=0", budget_us / 1000.0));
             tasks.push((period * MS, budget_us as u64 * 1000));
         }
         let end = 80 * MS;

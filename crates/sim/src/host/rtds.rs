@@ -9,6 +9,12 @@
 use super::{DecisionCosts, SchedLocks, Guarantee, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
+use crate::rng::Family;
+use crate::scenario::RTDS_DEFAULT_PERIOD_MS;
+use rand::Rng as _;
+
+/// The stream each VM's boot-time deadline is drawn from, one member per VM.
+const BOOT_DEADLINE_STREAM: &str = "host/rtds/boot-deadline";
 
 const T_REPL: u64 = 1 << 56;
 const T_BUDGET: u64 = 2 << 56;
@@ -73,6 +79,33 @@ fn provably_served(periods_budgets: &[(u64, u64)], pcpus: u64, affinity: bool) -
         .collect()
 }
 
+/// A VM's deadline under Xen's default period when its own period was set
+/// (`vm.rtds_boot_deadline_ms`, a multiple of the default period), in ns.
+/// Absent, a whole number of default periods drawn uniformly over one cycle
+/// of the two grids (period / gcd(period, default) of them), so that every
+/// phase the two grids allow is equally likely.
+fn boot_deadline_ns(given_ms: Option<f64>, period: u64, draw: &mut crate::rng::Rng) -> u64 {
+    let default = (RTDS_DEFAULT_PERIOD_MS * 1e6) as u64;
+    match given_ms {
+        Some(ms) => (ms * 1e6).round() as u64,
+        None => default * draw.random_range(0..period / gcd(period, default)),
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// A vCPU's deadline at time 0: the first deadline after 0 on the grid
+/// through its boot-time deadline, every `period` (rt_update_deadline()
+/// adds whole periods); the period ending there is current, with its budget.
+fn first_deadline(boot_deadline: u64, period: u64) -> u64 {
+    match boot_deadline % period {
+        0 => period,
+        phase => phase,
+    }
+}
+
 /// The pCPU the one replenishment timer fires on. Xen 4.9 keeps one timer
 /// for the whole scheduler, initialised on the first pCPU the scheduler is
 /// set up on (rt_init_pdata(): init_timer(prv->repl_timer, ..., cpu) while
@@ -91,14 +124,25 @@ impl Rtds {
     pub fn new(b: &HostBuild) -> Self {
         let prm = &b.host.rtds;
         let ms = |x: f64| (x * 1e6).round() as u64;
+        // xl sched-rtds sets every vCPU of a domain at once (putinfo), so a
+        // VM's vCPUs share one boot-time deadline.
+        let family = Family::new(b.scenario.seed, BOOT_DEADLINE_STREAM);
+        let boot_deadlines: Vec<u64> = b
+            .scenario
+            .vms
+            .iter()
+            .enumerate()
+            .map(|(i, vm)| boot_deadline_ns(vm.rtds_boot_deadline_ms, ms(vm.rtds_period_ms), &mut family.member(i as u64)))
+            .collect();
         let vcs: Vec<Vc> = b
             .vm_of
             .iter()
             .zip(b.initial_cpu)
-            .map(|(&vm, &cpu)| {
-                let vm = &b.scenario.vms[vm as usize];
+            .map(|(&vm_index, &cpu)| {
+                let vm = &b.scenario.vms[vm_index as usize];
                 let (period, budget) = (ms(vm.rtds_period_ms), ms(vm.rtds_budget_ms));
-                Vc { period, budget, cur_deadline: 0, cur_budget: 0, level: 0, last_start: 0, awake: false, on_runq: false, repl_gen: 0, cpu }
+                let cur_deadline = first_deadline(boot_deadlines[vm_index as usize], period);
+                Vc { period, budget, cur_deadline, cur_budget: budget, level: 0, last_start: 0, awake: false, on_runq: false, repl_gen: 0, cpu }
             })
             .collect();
         let n = b.pcpus as usize;
@@ -349,18 +393,60 @@ impl HostPolicy for Rtds {
 
     /// A runnable vCPU's current period and its budget, where
     /// `provably_served` promises it; periods continue on the vCPU's
-    /// deadline grid (rt_update_deadline()).
+    /// deadline grid (rt_update_deadline()). The period cut by time 0 (a
+    /// grid whose phase is not 0) is not promised: it is shorter than a
+    /// period.
     fn guarantee(&self, v: VcpuId, at: u64) -> Option<Guarantee> {
         let vc = &self.vcs[v as usize];
         if !vc.awake || !self.guaranteed[v as usize] {
             return None;
         }
         let end_ns = if at >= vc.cur_deadline { vc.cur_deadline + ((at - vc.cur_deadline) / vc.period + 1) * vc.period } else { vc.cur_deadline };
+        if end_ns < vc.period {
+            return None;
+        }
         Some(Guarantee { start_ns: end_ns - vc.period, end_ns, service_ns: vc.budget })
     }
 
     fn nr_running(&self, p: PcpuId) -> u32 {
         // One global queue: report it on pCPU 0 only, so the sum is right.
         (if p == 0 { self.runq.len() as u32 } else { 0 }) + self.pcpu.curr[p as usize].is_some() as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Worked by hand: under the default 10 ms period a vCPU's deadlines are
+    /// multiples of 10 ms; given a period of 12.838 ms when its deadline was
+    /// 30 ms, its deadlines are 30 + 12.838 k ms, the first after 0 being
+    /// 30 - 2 x 12.838 = 4.324 ms. A boot deadline on the new grid's origin
+    /// (0, or 30 ms for a 15 ms period) keeps the grid through 0.
+    #[test]
+    fn the_first_deadline_continues_the_boot_time_grid() {
+        const MS: u64 = 1_000_000;
+        assert_eq!(first_deadline(30 * MS, 12_838_000), 4_324_000);
+        assert_eq!(first_deadline(0, 12_838_000), 12_838_000);
+        assert_eq!(first_deadline(30 * MS, 15 * MS), 15 * MS);
+        assert_eq!(first_deadline(20 * MS, 15 * MS), 5 * MS);
+        assert_eq!(first_deadline(10 * MS, 15 * MS), 10 * MS);
+    }
+
+    /// Drawn boot deadlines are whole default periods and reach every phase
+    /// the two grids allow: for a 15 ms period, 0, 5 and 10 ms.
+    #[test]
+    fn drawn_boot_deadlines_cover_the_phases_of_the_two_grids() {
+        const MS: u64 = 1_000_000;
+        let family = Family::new(1, BOOT_DEADLINE_STREAM);
+        let mut phases = std::collections::BTreeSet::new();
+        for i in 0..60 {
+            let d = boot_deadline_ns(None, 15 * MS, &mut family.member(i));
+            assert_eq!(d % (10 * MS), 0);
+            assert!(d < 30 * MS, "one cycle of the grids is lcm(10, 15) = 30 ms");
+            phases.insert(d % (15 * MS));
+        }
+        assert_eq!(phases.into_iter().collect::<Vec<_>>(), vec![0, 5 * MS, 10 * MS]);
+        assert_eq!(boot_deadline_ns(Some(40.0), 15 * MS, &mut family.member(0)), 40 * MS);
     }
 }

@@ -957,11 +957,13 @@ fn rtds_wakeup_us() -> f64 {
 fn rtds_migrate_us() -> f64 {
     9.42
 }
+// RTDS_DEFAULT_BUDGET and RTDS_DEFAULT_PERIOD (xen/common/sched_rt.c), ms.
 pub(super) fn rtds_budget() -> f64 {
     4.0
 }
+pub const RTDS_DEFAULT_PERIOD_MS: f64 = 10.0;
 pub(super) fn rtds_period() -> f64 {
-    10.0
+    RTDS_DEFAULT_PERIOD_MS
 }
 impl Default for RtdsParams {
     fn default() -> Self {
@@ -1028,6 +1030,13 @@ pub(super) fn check_xen(s: &Scenario) -> Result<(), ScenarioError> {
         }
         if !(vm.rtds_budget_ms > 0.0 && vm.rtds_budget_ms <= vm.rtds_period_ms) {
             return Err(err(format!("{p}.rtds_budget_ms"), "must be positive and at most rtds_period_ms"));
+        }
+        if let Some(d) = vm.rtds_boot_deadline_ms {
+            // A deadline of the default period is a whole number of them.
+            let periods = d / RTDS_DEFAULT_PERIOD_MS;
+            if !(d.is_finite() && d >= 0.0 && periods.fract() == 0.0) {
+                return Err(err(format!("{p}.rtds_boot_deadline_ms"), format!("{d} is not a deadline of Xen's default 10 ms RTDS period: it must be a non-negative multiple of 10 ms")));
+            }
         }
     }
     // XEN_SYSCTL_CSCHED_TSLICE_MIN = 1, XEN_SYSCTL_CSCHED_TSLICE_MAX = 1000

@@ -51,6 +51,18 @@ pub struct Vm {
     pub rtds_budget_ms: f64,
     #[serde(default = "rtds_period")]
     pub rtds_period_ms: f64,
+    /// The deadline this VM's vCPUs had under Xen's default RTDS period
+    /// when `xl sched-rtds` gave them `rtds_period_ms`, in ms since boot.
+    /// Xen places a vCPU on the default period's grid when it is created
+    /// (rt_alloc_vdata() zeroes cur_deadline and sets RTDS_DEFAULT_PERIOD,
+    /// 10 ms; rt_vcpu_insert() moves the deadline to the first multiple of
+    /// 10 ms after `now`), and setting a period later changes only period
+    /// and budget (rt_dom_cntl(), XEN_DOMCTL_SCHEDOP_putinfo), so every later
+    /// deadline is this one plus whole new periods (rt_update_deadline()):
+    /// a multiple of 10 ms. Absent: drawn per VM from the scenario seed
+    /// (when each domain was configured is not known).
+    #[serde(default)]
+    pub rtds_boot_deadline_ms: Option<f64>,
     #[serde(default)]
     pub guest: Guest,
     #[serde(rename = "workload", default)]
