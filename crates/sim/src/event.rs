@@ -433,6 +433,19 @@ mod tests {
         q.pop().map(|e| (e.time(), e.event))
     }
 
+    /// The push-and-drop model's next event: superseded progress events
+    /// (stood in for by `GuestTimer(v, generation)`) are dropped as they
+    /// pop, and the current one pops as `Progress(v)`.
+    fn model_pop(model: &mut EventQueue, generation: &[u64]) -> Option<(u64, Event)> {
+        loop {
+            match popped(model) {
+                Some((_, Event::GuestTimer(v, g))) if g != generation[v as usize] => continue,
+                Some((t, Event::GuestTimer(v, _))) => return Some((t, Event::Progress(v))),
+                other => return other,
+            }
+        }
+    }
+
     #[test]
     fn equal_times_pop_in_insertion_order() {
         let mut q = EventQueue::default();
@@ -530,13 +543,7 @@ mod tests {
                         id += 1;
                     }
                     _ => {
-                        let want = loop {
-                            match popped(&mut model) {
-                                Some((_, Event::GuestTimer(v, g))) if g != generation[v as usize] => continue,
-                                Some((t, Event::GuestTimer(v, _))) => break Some((t, Event::Progress(v))),
-                                other => break other,
-                            }
-                        };
+                        let want = model_pop(&mut model, &generation);
                         let got = popped(&mut q);
                         proptest::prop_assert_eq!(got, want);
                         if let Some((t, _)) = got {
@@ -547,13 +554,7 @@ mod tests {
             }
             // What remains pops in the same order too.
             loop {
-                let want = loop {
-                    match popped(&mut model) {
-                        Some((_, Event::GuestTimer(v, g))) if g != generation[v as usize] => continue,
-                        Some((t, Event::GuestTimer(v, _))) => break Some((t, Event::Progress(v))),
-                        other => break other,
-                    }
-                };
+                let want = model_pop(&mut model, &generation);
                 let got = popped(&mut q);
                 proptest::prop_assert_eq!(got, want);
                 if got.is_none() {
