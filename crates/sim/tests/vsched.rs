@@ -716,16 +716,16 @@ fn runnable_share(s: &Value, v: usize) -> f64 {
 #[test]
 fn fig18_stragglers_keep_the_twentieth_their_cpu_max_allows() {
     let toml = vmsched_sim::scenarios::find("vsched-fig18").unwrap().toml;
-    let s = run_toml(toml, &["duration_ms=400"]);
+    // 2 s: over the first few hundred ms the two vCPUs whose competitors
+    // keep 6 ms of each 8 ms have not settled (0.099 and 0.30 at 400 ms;
+    // about 0.19 and 0.20 from 2 s on).
+    let s = run_toml(toml, &["duration_ms=2000"]);
     for v in [8, 9] {
         let share = runnable_share(&s, v);
         assert!((0.04..0.065).contains(&share), "straggler vCPU {v} got {share:.3} of its thread while runnable");
     }
     for v in (0..8).chain(10..12) {
-        // Above the stragglers' band. The least of them is vCPU 6 (its
-        // competitor keeps 6 ms of each 8 ms): 0.099 over these 400 ms, where
-        // vCPU 7 under the same quota gets 0.30; over 3 s both settle at 0.21.
-        assert!(runnable_share(&s, v) > 0.08, "vCPU {v} is no straggler: {:.3}", runnable_share(&s, v));
+        assert!(runnable_share(&s, v) > 0.1, "vCPU {v} is no straggler: {:.3}", runnable_share(&s, v));
     }
 }
 
