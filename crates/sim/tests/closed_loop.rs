@@ -155,3 +155,36 @@ proptest! {
         }
     }
 }
+
+/// The IRS paper's ab (Middleware'17 section 5.3: 1000 connections, httpd's
+/// MaxClients 512): the `ab` profile keeps 1000 requests out, more than its
+/// 512 workers hold, so the rest wait in the kernel's queue; none is dropped.
+#[test]
+fn the_ab_profile_keeps_its_thousand_requests_outstanding() {
+    let text = r#"
+name = "ab"
+duration_ms = 100
+[timing]
+noise = false
+[host]
+cores_per_socket = 4
+[[vm]]
+name = "web"
+vcpus = 4
+pin = [0, 1, 2, 3]
+[[vm.workload]]
+profile = "ab"
+"#;
+    let s = vmsched_sim::parse(text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let opts = RunOptions { seed: Some(1), validate: true, record: true, ..Default::default() };
+    let out = run(s, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{e}"));
+    let web = &out.summary["workloads"][0];
+    let r = out.tables.expect("recorded").requests;
+    let most = most_in_flight(&r);
+    // Of the requests that completed, never more than ab's 1000 at once, and
+    // more than the 512 workers can hold: the rest wait in the kernel's queue.
+    assert!((512..=1000).contains(&most), "{most} requests in flight at most");
+    assert_eq!(web["dropped"], 0);
+    let queued = web["backlog_max"].as_u64().unwrap();
+    assert!((1000 - 512..=1000).contains(&queued), "{queued} requests queued at most");
+}

@@ -203,6 +203,19 @@ fn irs_builtins_validate() {
     }
 }
 
+/// Section 5.1: every `irs-` experiment runs on the paper's testbed, two
+/// six-core sockets, whatever pCPUs its VMs are pinned to. Pinning keeps
+/// every pCPU in Credit's pool, and csched_acct() shares out one slice's
+/// credits per pCPU of the pool, so the pool's size decides whether the
+/// hogs beside a pinned vCPU end up UNDER or OVER.
+#[test]
+fn irs_builtins_run_on_the_papers_twelve_core_testbed() {
+    for b in vmsched_sim::scenarios::BUILTINS.iter().filter(|b| b.name.starts_with("irs-")) {
+        let s = vmsched_sim::parse(b.toml, &[]).unwrap();
+        assert_eq!((s.host.sockets, s.host.cores_per_socket, s.host.threads_per_core), (2, 6, 1), "{}", b.name);
+    }
+}
+
 /// Rows (vCPU, task, start, end) of the app VM's task slices, by start.
 fn app_slices(t: &Tables) -> Vec<(u32, &str, u64, u64)> {
     let ts = t.task_slices.as_ref().unwrap();

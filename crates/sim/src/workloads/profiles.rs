@@ -134,8 +134,8 @@ pub const PROFILES: &[WorkloadProfile] = &[
     },
     WorkloadProfile {
         name: "ab",
-        description: "Apache httpd under the Apache benchmark ab as the IRS paper ran it (Middleware'17 section 5.3): MaxClients 512, so 512 worker threads in a 4-vCPU VM, each request a small static file and independent of the others (no synchronization). Service time 100 us (exponential) and 30000 requests/s (75% of four vCPUs): approximations; ab's 1000 concurrent connections keep the server busy, modelled as open-loop Poisson arrivals on the NIC's vCPU 0",
-        settings: &[("kind", "'server'"), ("threads", "512"), ("work_us", "100.0"), ("rate_per_s", "30000.0")],
+        description: "Apache httpd under the Apache benchmark ab as the IRS paper ran it (Middleware'17 section 5.3): MaxClients 512, so 512 worker threads in a 4-vCPU VM, each request a small static file and independent of the others (no synchronization). ab 'set the number of connections to 1000' (section 5.3): ab -c 1000, 'number of multiple requests to perform at a time' (httpd.apache.org/docs/2.4/programs/ab.html), a closed loop of 1000 clients, each sending its next request as soon as its reply is in (ab has no think time); the requests beyond the 512 workers wait in the kernel's queue. Service time 100 us (exponential): an approximation. Requests arrive on the NIC's vCPU 0",
+        settings: &[("kind", "'server'"), ("threads", "512"), ("work_us", "100.0"), ("clients", "1000")],
     },
     // TailBench applications (Kasture and Sanchez, IISWC'16) as vSched
     // (EuroSys'25, 2.3 and 5.4) ran them.
