@@ -8,7 +8,7 @@
 //! for a sibling vCPU to yield to: one that is runnable but not running
 //! (`vcpu->ready`), round-robin after the last one boosted, skipping, when
 //! the spinner is in kernel mode, siblings preempted in user mode without a
-//! pending interrupt; the first that the host scheduler accepts
+//! pending interrupt (from Linux 4.14); the first that the host scheduler accepts
 //! (yield_to(), which makes it the CFS next buddy) is boosted.
 
 use crate::paravirt::VcpuPv;
@@ -26,6 +26,9 @@ pub struct Ple {
     /// kvm_vcpu_eligible_for_directed_yield() (Linux 3.7), see
     /// [`eligible_for_directed_yield`].
     pub dy_eligibility: bool,
+    /// A kernel-mode spinner skips user-mode candidates (Linux 4.14),
+    /// `host.kvm.yield_to_kernel_mode`.
+    pub yield_to_kernel_mode: bool,
 }
 
 /// kvm_vcpu_eligible_for_directed_yield() for a candidate that passed
@@ -52,6 +55,7 @@ impl Ple {
             window_max: kvm.ple_window_max,
             tsc_mhz: kvm.tsc_mhz,
             dy_eligibility: kvm.directed_yield_eligibility,
+            yield_to_kernel_mode: kvm.yield_to_kernel_mode,
         })
     }
 
@@ -79,6 +83,16 @@ impl Ple {
             s => window.saturating_sub(s).max(self.window),
         }
     }
+}
+
+/// kvm_vcpu_on_spin()'s mode filter: whether a candidate may be boosted
+/// by a spinner in kernel mode (`spinner_in_kernel`) or not. From Linux
+/// 4.14 (`yield_to_kernel_mode`) a kernel-mode spinner passes over a
+/// candidate scheduled out while runnable (`preempted`) in user mode with
+/// no interrupt pending, since it cannot hold the kernel lock spun on;
+/// before, and for a user-mode spinner, every candidate passes.
+pub fn mode_filter_passes(ple: &Ple, spinner_in_kernel: bool, preempted: bool, pending_interrupt: bool, candidate_in_kernel: bool) -> bool {
+    !(ple.yield_to_kernel_mode && spinner_in_kernel && preempted && !pending_interrupt && !candidate_in_kernel)
 }
 
 /// kvm_vcpu_on_spin()'s scan order over a VM's `nv` vCPUs (local indices):
@@ -120,6 +134,26 @@ mod tests {
         pv.in_spin_loop = true;
         let offered: Vec<bool> = (0..5).map(|_| eligible_for_directed_yield(&mut pv)).collect();
         assert_eq!(offered, [false, true, false, true, false]);
+    }
+
+    /// The 3.2 host boosts a sibling preempted in user mode for a
+    /// kernel-mode spinner; from 4.14 that one candidate is passed over.
+    /// A kernel-mode or interrupt-pending candidate, and any candidate of a
+    /// user-mode spinner, passes on both.
+    #[test]
+    fn only_later_kernels_pass_over_user_mode_siblings() {
+        let ple_of = |kernel: &str| {
+            let s = crate::parse("name='t'\nduration_ms=1\n[[vm]]\nname='a'\n", &[format!("host.kernel='{kernel}'")]).unwrap();
+            Ple::new(&s.host.kvm).expect("the profile turns PLE on")
+        };
+        let (old, new) = (ple_of("linux-3.2"), ple_of("linux-6.5"));
+        assert!(mode_filter_passes(&old, true, true, false, false));
+        assert!(!mode_filter_passes(&new, true, true, false, false));
+        for p in [&old, &new] {
+            assert!(mode_filter_passes(p, true, true, false, true), "kernel-mode candidate");
+            assert!(mode_filter_passes(p, true, true, true, false), "interrupt pending");
+            assert!(mode_filter_passes(p, false, true, false, false), "user-mode spinner");
+        }
     }
 
     #[test]

@@ -630,6 +630,15 @@ pub struct HostKvm {
     /// is offered only every other time it is considered.
     #[serde(default)]
     pub directed_yield_eligibility: bool,
+    /// kvm_vcpu_on_spin() of a vCPU spinning in kernel mode passes over
+    /// candidates preempted in user mode without a pending interrupt
+    /// (`yield_to_kernel_mode`, Linux 4.14, "KVM: add spinlock optimization
+    /// framework"): such a vCPU cannot hold a kernel lock. Before, every
+    /// runnable sibling that was not running was a candidate, whatever its
+    /// mode (virt/kvm/kvm_main.c of Linux 3.2); the linux-3.2 profile turns
+    /// it off.
+    #[serde(default = "super::guest::yes")]
+    pub yield_to_kernel_mode: bool,
 }
 fn ple_window() -> u64 {
     4096

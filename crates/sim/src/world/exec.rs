@@ -604,7 +604,8 @@ impl World {
 
     /// handle_pause(): the pause loop of task `t` exits to KVM, which grows
     /// the vCPU's window and runs kvm_vcpu_on_spin(), yielding to kernel-mode
-    /// siblings only when the spinner is in kernel mode.
+    /// siblings only when the spinner is in kernel mode (from Linux 4.14;
+    /// before, to any runnable sibling that is not running).
     pub(super) fn pause_loop_exit(&mut self, v: VcpuId, t: TaskId) {
         let ple = self.ple.expect("PLE is on");
         self.account(v);
@@ -613,7 +614,7 @@ impl World {
         vc.pv.loop_start = None;
         vc.pv.ple_window = ple.grown(vc.pv.ple_window);
         self.host_exit(v, Exit::PauseLoop);
-        let yield_to_kernel_mode = self.tasks[t as usize].facts(t).in_kernel;
+        let spinner_in_kernel = self.tasks[t as usize].facts(t).in_kernel;
         let (vm, local) = (self.vcpus[v as usize].vm as usize, self.vcpus[v as usize].local);
         let (first, nv) = (self.vms[vm].first_vcpu, self.vms[vm].nv);
         for i in paravirt::ple::scan_order(self.vms[vm].pv.last_boosted, nv) {
@@ -623,7 +624,7 @@ impl World {
             }
             let uc = &self.vcpus[u as usize];
             let in_kernel = uc.curr_task.is_some_and(|c| self.tasks[c as usize].facts(c).in_kernel);
-            if yield_to_kernel_mode && uc.pv.preempted && uc.pending.is_empty() && !in_kernel {
+            if !paravirt::ple::mode_filter_passes(&ple, spinner_in_kernel, uc.pv.preempted, !uc.pending.is_empty(), in_kernel) {
                 continue;
             }
             if ple.dy_eligibility && !paravirt::ple::eligible_for_directed_yield(&mut self.vcpus[u as usize].pv) {
