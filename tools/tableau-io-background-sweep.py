@@ -31,7 +31,9 @@ pings; two of its settings are open too and are swept the same way:
 packet (`vm.dom0.blkback_us` and `netback_us`, set alike), and `--irq-vcpus`,
 the dom0 vCPUs the event channels are bound to (`vm.dom0.irq_vcpus`: `0` is
 Linux's default, `0,1,2,3` what irqbalance would spread them over). The
-table then also gives dom0's CPU time in vCPUs (its CPU time over the run)."""
+table then also gives dom0's CPU time in vCPUs (its CPU time over the run),
+and, under Credit, how many of the vantage VM's wakeups found its vCPU OVER
+(not BOOSTed: queued behind every UNDER and BOOSTed vCPU of its pCPU)."""
 from __future__ import annotations
 
 import argparse
@@ -78,8 +80,8 @@ def main() -> None:
     background = [i for i, vm in enumerate(config["vm"]) if vm.get("workload") and vm["workload"][0]["kind"] == "disk_read"]
     dom0 = next(i for i, vm in enumerate(config["vm"]) if vm.get("dom0") is not None)
     print("| variant | background | run | work_us | device_us | freerun chunks | random start | workers | dom0 backend_us | dom0 irq_vcpus | mean latency (ms) "
-          "| max latency (ms), per seed | largest background share | dom0 busy (vCPUs) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| max latency (ms), per seed | largest background share | dom0 busy (vCPUs) | vantage wakeups found OVER, per seed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     grid = [(variant, duration, work_us, device_us, freerun, random_start, workers, backend_us, irq) for variant in args.variants
             for duration in args.duration for work_us in args.work_us for device_us in args.device_us for freerun in args.freerun_chunks
             for random_start in args.random_start for workers in args.workers for backend_us in args.backend_us for irq in args.irq_vcpus]
@@ -95,7 +97,7 @@ def main() -> None:
             dom0_sets += [f"vm[{dom0}].dom0.blkback_us={backend_us:g}", f"vm[{dom0}].dom0.netback_us={backend_us:g}"]
         if irq is not None:
             dom0_sets.append(f"vm[{dom0}].dom0.irq_vcpus=[{irq}]")
-        means, maxima, shares, busy = [], [], [], []
+        means, maxima, shares, busy, over = [], [], [], [], []
         for seed in args.seeds:
             overrides = variants[variant] + dom0_sets + background_sets
             summary = api.run(scenario, seed=seed, set=overrides, duration=duration, record=False).summary
@@ -104,9 +106,12 @@ def main() -> None:
             maxima.append(vantage["max"] / 1e6)
             shares.append(max(summary["vms"][i]["share"] for i in background))
             busy.append(summary["vms"][dom0]["share"])
+            # The vantage VM is the scenarios' first; only Credit counts its wakeups by priority.
+            over.append(summary["vms"][0].get("credit", {}).get("wakes_over"))
         print(f"| {variant} | {args.background or 'stress-io'} | {shown(duration)} | {shown(work_us)} | {shown(device_us)} | {shown(freerun)} | {shown(random_start)} | "
               f"{shown(workers)} | {shown(backend_us)} | {shown(irq)} | {statistics.fmean(means):.3f} | "
-              f"{' / '.join(f'{m:.3g}' for m in maxima)} | {max(shares):.2f} | {statistics.fmean(busy):.2f} |", flush=True)
+              f"{' / '.join(f'{m:.3g}' for m in maxima)} | {max(shares):.2f} | {statistics.fmean(busy):.2f} | "
+              f"{' / '.join('–' if n is None else str(n) for n in over)} |", flush=True)
 
 
 if __name__ == "__main__":

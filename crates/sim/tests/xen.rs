@@ -303,6 +303,54 @@ fn credit_boosted_io_vcpus_take_a_queued_cpu_bound_vcpus_share() {
     }
 }
 
+/// Credit unparks a capped vCPU BOOSTed (Xen 4.3-4.12: csched_acct() clears
+/// CSCHED_FLAG_VCPU_PARKED before vcpu_unpause(), so csched_vcpu_wake() sees
+/// an UNDER vCPU without the flag). On one pCPU with 30 ms slices, a hog
+/// capped at 25% runs 0-30 ms; the ticks at 10 and 20 ms burn 200 credits
+/// and the accounting at 30 ms gives it its cap's 75 (credit_cap): -125,
+/// below -75, so it is parked, and the rest of its slice makes it -225.
+/// The accountings at 60, 90 and 120 ms give 75 each: -150, -75, 0, UNDER,
+/// unparked at 120 ms. An uncapped vCPU woke at 105 ms with 30 ms to
+/// compute (BOOSTed on the idle pCPU, UNDER from the tick at 110 ms); at
+/// 120 ms it has run 15 ms, past the 1 ms rate limit, so the BOOSTed
+/// unparked hog preempts it and runs its slice to 150 ms, where it is
+/// parked again (-200 + 75) and the other finishes its 15 ms. Unparked
+/// without a BOOST, the hog would be UNDER like the running vCPU and wait
+/// for it to halt at 135 ms.
+#[test]
+fn credit_unparks_a_capped_vcpu_boosted() {
+    let io = "[[vm]]\nname='b'\n[[vm.workload]]\nkind='bursty'\nstart_ms=105\nwork_dist='constant'\nwork_us=30000\nsleep_us=1e9\n";
+    let text = format!("{}{}{io}", host_with("credit", 1, "capped=true\n"), hog_vm("a", "utilization=0.25"));
+    let t = slices(&text, 170);
+    assert_eq!(rows(&t, 0, MS), want(&[("a", 0, 30), ("b", 105, 120), ("a", 120, 150), ("b", 150, 165)]));
+}
+
+/// __runq_tickle() takes the pCPU it tickles out of prv->idlers at once, so
+/// a second wakeup before that pCPU schedules finds no idler and preempts
+/// where it is. Two pCPUs: capped hogs a0 (pinned to pCPU 1) and a1 (on
+/// pCPU 0, free to run on either) are parked at 30 ms and unparked
+/// together by the accounting at 120 ms (as in
+/// `credit_unparks_a_capped_vcpu_boosted`); a vCPU pinned to pCPU 0 runs
+/// there, UNDER, from 105 ms. The accounting visits b's domain, then a0's
+/// (moved to the head of the active domains for its spare credit, so
+/// visited before a1's, which the tick at 10 ms had activated first). a0
+/// tickles idle pCPU 1; a1 then finds no idler left and, BOOSTed, preempts
+/// pCPU 0. With pCPU 1 still counted idle, a1 would tickle it again and
+/// wait until the other vCPU halts at 135 ms.
+#[test]
+fn credit_tickled_idler_leaves_the_idlers_at_once() {
+    let io = "[[vm]]\nname='b'\npin=[0]\n[[vm.workload]]\nkind='bursty'\nstart_ms=105\nwork_dist='constant'\nwork_us=30000\nsleep_us=1e9\n";
+    let text = format!(
+        "{}{}{}{io}",
+        host_with("credit", 2, "capped=true\n"),
+        hog_vm("a0", "utilization=0.25\npin=[1]"),
+        hog_vm("a1", "utilization=0.25\ncpus=[0, 1]")
+    );
+    let t = slices(&text, 170);
+    assert_eq!(rows(&t, 0, MS), want(&[("a1", 0, 30), ("b", 105, 120), ("a1", 120, 150), ("b", 150, 165)]));
+    assert_eq!(rows(&t, 1, MS), want(&[("a0", 0, 30), ("a0", 120, 150)]));
+}
+
 /// Credit2 burns credit at max_weight / weight, so weights 1:3 give 25% and
 /// 75% of a saturated pCPU.
 #[test]

@@ -71,10 +71,8 @@ const KIND: u64 = 0xff << 56;
 struct Vc {
     dom: usize,
     credit: i64,
-    /// Runtime not yet burnt as a whole credit (svc->residual).
-    carry_ns: u64,
-    /// Start of the runtime not yet burnt.
-    burn_from: u64,
+    /// svc->start_time and svc->residual, as burn_credits() keeps them.
+    clock: BurnClock,
     pri: i8,
     /// The pCPU whose runqueue holds it (vc->processor).
     cpu: PcpuId,
@@ -86,6 +84,8 @@ struct Vc {
     parks: u64,
     parked_ns: u64,
     parked_at: u64,
+    /// Wakeups that found it OVER, and so not BOOSTed.
+    wakes_over: u64,
     on_runq: bool,
     active: bool,
     /// When it last started running (runstate.state_entry_time).
@@ -126,6 +126,50 @@ fn insert_position(queued: impl IntoIterator<Item = i8>, pri: i8, yielding: bool
         at + 1
     } else {
         at
+    }
+}
+
+/// A vCPU's credit clock as Xen 4.9 keeps it: burn_credits() charges the
+/// whole credits in the time since `start` plus the `residual` fraction it
+/// kept (in ns x CSCHED_CREDITS_PER_MSEC), keeps the new fraction as
+/// residual and moves `start` on by the whole credits only; csched_schedule()
+/// stores `start - now` when the vCPU is switched out and adds `now` back
+/// when it is picked again, so that the time not burnt follows it. The
+/// fraction is thus counted twice, once as time and once as residual, and
+/// the next burn that finds `start` in the future charges nothing: over any
+/// sequence of runs the credits charged stay within one credit of the
+/// runtime, ahead of it or behind, where an exact count would only lag.
+#[derive(Debug, Clone, Copy, Default)]
+struct BurnClock {
+    /// svc->start_time: the running vCPU's start, or, while it is switched
+    /// out, that start minus the time it was switched out.
+    start: i64,
+    /// svc->residual.
+    residual: u64,
+}
+
+impl BurnClock {
+    /// burn_credits(): the credits to take for the runtime up to `now`.
+    fn burn(&mut self, now: u64) -> i64 {
+        let delta = now as i64 - self.start;
+        if delta <= 0 {
+            return 0;
+        }
+        let val = delta as u64 * CREDITS_PER_MSEC as u64 + self.residual;
+        self.residual = val % 1_000_000;
+        let credits = val / 1_000_000;
+        self.start += (credits * NS_PER_CREDIT) as i64;
+        credits as i64
+    }
+
+    /// `scurr->start_time -= now` in csched_schedule().
+    fn stop(&mut self, now: u64) {
+        self.start -= now as i64;
+    }
+
+    /// `snext->start_time += now` in csched_schedule().
+    fn resume(&mut self, now: u64) {
+        self.start += now as i64;
     }
 }
 
@@ -232,8 +276,7 @@ impl Credit {
             .map(|(v, (&vm, &cpu))| Vc {
                 dom: vm as usize,
                 credit: 0,
-                carry_ns: 0,
-                burn_from: 0,
+                clock: BurnClock::default(),
                 // csched_alloc_vdata(): a new vCPU starts UNDER.
                 pri: PRI_UNDER,
                 cpu,
@@ -242,6 +285,7 @@ impl Credit {
                 parks: 0,
                 parked_ns: 0,
                 parked_at: 0,
+                wakes_over: 0,
                 on_runq: false,
                 active: false,
                 running_since: 0,
@@ -288,13 +332,17 @@ impl Credit {
         cur.map_or(PRI_IDLE, |v| self.vcs[v as usize].pri)
     }
 
-    /// burn_credits(): whole credits for the runtime since the last burn.
+    /// burn_credits() of the running `v` (see [`BurnClock::burn`]).
     fn burn(&mut self, v: VcpuId, now: u64) {
         let vc = &mut self.vcs[v as usize];
-        let ran = now.saturating_sub(vc.burn_from) + vc.carry_ns;
-        vc.credit -= (ran / NS_PER_CREDIT) as i64;
-        vc.carry_ns = ran % NS_PER_CREDIT;
-        vc.burn_from = now;
+        vc.credit -= vc.clock.burn(now);
+    }
+
+    /// csched_schedule() on a pCPU that `v` runs on (or halted on): its
+    /// credits are burnt and its clock stops.
+    fn burn_and_stop(&mut self, v: VcpuId, now: u64) {
+        self.burn(v, now);
+        self.vcs[v as usize].clock.stop(now);
     }
 
     /// __runq_insert() (see [`insert_position`]).
@@ -326,7 +374,7 @@ impl Credit {
         let n = self.idle.len() as u32;
         let any_idle = self.idle.iter().any(|&i| i);
         if cur_pri == PRI_IDLE || (!any_idle && new_pri > cur_pri) {
-            out.resched.push(cpu);
+            self.raise_schedule(out, cpu);
             return;
         }
         if !any_idle {
@@ -344,7 +392,7 @@ impl Credit {
             match idler {
                 Some(q) => {
                     self.last_tickle[on as usize] = q;
-                    out.resched.push(q);
+                    self.raise_schedule(out, q);
                     return;
                 }
                 None if step == Step::Soft => {}
@@ -355,11 +403,19 @@ impl Credit {
                     if self.kick_without_idler || (0..n).any(|q| self.idle[q as usize] && view.may_run(cur, q)) {
                         self.vcs[cur as usize].migrating = true;
                     }
-                    out.resched.push(cpu);
+                    self.raise_schedule(out, cpu);
                 }
                 None => {}
             }
         }
+    }
+
+    /// The end of __runq_tickle(): the tickled pCPU leaves prv->idlers at
+    /// once, before it schedules, so that a wakeup processed meanwhile
+    /// neither counts it idle nor tickles it again; then SCHEDULE_SOFTIRQ.
+    fn raise_schedule(&mut self, out: &mut HostOut, p: PcpuId) {
+        self.idle[p as usize] = false;
+        out.resched.push(p);
     }
 
     /// csched_balance_cpumask(): whether `p` is in the step's mask of `v`
@@ -377,11 +433,13 @@ impl Credit {
     /// the vCPUs whose soft affinity includes `p`, then by hard affinity.
     /// In each step the nodes (sockets) are visited from `p`'s own, in
     /// cycle_node() order, and a node's busy peers from the one after its
-    /// balance bias, which a successful steal moves to the peer robbed. A
-    /// peer with nothing queued is passed over without its lock (the
-    /// nr_runnable <= 1 check), one whose schedule lock is held by a
-    /// decision or a wakeup at this instant is passed over too (the
-    /// trylock of Xen 4.9's csched_load_balance()).
+    /// balance bias, which a successful steal moves to the peer robbed. The
+    /// peers are the pCPUs outside prv->idlers (a tickled idler among them
+    /// until it schedules). A peer with nothing to steal is passed over
+    /// without its lock (the nr_runnable <= 1 check), one whose schedule
+    /// lock is held by a decision or a wakeup at this instant is passed over
+    /// too (the trylock of Xen 4.9's csched_load_balance()), and one that
+    /// still runs its idle vCPU yields nothing (csched_runq_steal()).
     fn steal(&mut self, view: &HostView, p: PcpuId, pri: i8) -> Option<VcpuId> {
         let m = view.machine;
         let nodes = m.pcpus_of_socket.len();
@@ -397,13 +455,20 @@ impl Credit {
                     // pcpu_schedule_trylock(), not spun on (which could
                     // deadlock two pCPUs balancing towards each other): if
                     // its lock is held, it is skipped (steal_trylock_failed).
-                    if !self.runq[q as usize].is_empty() {
+                    // nr_runnable counts the queued vCPUs and the current
+                    // one, if not idle; a tickled idler has left prv->idlers
+                    // but runs its idle vCPU until it schedules, and
+                    // csched_runq_steal() takes nothing from it.
+                    let current = self.pcpu.current_during(q, self.pcpu.curr[q as usize]);
+                    if self.runq[q as usize].len() + current.is_some() as usize > 1 {
                         self.steal_trylocks += 1;
                         if self.costs.lock_held(q, view.now) {
                             self.steal_trylocks_failed += 1;
-                        } else if let Some(v) = self.steal_from(view, q, p, pri, step) {
-                            self.balance_bias[node] = q;
-                            return Some(v);
+                        } else if current.is_some() {
+                            if let Some(v) = self.steal_from(view, q, p, pri, step) {
+                                self.balance_bias[node] = q;
+                                return Some(v);
+                            }
                         }
                     }
                     q = cycle(q, &workers).expect("first is a worker");
@@ -544,6 +609,7 @@ impl Credit {
         if (!migrated || self.boost_migrating) && vc.pri == PRI_UNDER {
             vc.pri = PRI_BOOST;
         }
+        vc.wakes_over += (vc.pri == PRI_OVER) as u64;
         self.runq_insert(v);
         self.tickle(view, out, v, on);
     }
@@ -662,17 +728,24 @@ impl Credit {
         }
     }
 
-    /// vcpu_unpause(): an awake vCPU is queued again, without a BOOST (the
-    /// exception csched_vcpu_wake() makes for capped vCPUs unpausing).
+    /// vcpu_unpause(): an awake vCPU wakes again (vcpu_wake() ->
+    /// csched_vcpu_wake()), and, being UNDER, is BOOSTed. csched_acct()
+    /// means to exempt it ("It's important to unset the flag AFTER the
+    /// unpause() call to make sure the VCPU's priority is not boosted") but
+    /// clears CSCHED_FLAG_VCPU_PARKED with test_and_clear_bit() before
+    /// vcpu_unpause(), so the wakeup sees it cleared: so from Xen 4.3
+    /// (commit be65075094, "credit1: Use atomic bit operations for the flags
+    /// structure") until 4.13 (commit 5c8c0ae7c4, "sched/credit: avoid
+    /// priority boost for capped domains when unpark"), which covers both
+    /// the IRS paper's Xen 4.5 and the Tableau paper's 4.9.
     fn unpark(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId) {
         let vc = &mut self.vcs[v as usize];
         vc.parked = false;
         vc.parked_ns += view.now - vc.parked_at;
         let vc = &self.vcs[v as usize];
         if vc.awake && !vc.on_runq && self.pcpu.curr[vc.cpu as usize] != Some(v) {
-            self.runq_insert(v);
             // csched_acct() runs on prv->master, the first pCPU.
-            self.tickle(view, out, v, 0);
+            self.enqueue_woken(view, out, v, 0);
         }
     }
 
@@ -768,7 +841,7 @@ impl HostPolicy for Credit {
     /// A halting vCPU flagged for migration moves when its context is saved
     /// (context_saved() calls vcpu_migrate()).
     fn block(&mut self, view: &HostView, out: &mut HostOut, v: VcpuId, p: PcpuId) {
-        self.burn(v, view.now);
+        self.burn_and_stop(v, view.now);
         let vc = &mut self.vcs[v as usize];
         vc.awake = false;
         vc.last_run = view.now;
@@ -783,7 +856,7 @@ impl HostPolicy for Credit {
         let now = view.now;
         let pi = p as usize;
         if let Some(c) = prev {
-            self.burn(c, now);
+            self.burn_and_stop(c, now);
         }
         // A vCPU flagged for migration is not runnable here (_VPF_migrating
         // is a pause flag): it is moved once it has left (vcpu_migrate()).
@@ -804,6 +877,7 @@ impl HostPolicy for Credit {
                 } else {
                     self.ratelimit_ns - runtime
                 };
+                self.vcs[c as usize].clock.resume(now);
                 self.pcpu.end(out, &mut self.costs, now, p, prev, Some(c), switched_out, Some((T_SLICE, now + slice)));
                 return Some(c);
             }
@@ -826,6 +900,7 @@ impl HostPolicy for Credit {
         if let (Some(c), Some(sa)) = (runnable_prev, &self.activations) {
             if head != Some(c) && keeps_running_until_notified(view, out, c, || sa.warning(view, c)) {
                 self.runq_remove(c);
+                self.vcs[c as usize].clock.resume(now);
                 self.pcpu.end(out, &mut self.costs, now, p, prev, Some(c), switched_out, None);
                 return Some(c);
             }
@@ -849,7 +924,7 @@ impl HostPolicy for Credit {
         if let Some(n) = next {
             let vc = &mut self.vcs[n as usize];
             vc.cpu = p;
-            vc.burn_from = now;
+            vc.clock.resume(now);
             if prev != Some(n) {
                 vc.running_since = now;
             }
@@ -894,20 +969,20 @@ impl HostPolicy for Credit {
         Some(serde_json::json!({"steal_trylocks": self.steal_trylocks, "steal_trylocks_failed": self.steal_trylocks_failed}))
     }
 
-    /// Relaxed co-scheduling's counters, and for a capped domain how often
-    /// its vCPUs were parked over their cap and how long (ns, the parks
-    /// that ended).
+    /// Relaxed co-scheduling's counters; how many of the domain's wakeups
+    /// found a vCPU OVER (queued behind every UNDER and BOOSTed vCPU, not
+    /// BOOSTed itself); and for a capped domain how often its vCPUs were
+    /// parked over their cap and how long (ns, the parks that ended).
     fn vm_metrics(&self, vm: crate::ids::VmId) -> Option<serde_json::Value> {
-        let mut m = self.coscheduling.as_ref().and_then(|c| c.metrics(vm));
+        let mut m = self.coscheduling.as_ref().and_then(|c| c.metrics(vm)).unwrap_or_else(|| serde_json::json!({}));
+        let obj = m.as_object_mut().expect("an object");
+        let mine = || self.vcs.iter().filter(|vc| vc.dom == vm as usize);
+        obj.insert("wakes_over".into(), mine().map(|vc| vc.wakes_over).sum::<u64>().into());
         if self.doms[vm as usize].cap != 0 {
-            let mine = || self.vcs.iter().filter(|vc| vc.dom == vm as usize);
-            let caps = serde_json::json!({"cap_parks": mine().map(|vc| vc.parks).sum::<u64>(), "cap_parked_ns": mine().map(|vc| vc.parked_ns).sum::<u64>()});
-            match m.as_mut().and_then(|v| v.as_object_mut()) {
-                Some(obj) => obj.extend(caps.as_object().expect("an object").clone()),
-                None => m = Some(caps),
-            }
+            obj.insert("cap_parks".into(), mine().map(|vc| vc.parks).sum::<u64>().into());
+            obj.insert("cap_parked_ns".into(), mine().map(|vc| vc.parked_ns).sum::<u64>().into());
         }
-        m
+        Some(m)
     }
 
     /// do_yield() (SCHEDOP_yield) and the pause-loop exit, which Xen's VMX
@@ -947,6 +1022,56 @@ fn useful_soft_affinity(hard: &[bool], soft_pcpus: &[u32]) -> Option<Vec<bool>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// burn_credits() by hand: a vCPU runs bursts of 16 us, each followed
+    /// by csched_schedule() (burn, start -= now) and, 1 ms later, its next
+    /// pick (start += now). Bursts 1-3 leave 16, 32, 48 us unburnt as time
+    /// and 16, 48, 96 us as residual; burst 4 sees 64 us plus 96 us of
+    /// residual, one credit, which moves start 100 us on: 36 us into the
+    /// future. Bursts 5 and 6 end before it (nothing charged), burst 7 ends
+    /// 12 us past it (12 + 60 us), burst 8 charges the second credit at
+    /// 28 + 72 us. Eight bursts, 128 us, cost two credits, where exact
+    /// accounting would take one (and the first only at burst 7).
+    #[test]
+    fn burn_credits_charges_the_fraction_twice_and_catches_up() {
+        let mut clock = BurnClock::default();
+        let mut now = 0u64;
+        let mut charged = Vec::new();
+        for _ in 0..8 {
+            clock.resume(now);
+            now += 16_000;
+            charged.push(clock.burn(now));
+            clock.stop(now);
+            now += 1_000_000;
+        }
+        assert_eq!(charged, [0, 0, 0, 1, 0, 0, 0, 1]);
+    }
+
+    proptest! {
+        /// Whatever the runs and the ticks within them, the credits charged
+        /// stay within one credit (100 us) of the runtime, on either side.
+        #[test]
+        fn burn_credits_stays_within_one_credit_of_the_runtime(
+            runs in proptest::collection::vec((1u64..2_000_000, 0u64..2_000_000, proptest::option::of(0.0f64..1.0)), 1..80),
+        ) {
+            let mut clock = BurnClock::default();
+            let (mut now, mut ran, mut charged) = (0u64, 0i64, 0i64);
+            for (run, gap, tick) in runs {
+                clock.resume(now);
+                if let Some(at) = tick {
+                    charged += clock.burn(now + (run as f64 * at) as u64);
+                }
+                now += run;
+                ran += run as i64;
+                charged += clock.burn(now);
+                clock.stop(now);
+                now += gap;
+                let behind = ran - charged * NS_PER_CREDIT as i64;
+                prop_assert!(behind.abs() < NS_PER_CREDIT as i64, "runtime {} ns, charged {} credits", ran, charged);
+            }
+        }
+    }
 
     /// __runq_insert(): behind equal priorities; a yielding vCPU also
     /// behind one lower-priority vCPU, but not past the end.
