@@ -187,8 +187,14 @@ fn a_barrier_poll_loop_without_pause_never_exits_on_ple() {
 /// 29,114 / 26,120 without the rule, 19,095 / 29,933 / 23,872 with it;
 /// spin 123 / 143 / 127 ms against 93 / 147 / 117. The runs vary from seed
 /// to seed by more than the rule's effect (seed 2 goes the other way), so
-/// the three seeds are compared together.
+/// the three seeds are compared together. Since the guests' deferrable
+/// kworker work stopped waking idle vCPUs, seeds 1-3 give 76,339 yields
+/// with the rule against 75,132 without, and over seeds 1-10 the spin with
+/// the rule is 0.95 ± 0.15 of that without: the rule's effect is within
+/// the seeds' spread on this scenario, so the comparison cannot tell; a
+/// scenario that isolates it is still to be built.
 #[test]
+#[ignore = "the rule's effect is within seed noise on vcpu-stacking (seeds 1-10: spin 0.95 +- 0.15)"]
 fn a_spinner_that_yielded_is_a_directed_yield_target_every_other_time() {
     let (mut yields, mut spins) = ([0u64; 2], [0.0f64; 2]);
     for seed in ["seed=1", "seed=2", "seed=3"] {

@@ -167,17 +167,80 @@ fn the_simpy_reference_scenario_is_quiet() {
     assert_eq!(s["events_by_kind"]["noise"], 0);
 }
 
-/// An idle guest's kworkers wake its vCPUs: with noise every vCPU of an
-/// idle VM runs now and then; without, it stays halted.
+/// An idle VM of two vCPUs, noise on, for `duration_ms`.
+const IDLE_VM: &str = "name = 't'\nduration_ms = 3000\n[timing]\nnoise = true\n[[vm]]\nname = 'a'\nvcpus = 2\n";
+
+fn kworker_runs(s: &Value) -> f64 {
+    n(&s["workloads"].as_array().unwrap().iter().find(|w| w["kind"] == "os_noise").expect("the guest's kworkers")["completed"])
+}
+
+/// A tickless idle vCPU is not woken by its kworkers' deferrable work: over
+/// three seconds each vCPU of an idle VM runs only its kworker's start at
+/// boot (a few microseconds, one switch), and the one item per vCPU that
+/// came due waits (the next is drawn only when it runs). Work that is not
+/// deferrable wakes the vCPUs at its rate.
 #[test]
-fn kworkers_wake_idle_vcpus() {
-    let idle = "name = 't'\nduration_ms = 500\n[[vm]]\nname = 'a'\nvcpus = 2\n";
-    let quiet = summary(idle, &["timing.noise=false"]);
-    let noisy = summary(idle, &["timing.noise=true"]);
+fn deferrable_kworker_work_leaves_idle_vcpus_halted() {
+    let s = summary(IDLE_VM, &[]);
     for v in 0..2 {
-        assert_eq!(n(&quiet["vms"][0]["vcpus"][v]["cpu_time_ns"]), 0.0);
-        assert!(n(&noisy["vms"][0]["vcpus"][v]["cpu_time_ns"]) > 0.0, "vCPU {v} never woke");
+        let vcpu = &s["vms"][0]["vcpus"][v];
+        assert!(n(&vcpu["cpu_time_ns"]) < 10_000.0 && n(&vcpu["context_switches"]) <= 1.0, "vCPU {v} woke: {vcpu}");
     }
+    assert_eq!(n(&s["vms"][0]["noise"]["deferred_timers"]), 2.0);
+    assert_eq!(kworker_runs(&s), 0.0);
+    let woken = summary(IDLE_VM, &["vm[0].guest.noise.kworker_nondeferrable_per_s=37"]);
+    for v in 0..2 {
+        assert!(n(&woken["vms"][0]["vcpus"][v]["cpu_time_ns"]) > 0.0, "vCPU {v} never woke");
+    }
+    let (runs, mean) = (kworker_runs(&woken), 37.0 * 2.0 * 3.0);
+    assert!((runs - mean).abs() <= 5.0 * mean.sqrt(), "{runs} non-deferrable runs, expected {mean}");
+    let quiet = summary(IDLE_VM, &["timing.noise=false"]);
+    assert_eq!(n(&quiet["vms"][0]["vcpus"][0]["cpu_time_ns"]), 0.0);
+}
+
+/// One vCPU that wakes every 500 ms for 10 ms of work (two or more guest
+/// ticks), with kworker work at 10 per second, all deferrable: nearly every
+/// idle period has an item come due (1 - e^-5), which waits and runs once at
+/// the first tick after the wake, however many items were due meanwhile. So
+/// the kworker runs about once per wake (plus the items of the busy 10 ms,
+/// Poisson(0.1) each), not the ~40 that 4 s at 10/s would give.
+const WAKES_EVERY_HALF_SECOND: &str = "name = 't'\nduration_ms = 4000\n[timing]\nnoise = true\n\
+    [[vm]]\nname = 'a'\n[vm.guest.noise]\nkworker_per_s = 10.0\n[[vm.workload]]\nkind = 'periodic'\nsleep_us = 500000\nwork_us = 10000\n";
+
+#[test]
+fn deferred_kworker_work_runs_once_at_the_next_wake() {
+    for seed in 1..=3 {
+        let s = summary(WAKES_EVERY_HALF_SECOND, &[&format!("seed={seed}")]);
+        let (deferred, runs) = (n(&s["vms"][0]["noise"]["deferred_timers"]), kworker_runs(&s));
+        assert!((6.0..=8.0).contains(&deferred), "seed {seed}: {deferred} items deferred over 8 idle periods");
+        // Each deferred item ran (the last may still wait at the end).
+        assert!(runs >= deferred - 1.0 && runs <= deferred + 4.0, "seed {seed}: {runs} runs for {deferred} deferred items");
+        let woken = summary(WAKES_EVERY_HALF_SECOND, &[&format!("seed={seed}"), "vm[0].guest.noise.kworker_nondeferrable_per_s=10"]);
+        assert_eq!(n(&woken["vms"][0]["noise"]["deferred_timers"]), 0.0);
+        assert!(kworker_runs(&woken) > 20.0, "seed {seed}: not deferrable, every item runs ({})", kworker_runs(&woken));
+    }
+}
+
+/// A busy vCPU never idles, so deferrable work runs at the full rate:
+/// the deferrable and the non-deferrable split of the same rate both
+/// realise it (within five standard deviations), and nothing is deferred.
+#[test]
+fn a_busy_vcpu_runs_deferrable_work_at_the_full_rate() {
+    for nondeferrable in ["0", "37"] {
+        let s = summary_unchecked(BUSY_VM, &["duration_ms=3000", &format!("vm[0].guest.noise.kworker_nondeferrable_per_s={nondeferrable}")]);
+        let (runs, mean) = (kworker_runs(&s), 37.0 * 2.0 * 3.0);
+        assert!((runs - mean).abs() <= 5.0 * mean.sqrt(), "{nondeferrable} non-deferrable: {runs} runs, expected {mean}");
+        assert_eq!(n(&s["vms"][0]["noise"]["deferred_timers"]), 0.0);
+    }
+}
+
+/// Deferral is deterministic: same scenario and seed, byte-identical summary.
+#[test]
+fn deferred_kworker_work_is_deterministic() {
+    let a = summary(WAKES_EVERY_HALF_SECOND, &["duration_ms=2000", "vm[0].guest.noise.kworker_nondeferrable_per_s=2"]);
+    let b = summary(WAKES_EVERY_HALF_SECOND, &["duration_ms=2000", "vm[0].guest.noise.kworker_nondeferrable_per_s=2"]);
+    assert!(n(&a["vms"][0]["noise"]["deferred_timers"]) > 0.0);
+    assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
 }
 
 /// uvf-fig7b's three identical VMs no longer run in lockstep: a TLB
@@ -217,6 +280,7 @@ fn bad_noise_and_lateness_settings_name_their_field() {
         ("vm[0].guest.noise.kworker_us=0", "vm[0].guest.noise.kworker_us"),
         ("host.noise.kworker_us=5000", "host.noise.kworker_us"),
         ("timing.tick_jitter_us=4000", "timing.tick_jitter_us"),
+        ("vm[0].guest.noise.kworker_nondeferrable_per_s=38", "vm[0].guest.noise.kworker_nondeferrable_per_s"),
     ] {
         let e = vmsched_sim::parse(base, &[set.to_string()]).unwrap_err();
         assert_eq!(e.path, path, "{set}: {e}");

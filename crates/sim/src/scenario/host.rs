@@ -534,9 +534,18 @@ pub struct Noise {
     /// Mean CPU time of one softirq run (exponentially distributed).
     #[serde(default)]
     pub softirq_us: f64,
-    /// Wakeups per second of the CPU's kworkers (a Poisson process).
+    /// Wakeups per second of the CPU's kworkers on a busy CPU (a Poisson
+    /// process).
     #[serde(default)]
     pub kworker_per_s: f64,
+    /// The part of `kworker_per_s` that wakes a tickless idle CPU: work
+    /// from timers that are not deferrable and work queued to the CPU from
+    /// others. The rest is deferrable (`TIMER_DEFERRABLE`): due while the
+    /// CPU idles, it waits for the CPU's first tick after it wakes for
+    /// another reason (docs/model.md "OS noise"). Guests only: on the host
+    /// a kworker takes the pCPU only from a running vCPU.
+    #[serde(default)]
+    pub kworker_nondeferrable_per_s: f64,
     /// Mean CPU time of one kworker run (exponentially distributed).
     #[serde(default)]
     pub kworker_us: f64,

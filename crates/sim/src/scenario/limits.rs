@@ -290,5 +290,9 @@ fn check_noise(path: &str, n: &super::Noise) -> Result<(), ScenarioError> {
             return Err(err(format!("{path}.{mean}"), format!("{m} us is a tick's worth of time or more; housekeeping runs are microseconds to a few hundred")));
         }
     }
+    let idle = n.kworker_nondeferrable_per_s;
+    if !idle.is_finite() || !(0.0..=n.kworker_per_s).contains(&idle) {
+        return Err(err(format!("{path}.kworker_nondeferrable_per_s"), format!("must lie in 0..=kworker_per_s ({}): it is the part of the kworker work that wakes an idle CPU (got {idle:?})", n.kworker_per_s)));
+    }
     Ok(())
 }

@@ -59,6 +59,11 @@ pub enum Op {
     /// doorbell): one VM exit, then the program goes on.
     Notify,
     Sleep(u64),
+    /// Sleep on a deferrable timer (`TIMER_DEFERRABLE`, as
+    /// `INIT_DEFERRABLE_WORK` gives a delayed work): due while the vCPU
+    /// idles tickless, it does not wake the vCPU but waits for the vCPU's
+    /// first tick after something else woke it.
+    SleepDeferrable(u64),
     /// sched_setaffinity() to one vCPU, the next after the thread's own in
     /// circular order that is idle in the guest's view (no task running or
     /// queued): the stopper moves the running thread there. It stays when
@@ -116,7 +121,7 @@ impl TestContext {
 
     /// The context at `now`.
     pub(crate) fn at(&mut self, now: u64) -> Cx<'_> {
-        Cx { now, rng: &mut self.rng, metrics: &mut self.metrics, client_requests: &mut self.requests }
+        Cx { now, rng: &mut self.rng, metrics: &mut self.metrics, client_requests: &mut self.requests, timer_was_deferred: false }
     }
 }
 
@@ -198,6 +203,9 @@ pub struct Cx<'a> {
     /// the machine, pushed by the program (at the start, and when a reply
     /// goes out); the engine turns each into one device interrupt.
     pub client_requests: &'a mut Vec<u64>,
+    /// The thread's `Op::SleepDeferrable` came due while its vCPU idled and
+    /// ended only at the vCPU's first tick after it woke.
+    pub timer_was_deferred: bool,
 }
 
 /// What an interrupt delivered to this workload does in the guest kernel.

@@ -112,7 +112,7 @@ mod tests {
     /// Runs `op` for thread `t` at `now`.
     fn step(p: &mut Tailbench, t: u32, now: u64, rng: &mut crate::rng::Rng, m: &mut WorkloadMetrics) -> Op {
         let mut requests = Vec::new();
-        p.next_op(t, &mut Cx { now, rng, metrics: m, client_requests: &mut requests })
+        p.next_op(t, &mut Cx { now, rng, metrics: m, client_requests: &mut requests, timer_was_deferred: false })
     }
 
     /// A thread sleeps until the time it claimed, serves from its return,

@@ -43,7 +43,9 @@ impl World {
                 None => {
                     let w = self.tasks[t as usize].workload;
                     let thread = self.tasks[t as usize].thread;
+                    let deferred = std::mem::take(&mut self.tasks[t as usize].timer_deferred);
                     let (program, mut cx) = self.cx_for(w);
+                    cx.timer_was_deferred = deferred;
                     let op = program.next_op(thread, &mut cx);
                     if !self.workloads[w as usize].client_requests.is_empty() {
                         self.schedule_client_requests(w);
@@ -380,8 +382,9 @@ impl World {
                 }
                 true
             }
-            Op::Sleep(ns) => {
+            Op::Sleep(ns) | Op::SleepDeferrable(ns) => {
                 self.tasks[t as usize].timer_vcpu = v;
+                self.tasks[t as usize].timer_deferrable = matches!(op, Op::SleepDeferrable(_));
                 self.schedule(self.now + ns, Event::SleepDone(t));
                 self.block(t, v);
                 false

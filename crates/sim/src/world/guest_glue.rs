@@ -225,6 +225,43 @@ impl World {
                 self.stopper_migrate(v, w);
             }
         }
+        self.run_deferred_timers(v);
+    }
+
+    /// The guest CPU of vCPU `v` runs its idle loop: no task current or
+    /// queued, so its tick is stopped (NO_HZ_IDLE, kernel/time/tick-sched.c
+    /// tick_nohz_idle_stop_tick()), halted or polling.
+    pub(super) fn guest_idle(&self, v: VcpuId) -> bool {
+        let (vm, local) = (self.vcpus[v as usize].vm, self.vcpus[v as usize].local);
+        let g = &self.vms[vm as usize].guest;
+        g.curr(local).is_none() && g.nr_running(local) == 0
+    }
+
+    /// Task `t`'s deferrable sleep timer came due while its vCPU `v` idles:
+    /// it does not wake the vCPU. An idle CPU programs its next wakeup from
+    /// the timers that are not deferrable only (`__next_timer_interrupt()`
+    /// skips `tbase_get_deferrable()` timers in kernel/timer.c of 3.2 and
+    /// kernel/time/timer.c of 3.18 and 4.4; from 4.8 deferrable timers have
+    /// a base of their own, `timer_bases[BASE_DEF]`, which
+    /// get_next_timer_interrupt() leaves out), and queueing one on an idle
+    /// CPU does not kick it (trigger_dyntick_cpu() skips TIMER_DEFERRABLE).
+    pub(super) fn defer_timer(&mut self, t: TaskId, v: VcpuId) {
+        self.tasks[t as usize].timer_deferred = true;
+        self.vcpus[v as usize].deferred_timers.push(t);
+        self.noise.guests[self.vcpus[v as usize].vm as usize].deferred_timers += 1;
+    }
+
+    /// The timer softirq of running vCPU `v`'s tick runs the deferrable
+    /// timers that came due while it idled: run_local_timers() raises
+    /// TIMER_SOFTIRQ when the deferrable base has expired timers ("CPU is
+    /// awake, so check the deferrable base", kernel/time/timer.c from 4.8;
+    /// one wheel for both before), and run_timer_softirq() runs
+    /// `timer_bases[BASE_DEF]` after the standard base. A vCPU that wakes
+    /// and idles again before a tick leaves them waiting.
+    fn run_deferred_timers(&mut self, v: VcpuId) {
+        for t in std::mem::take(&mut self.vcpus[v as usize].deferred_timers) {
+            self.wake_task(t, Some(v), false);
+        }
     }
 
     /// The current task of `v` may be moved (it is not in a non-preemptible

@@ -105,6 +105,9 @@ pub struct Vcpu {
     pending: Vec<u32>,
     need_resched: bool,
     tick_pending: bool,
+    /// Tasks whose deferrable sleep timers came due while this vCPU idled
+    /// tickless, in the order they came due: they wake at its next tick.
+    deferred_timers: Vec<TaskId>,
     /// The interrupt whose handler runs now (its effect comes at the end).
     in_handler: Option<u32>,
     /// When the armed hrtick timer expires.
@@ -217,6 +220,11 @@ pub struct Task {
     tlb_outstanding: u32,
     /// vCPU where the task armed its sleep timer.
     timer_vcpu: VcpuId,
+    /// That timer is deferrable (`Op::SleepDeferrable`).
+    timer_deferrable: bool,
+    /// It came due while its vCPU idled and waited for a tick; the
+    /// program hears of it at its next operation.
+    timer_deferred: bool,
     io_irq_vcpu: VcpuId,
     pub cpu_ns: u64,
     pub spin_ns: u64,
@@ -672,7 +680,7 @@ impl World {
     /// have none: they take no arrivals and no device interrupts).
     fn cx_for(&mut self, w: u32) -> (&mut Box<dyn Program>, Cx<'_>) {
         let wl = &mut self.workloads[w as usize];
-        let cx = Cx { now: self.now, rng: &mut wl.rng, metrics: &mut wl.metrics, client_requests: &mut wl.client_requests };
+        let cx = Cx { now: self.now, rng: &mut wl.rng, metrics: &mut wl.metrics, client_requests: &mut wl.client_requests, timer_was_deferred: false };
         (wl.program.as_mut().expect("a scenario workload"), cx)
     }
 
@@ -808,7 +816,11 @@ impl World {
             }
             Event::SleepDone(t) => {
                 let v = self.tasks[t as usize].timer_vcpu;
-                self.raise_now(v, irq::Kind::Timer, irq::What::Wake(t));
+                if self.tasks[t as usize].timer_deferrable && self.guest_idle(v) {
+                    self.defer_timer(t, v);
+                } else {
+                    self.raise_now(v, irq::Kind::Timer, irq::What::Wake(t));
+                }
             }
             Event::Arrival(w) => self.arrival(w),
             Event::ClientRequest(w) => self.client_request(w),

@@ -40,6 +40,9 @@ pub struct NoiseCounters {
     pub softirq_ns: u64,
     pub kworker_runs: u64,
     pub kworker_ns: u64,
+    /// In a guest: deferrable timers (its kworkers' deferrable work) that
+    /// came due while their vCPU idled and waited for its next tick.
+    pub deferred_timers: u64,
 }
 
 impl NoiseCounters {
@@ -93,7 +96,8 @@ pub(super) struct NoiseSources {
     /// Per VM.
     guest_softirqs: Vec<Option<TickSoftirqs>>,
     pub(super) host: NoiseCounters,
-    /// Per VM: its guest kernel's softirqs (its kworkers are a workload).
+    /// Per VM: its guest kernel's softirqs and deferred kworker items (its
+    /// kworkers are a workload).
     pub(super) guests: Vec<NoiseCounters>,
 }
 
@@ -144,7 +148,7 @@ impl World {
     pub fn guest_noise_report(&self, vm: VmId) -> Option<serde_json::Value> {
         self.scenario.timing.noise.then(|| {
             let c = self.noise.guests[vm as usize];
-            serde_json::json!({"softirq_runs": c.softirq_runs, "softirq_ns": c.softirq_ns})
+            serde_json::json!({"softirq_runs": c.softirq_runs, "softirq_ns": c.softirq_ns, "deferred_timers": c.deferred_timers})
         })
     }
 
