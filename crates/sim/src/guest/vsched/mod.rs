@@ -265,6 +265,10 @@ impl LinuxHooks for Vsched {
     }
 
     fn tick(&mut self, k: &mut LinuxKernel, view: &GuestView, v: u32, out: &mut TickOut) {
+        if self.p.vcap {
+            let busy = k.curr(v).is_some();
+            self.probers.account_tick(view, v, busy, k.tick_ns());
+        }
         if self.p.vact {
             self.probers.tick(view, v);
         }
@@ -327,6 +331,7 @@ impl LinuxHooks for Vsched {
 
     fn report(&self, _k: &LinuxKernel) -> Value {
         let caps: Vec<Option<f64>> = self.probers.vcpus.iter().map(|s| s.capacity.map(|c| c.round())).collect();
+        let shares: Vec<Option<f64>> = self.probers.vcpus.iter().map(|s| s.share_smoothed.map(|x| (x * 1000.0).round() / 1000.0)).collect();
         let lat: Vec<f64> = self.probers.vcpus.iter().map(|s| (s.latency_us * 10.0).round() / 10.0).collect();
         let preempt: Vec<u64> = self.probers.vcpus.iter().map(|s| s.preemptions_total).collect();
         let topology = self.vtop.topology.as_ref().map(|t| {
@@ -340,6 +345,7 @@ impl LinuxHooks for Vsched {
         let hidden: Vec<u32> = (0..self.nv).filter(|&v| !self.rwc.mask[v as usize]).collect();
         json!({
             "capacity": caps,
+            "share": shares,
             "latency_us": lat,
             "preemptions": preempt,
             "capacity_history": self.probers.history,
