@@ -791,3 +791,18 @@ fn vcap_reads_a_ninth_of_a_core_as_about_a_ninth() {
         assert!(n(&policy["share"][v]) > 0.95, "dedicated vCPU {v}: {}", policy["share"][v]);
     }
 }
+
+/// RWC's straggler test is the public prober's: a share of its own core
+/// below 0.2, not a capacity 10x below the average. The vCPU holding a ninth
+/// of its core is hidden, though its capacity (about 114) is not a tenth of
+/// the average (about 800).
+#[test]
+fn rwc_hides_a_vcpu_holding_a_ninth_of_its_core() {
+    let s = run_toml(NINTH_OF_A_CORE, &[]);
+    let hidden: Vec<u64> = serde_json::from_value(s["vms"][0]["guest_policy"]["hidden"].clone()).unwrap();
+    assert_eq!(hidden, vec![0]);
+    // At the public prober's first cutoff, 0.10, a ninth is kept.
+    let s = run_toml(NINTH_OF_A_CORE, &["vm[0].guest.vsched.straggler_share=0.1"]);
+    let hidden: Vec<u64> = serde_json::from_value(s["vms"][0]["guest_policy"]["hidden"].clone()).unwrap();
+    assert!(hidden.is_empty(), "hidden at cutoff 0.1: {hidden:?}");
+}

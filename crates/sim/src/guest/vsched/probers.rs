@@ -91,7 +91,8 @@ pub struct VcpuProbe {
     /// the capacity's decay length; a window without preemptions adds 0).
     latency_ema: Ema,
     pub share: f64,
-    /// The EMA of the shares (vcapacity's `capacity_perc_ema`).
+    /// The EMA of the shares (vcapacity's `capacity_perc_ema`), which RWC's
+    /// straggler test reads.
     share_ema: Ema,
     pub share_smoothed: Option<f64>,
 }
@@ -316,6 +317,12 @@ impl Probers {
 
     pub fn capacities(&self) -> Option<Vec<f64>> {
         self.vcpus.iter().map(|s| s.capacity).collect()
+    }
+
+    /// Each vCPU's share of its core, smoothed over the windows, once every
+    /// vCPU has one.
+    pub fn shares(&self) -> Option<Vec<f64>> {
+        self.vcpus.iter().map(|s| s.share_smoothed).collect()
     }
 
     /// The average capacity vcap publishes for BVS and IVH to compare with
