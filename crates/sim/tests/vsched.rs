@@ -452,10 +452,14 @@ threads = 1
     assert_eq!(hidden, vec![3, 5]);
     // Without RWC, Linux's misfit migration also moves threads off the
     // straggler (its probed capacity is far below theirs); RWC's gain is
-    // what remains. Phases without RWC vary from seed to seed with the
-    // host's kworkers, which restart the turns on pCPUs 3 and 4 (seeds 1-3:
-    // 280, 247, 251 against 289, 293, 272 with RWC), so the phases of
-    // seeds 1-3 are compared together.
+    // what remains. Phases vary from seed to seed with the host's kworkers,
+    // which restart the turns on pCPUs 3 and 4, so the phases of seeds 1-3
+    // are compared together. Since vcap reads the straggler's share as used
+    // over used + stolen (0.13, no longer inflated by the steal it had not
+    // yet been shown), misfit migration finds it sooner and less remains:
+    // seeds 1-6 without RWC 279, 278, 258, 279, 268, 282 against 289, 293,
+    // 272, 287, 279, 289 with it (x1.025 to x1.054; before: 280, 247, 251
+    // without).
     let phases = |sets: &[&str]| -> f64 {
         (1..=3)
             .map(|seed| {
@@ -467,7 +471,7 @@ threads = 1
             .sum()
     };
     let (a, b) = (phases(&["vm[0].guest.vsched.rwc=false"]), phases(&[]));
-    assert!(b > 1.05 * a, "RWC {b} vs none {a} phases over seeds 1-3");
+    assert!(b > 1.02 * a, "RWC {b} vs none {a} phases over seeds 1-3");
 }
 
 /// A straggler vcap has found is never kept over a healthy vCPU. vCPU 0
