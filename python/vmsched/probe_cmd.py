@@ -166,7 +166,7 @@ def register(app: typer.Typer) -> None:
         heavy_ms: float = typer.Option(10.0, help="Length of the heavy phase at the start of a heavy period."),
         ema_decay: float = typer.Option(0.5, help="Weight kept by the capacity EMA's history at each period."),
         preemption_threshold_us: float = typer.Option(100.0, help="Gaps shorter than this are not preemptions."),
-        straggler_factor: float = typer.Option(10.0, help="RWC: a vCPU this many times below average is a straggler (vSched 3.4: 10x)."),
+        straggler_share: float = typer.Option(0.2, help="RWC: a vCPU whose smoothed share of its core is below this is a straggler (the public vSched prober's straggler_cutoff)."),
         vtop_round_trips: int = typer.Option(1000, help="vtop: round trips after which a pair is done."),
         vtop_timeout_ms: float = typer.Option(5.0, help="vtop: first time budget per pair."),
         vtop_max_timeout_ms: float = typer.Option(40.0, help="vtop: budget bound when few transfers complete."),
@@ -209,7 +209,7 @@ def register(app: typer.Typer) -> None:
                 raise fail(f"--validate {validate}: not a probe report with a topology ({err})")
         config = _config(cpus=cpu_ids, period_ms=period_ms, periods=periods, heavy_every=heavy_every,
                          heavy_ms=heavy_ms, ema_decay=ema_decay, preemption_threshold_us=preemption_threshold_us,
-                         straggler_factor=straggler_factor, only=only, vtop_round_trips=vtop_round_trips,
+                         straggler_share=straggler_share, only=only, vtop_round_trips=vtop_round_trips,
                          vtop_timeout_ms=vtop_timeout_ms, vtop_max_timeout_ms=vtop_max_timeout_ms,
                          topology_every=topology_every, previous_topology=previous)
         try:

@@ -32,8 +32,9 @@ pub struct ProbeConfig {
     /// Gaps shorter than this are guest interrupts or instantaneous host work
     /// (§3.1 "small jumps are filtered out"); longer ones are preemptions.
     pub preemption_threshold_us: f64,
-    /// RWC straggler factor (§3.4: "10x lower than the average").
-    pub straggler_factor: f64,
+    /// RWC's straggler cutoff on a CPU's smoothed share of its core
+    /// (`estimators::rwc::STRAGGLER_SHARE`).
+    pub straggler_share: f64,
     /// "topology", "capacity" or "latency" to run only one prober's part.
     pub only: Option<String>,
     pub vtop_round_trips: u64,
@@ -56,7 +57,7 @@ impl Default for ProbeConfig {
             heavy_ms: 10.0,
             ema_decay: 0.5,
             preemption_threshold_us: 100.0,
-            straggler_factor: 10.0,
+            straggler_share: rwc::STRAGGLER_SHARE,
             only: None,
             vtop_round_trips: 1000,
             vtop_timeout_ms: 5.0,
@@ -74,7 +75,7 @@ impl ProbeConfig {
             ("period_ms", self.period_ms),
             ("heavy_ms", self.heavy_ms),
             ("preemption_threshold_us", self.preemption_threshold_us),
-            ("straggler_factor", self.straggler_factor),
+            ("straggler_share", self.straggler_share),
             ("vtop_timeout_ms", self.vtop_timeout_ms),
         ];
         for (name, v) in positive {
@@ -125,6 +126,8 @@ struct CpuState {
     core_rate: Option<f64>,
     ema: Option<Ema>,
     share: f64,
+    /// The shares' EMA (the public prober's `capacity_perc_ema`), for RWC.
+    share_ema: Option<Ema>,
     gaps: GapSummary,
     observed_ns: u64,
     steal_ns: Option<u64>,
@@ -216,7 +219,8 @@ impl Session {
                 return Err("no prober thread could be placed on any CPU".into());
             }
             for &c in &session.cpus {
-                session.state.insert(c, CpuState { ema: Some(Ema::new(session.cfg.ema_decay)?), ..Default::default() });
+                let ema = || Ema::new(session.cfg.ema_decay).map(Some);
+                session.state.insert(c, CpuState { ema: ema()?, share_ema: ema()?, ..Default::default() });
             }
             session.sampler = Some(sampler);
         }
@@ -291,6 +295,9 @@ impl Session {
         // Without a steal column the share falls back to the host gaps seen.
         let steal_for_share = procfs_steal_ns.unwrap_or(r.gaps.host_ns);
         st.share = core_share(window_ns, steal_for_share);
+        if let Some(e) = st.share_ema.as_mut() {
+            e.update(st.share);
+        }
         if let (Some(rate), Some(ema)) = (st.core_rate, st.ema.as_mut()) {
             // Units per microsecond of wall time, so numbers stay readable.
             ema.update(vcpu_capacity(rate * 1e3, st.share));
@@ -330,17 +337,17 @@ impl Session {
         Value::Object(out)
     }
 
-    /// vcap's straggler list over `self.cpus` (RWC's test on the capacities
+    /// Each sampled CPU's smoothed share of its core: (index into
+    /// `self.cpus`, share).
+    fn smoothed_shares(&self) -> Vec<(usize, f64)> {
+        self.cpus.iter().enumerate().filter_map(|(i, c)| self.state.get(c)?.share_ema.as_ref()?.value().map(|v| (i, v))).collect()
+    }
+
+    /// vcap's straggler list over `self.cpus` (RWC's test on the shares
     /// sampled so far), which vtop leaves out of its probes.
     fn stragglers(&self) -> Vec<bool> {
-        let caps: Vec<(usize, f64)> = self
-            .cpus
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| self.state.get(c)?.ema.as_ref()?.value().map(|v| (i, v)))
-            .collect();
         let mut listed = vec![false; self.cpus.len()];
-        for (i, _) in rwc::stragglers(&caps, self.cfg.straggler_factor) {
+        for (i, _) in rwc::stragglers(&self.smoothed_shares(), self.cfg.straggler_share) {
             listed[i] = true;
         }
         listed
@@ -433,11 +440,8 @@ impl Session {
             .filter(|t| t.contradiction.is_none())
             .map(|t| t.topology.groups.stacked.iter().map(|g| g.iter().map(|&i| t.cpus[i]).collect()).collect())
             .unwrap_or_default();
-        let caps: Vec<(usize, f64)> = capacity
-            .as_object()
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.parse().ok()?, v.as_f64()?))).collect())
-            .unwrap_or_default();
-        let rwc_plan = (!caps.is_empty()).then(|| rwc::plan(&caps, &stacked, self.cfg.straggler_factor));
+        let shares: Vec<(usize, f64)> = self.smoothed_shares().into_iter().map(|(i, s)| (self.cpus[i], s)).collect();
+        let rwc_plan = (!shares.is_empty()).then(|| rwc::plan(&shares, &stacked, self.cfg.straggler_share));
         json!({
             "schema": "vmsched.probe/1",
             "timestamp": unix_time_s(),
@@ -464,7 +468,7 @@ impl Session {
                 "heavy_cpu_ms_per_period": ms(self.heavy_cpu_ns) / periods,
                 "light_cpu_ms_per_period": ms(self.light_cpu_ns) / periods,
             },
-            "rwc": rwc_plan.map(|p| json!({"straggler_factor": self.cfg.straggler_factor, "keep": p.keep, "hide": p.hide})),
+            "rwc": rwc_plan.map(|p| json!({"straggler_share": self.cfg.straggler_share, "keep": p.keep, "hide": p.hide})),
             "permissions": {
                 "root": is_root(),
                 "sched_fifo": self.fifo,

@@ -25,11 +25,12 @@ fn probe_bench(py: Python<'_>, config_json: &str, repeats: u32) -> PyResult<Stri
     Ok(report.to_string())
 }
 
-/// The RWC selection (vSched §3.4) on given capacities and stacked groups,
-/// returned as JSON {"keep": [...], "hide": [{"cpu", "reason"}]}.
+/// The RWC selection (vSched §3.4) on given shares of their cores (0..=1)
+/// and stacked groups, returned as JSON {"keep": [...], "hide": [{"cpu",
+/// "reason"}]}.
 #[pyfunction]
-fn rwc_plan(capacity: Vec<(usize, f64)>, stacked_groups: Vec<Vec<usize>>, straggler_factor: f64) -> PyResult<String> {
-    let plan = vmsched_probe::estimators::rwc::plan(&capacity, &stacked_groups, straggler_factor);
+fn rwc_plan(share: Vec<(usize, f64)>, stacked_groups: Vec<Vec<usize>>, straggler_share: f64) -> PyResult<String> {
+    let plan = vmsched_probe::estimators::rwc::plan(&share, &stacked_groups, straggler_share);
     serde_json::to_string(&plan).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 

@@ -455,10 +455,14 @@ threads = 1
     assert_eq!(hidden, vec![3, 5]);
     // Without RWC, Linux's misfit migration also moves threads off the
     // straggler (its probed capacity is far below theirs); RWC's gain is
-    // what remains. Phases without RWC vary from seed to seed with the
-    // host's kworkers, which restart the turns on pCPUs 3 and 4 (seeds 1-3:
-    // 280, 247, 251 against 289, 293, 272 with RWC), so the phases of
-    // seeds 1-3 are compared together.
+    // what remains. Phases vary from seed to seed with the host's kworkers,
+    // which restart the turns on pCPUs 3 and 4, so the phases of seeds 1-3
+    // are compared together. Since vcap reads the straggler's share as used
+    // over used + stolen (0.13, no longer inflated by the steal it had not
+    // yet been shown), misfit migration finds it sooner and less remains:
+    // seeds 1-6 without RWC 279, 278, 258, 279, 268, 282 against 289, 293,
+    // 272, 287, 279, 289 with it (x1.025 to x1.054; before: 280, 247, 251
+    // without).
     let phases = |sets: &[&str]| -> f64 {
         (1..=3)
             .map(|seed| {
@@ -470,7 +474,7 @@ threads = 1
             .sum()
     };
     let (a, b) = (phases(&["vm[0].guest.vsched.rwc=false"]), phases(&[]));
-    assert!(b > 1.05 * a, "RWC {b} vs none {a} phases over seeds 1-3");
+    assert!(b > 1.02 * a, "RWC {b} vs none {a} phases over seeds 1-3");
 }
 
 /// A straggler vcap has found is never kept over a healthy vCPU. vCPU 0
@@ -748,4 +752,77 @@ fn fig4_stragglers_share_their_core_with_eight_busy_vcpus() {
     for v in 2..16 {
         assert!(runnable_share(&s, v) > 0.9, "vCPU {v} is dedicated: {:.3}", runnable_share(&s, v));
     }
+}
+
+/// vCPU 0 is one of nine equal threads on pCPU 0 (eight vCPUs of a busy VM
+/// pinned there, as Fig. 4's script makes its stragglers) and runs a
+/// CPU-bound thread, so it is runnable throughout and gets a ninth of its
+/// core; vCPUs 1-3 are dedicated and idle but for the probers.
+const NINTH_OF_A_CORE: &str = r#"
+name = "ninth"
+duration_ms = 3500
+[host]
+cores_per_socket = 4
+[[vm]]
+name = "vm"
+vcpus = 4
+pin = [0, 1, 2, 3]
+[vm.guest]
+policy = "vsched"
+hz = 1000
+vsched = { bvs = false, ivh = false, vtop = false }
+[[vm.workload]]
+kind = "hog"
+threads = 1
+affinity = [0]
+[[vm]]
+name = "compete"
+vcpus = 8
+pin = [0, 0, 0, 0, 0, 0, 0, 0]
+[[vm.workload]]
+kind = "hog"
+threads = 8
+"#;
+
+/// vcap reads a vCPU's share of its core as the public prober does, used
+/// over used + stolen: the vCPU that gets a ninth of its core reads about a
+/// ninth in every window. Taking `1 - steal / window` instead, a window
+/// counts the steal of a preemption in progress at its start (published
+/// when the vCPU enters the guest inside the window) and misses the one in
+/// progress at its end: the windows read 0.35, 0 and 0.12 (capacity EMAs
+/// 354, 177, 150), where they now read 0.14, 0.09, 0.12, 0.12.
+#[test]
+fn vcap_reads_a_ninth_of_a_core_as_about_a_ninth() {
+    let s = run_toml(NINTH_OF_A_CORE, &["vm[0].guest.vsched.rwc=false"]);
+    let policy = &s["vms"][0]["guest_policy"];
+    let runnable = runnable_share(&s, 0);
+    assert!((0.1..0.125).contains(&runnable), "vCPU 0 got {runnable:.3} of its core");
+    let share = n(&policy["share"][0]);
+    assert!((share - runnable).abs() < 0.02, "vCPU 0's smoothed share {share} against {runnable:.3}");
+    // The first window opens with the run, as the nine threads on pCPU 0
+    // start (it reads 0.144); the EMA after each later one stays near a ninth.
+    let history = policy["capacity_history"].as_array().unwrap();
+    assert!(history.len() >= 4, "{} windows", history.len());
+    for window in &history[1..] {
+        let capacity = n(&window[1][0]);
+        assert!((90.0..140.0).contains(&capacity), "vCPU 0's capacity after the window at {} ms: {capacity}", window[0]);
+    }
+    for v in 1..4 {
+        assert!(n(&policy["share"][v]) > 0.95, "dedicated vCPU {v}: {}", policy["share"][v]);
+    }
+}
+
+/// RWC's straggler test is the public prober's: a share of its own core
+/// below 0.2, not a capacity 10x below the average. The vCPU holding a ninth
+/// of its core is hidden, though its capacity (about 114) is not a tenth of
+/// the average (about 800).
+#[test]
+fn rwc_hides_a_vcpu_holding_a_ninth_of_its_core() {
+    let s = run_toml(NINTH_OF_A_CORE, &[]);
+    let hidden: Vec<u64> = serde_json::from_value(s["vms"][0]["guest_policy"]["hidden"].clone()).unwrap();
+    assert_eq!(hidden, vec![0]);
+    // At the public prober's first cutoff, 0.10, a ninth is kept.
+    let s = run_toml(NINTH_OF_A_CORE, &["vm[0].guest.vsched.straggler_share=0.1"]);
+    let hidden: Vec<u64> = serde_json::from_value(s["vms"][0]["guest_policy"]["hidden"].clone()).unwrap();
+    assert!(hidden.is_empty(), "hidden at cutoff 0.1: {hidden:?}");
 }

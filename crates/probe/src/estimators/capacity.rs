@@ -17,6 +17,31 @@ pub fn core_share(window_ns: u64, steal_ns: u64) -> f64 {
     1.0 - steal_ns.min(window_ns) as f64 / window_ns as f64
 }
 
+/// Steal below which a window counts as no steal at all, the vCPU holding
+/// its whole core (vcapacity's `get_finalized_data()`: `if (stolen_pass <
+/// 10000) capacity_perc = 1.0`).
+pub const NO_STEAL_NS: u64 = 10_000;
+/// The least share recorded (`if (capacity_perc < 0.001) capacity_perc =
+/// 0.001`).
+pub const MIN_SHARE: f64 = 0.001;
+
+/// Share of its core a vCPU received during a window, as the public vSched
+/// prober computes it (vSched/vcapacity `main.cpp`, `get_finalized_data()`):
+/// `used / (used + stolen)`, with `used` the vCPU's user + nice + system time
+/// from /proc/stat and `stolen` the advance of its steal clock
+/// (`paravirt_steal_clock()`, vsched_kernel's `get_steal_and_preemptions()`).
+/// Neither counts a preemption still in progress when the window closes (KVM
+/// publishes the steal when the vCPU next enters the guest, and the guest
+/// accounts no time while it does not run), so, unlike `1 - steal/window`, a
+/// vCPU preempted at the window's end is not credited with that time as if
+/// it had run.
+pub fn used_share(used_ns: u64, steal_ns: u64) -> f64 {
+    if steal_ns < NO_STEAL_NS {
+        return 1.0;
+    }
+    (used_ns as f64 / (used_ns + steal_ns) as f64).max(MIN_SHARE)
+}
+
 /// Share recorded for a vCPU that vtop found stacked and RWC banned: its
 /// prober does not spin during the window (it would compete with its stack
 /// partner on the host), so there is no steal to measure, and a halted vCPU
@@ -93,6 +118,29 @@ mod tests {
         let share = core_share(1000, 800);
         assert!((share - 0.2).abs() < 1e-12);
         assert!((vcpu_capacity(rate * 1000.0, share) - 50.0).abs() < 1e-9);
+    }
+
+    /// The public prober's share: used over used + stolen; a window with
+    /// under 10 us of steal is a whole core; never below 0.001.
+    #[test]
+    fn used_share_is_used_over_used_and_stolen() {
+        assert_eq!(used_share(30_000_000, 70_000_000), 0.3);
+        assert_eq!(used_share(0, 9_999), 1.0);
+        assert_eq!(used_share(50_000_000, 0), 1.0);
+        assert_eq!(used_share(0, 80_000_000), MIN_SHARE);
+    }
+
+    proptest! {
+        /// The share lies in [0.001, 1] and, once steal is shown, is the
+        /// used part of the time the vCPU was running or stolen.
+        #[test]
+        fn used_share_lies_in_its_range(used in 0u64..1_000_000_000, steal in 0u64..1_000_000_000) {
+            let s = used_share(used, steal);
+            prop_assert!((MIN_SHARE..=1.0).contains(&s));
+            if steal >= NO_STEAL_NS && used > 0 {
+                prop_assert!((s - (used as f64 / (used + steal) as f64).max(MIN_SHARE)).abs() < 1e-12);
+            }
+        }
     }
 
     #[test]

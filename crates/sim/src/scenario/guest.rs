@@ -181,10 +181,11 @@ pub struct VschedParams {
     pub vtop_timeout_ms: f64,
     #[serde(default = "vsched_vtop_max_timeout")]
     pub vtop_max_timeout_ms: f64,
-    /// RWC: a vCPU this many times below the average capacity is a
-    /// straggler (§3.4 "e.g., 10x lower").
-    #[serde(default = "vsched_straggler_factor")]
-    pub straggler_factor: f64,
+    /// RWC: a vCPU whose smoothed share of its core is below this is a
+    /// straggler (§3.4 "e.g., 10x lower"; the public prober's cutoff,
+    /// `estimators::rwc::STRAGGLER_SHARE`).
+    #[serde(default = "vsched_straggler_share")]
+    pub straggler_share: f64,
 }
 
 fn vsched_vcap_period() -> f64 {
@@ -223,8 +224,8 @@ fn vsched_vtop_timeout() -> f64 {
 fn vsched_vtop_max_timeout() -> f64 {
     40.0
 }
-fn vsched_straggler_factor() -> f64 {
-    10.0
+fn vsched_straggler_share() -> f64 {
+    vmsched_probe::estimators::rwc::STRAGGLER_SHARE
 }
 
 impl Default for VschedParams {
@@ -242,7 +243,6 @@ impl VschedParams {
             ("heartbeat_stale_ms", self.heartbeat_stale_ms),
             ("vtop_period_ms", self.vtop_period_ms),
             ("vtop_timeout_ms", self.vtop_timeout_ms),
-            ("straggler_factor", self.straggler_factor),
         ];
         for (name, v) in positive {
             if !(v > 0.0 && v.is_finite()) {

@@ -269,10 +269,9 @@ fn check_policy_limits(s: &Scenario) -> Result<(), ScenarioError> {
         if v.vtop_period_ms < v.vtop_timeout_ms {
             return Err(err(format!("{vp}.vtop_period_ms"), format!("{} ms is shorter than vtop_timeout_ms ({} ms), the time one probe may wait on a pair", v.vtop_period_ms, v.vtop_timeout_ms)));
         }
-        // Capacities lie in 1..=SCHED_CAPACITY_SCALE, so no vCPU is more than
-        // 1024 times below the average.
-        if !(v.straggler_factor > 0.0 && v.straggler_factor <= MAX_CAPACITY as f64) {
-            return Err(err(format!("{vp}.straggler_factor"), format!("{} is outside (0, {MAX_CAPACITY}] (capacities lie in 1..={MAX_CAPACITY})", v.straggler_factor)));
+        // A share of a core lies in [0.001, 1] (vcap's `used_share`).
+        if !(0.0..=1.0).contains(&v.straggler_share) {
+            return Err(err(format!("{vp}.straggler_share"), format!("{} is outside [0, 1] (a share of a core)", v.straggler_share)));
         }
     }
     Ok(())

@@ -154,9 +154,9 @@ impl Vsched {
     /// vcap's straggler list, as RWC tests it, for vtop to leave out.
     fn stragglers(&self) -> Vec<bool> {
         let mut out = vec![false; self.nv as usize];
-        if let (true, Some(caps)) = (self.p.vcap, self.probers.capacities()) {
-            let caps: Vec<(usize, f64)> = caps.into_iter().enumerate().collect();
-            for (v, _) in stragglers(&caps, self.p.straggler_factor) {
+        if let (true, Some(shares)) = (self.p.vcap, self.probers.shares()) {
+            let shares: Vec<(usize, f64)> = shares.into_iter().enumerate().collect();
+            for (v, _) in stragglers(&shares, self.p.straggler_share) {
                 out[v] = true;
             }
         }
@@ -168,13 +168,13 @@ impl Vsched {
         if !self.p.rwc {
             return Vec::new();
         }
-        let caps = match (self.p.vcap, self.probers.capacities()) {
-            (true, Some(c)) => c,
+        let shares = match (self.p.vcap, self.probers.shares()) {
+            (true, Some(s)) => s,
             (true, None) => return Vec::new(),
-            (false, _) => vec![1024.0; self.nv as usize],
+            (false, _) => vec![1.0; self.nv as usize],
         };
         let stacked = self.vtop.topology.as_ref().map(|t| t.groups.stacked.clone()).unwrap_or_default();
-        let update = self.rwc.update(&caps, &stacked, self.p.straggler_factor);
+        let update = self.rwc.update(&shares, &stacked, self.p.straggler_share);
         if self.probers.sampling {
             // A light prober stopped during an open window: that window
             // measures no share for its vCPU.
@@ -265,6 +265,10 @@ impl LinuxHooks for Vsched {
     }
 
     fn tick(&mut self, k: &mut LinuxKernel, view: &GuestView, v: u32, out: &mut TickOut) {
+        if self.p.vcap {
+            let busy = k.curr(v).is_some();
+            self.probers.account_tick(view, v, busy, k.tick_ns());
+        }
         if self.p.vact {
             self.probers.tick(view, v);
         }
@@ -327,6 +331,7 @@ impl LinuxHooks for Vsched {
 
     fn report(&self, _k: &LinuxKernel) -> Value {
         let caps: Vec<Option<f64>> = self.probers.vcpus.iter().map(|s| s.capacity.map(|c| c.round())).collect();
+        let shares: Vec<Option<f64>> = self.probers.vcpus.iter().map(|s| s.share_smoothed.map(|x| (x * 1000.0).round() / 1000.0)).collect();
         let lat: Vec<f64> = self.probers.vcpus.iter().map(|s| (s.latency_us * 10.0).round() / 10.0).collect();
         let preempt: Vec<u64> = self.probers.vcpus.iter().map(|s| s.preemptions_total).collect();
         let topology = self.vtop.topology.as_ref().map(|t| {
@@ -340,6 +345,7 @@ impl LinuxHooks for Vsched {
         let hidden: Vec<u32> = (0..self.nv).filter(|&v| !self.rwc.mask[v as usize]).collect();
         json!({
             "capacity": caps,
+            "share": shares,
             "latency_us": lat,
             "preemptions": preempt,
             "capacity_history": self.probers.history,

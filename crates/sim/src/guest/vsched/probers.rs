@@ -6,7 +6,9 @@
 //!   1 s). During a window a light prober thread per vCPU spins at
 //!   SCHED_IDLE, so the vCPU is busy whenever the guest has nothing else and
 //!   the host's preemptions show as steal; its share of the core is
-//!   `1 - steal/window`. The window is polled every 10 ms and ends early
+//!   `used / (used + stolen)` (`used_share`, the public prober's formula),
+//!   with `used` the busy time the guest's ticks accounted
+//!   (`account_tick`, /proc/stat) and `stolen` the published steal. The window is polled every 10 ms and ends early
 //!   once every vCPU showed enough preemptions (`window_ends_early`, the
 //!   public prober's `preemptive_leave`); shares and latencies are then
 //!   over the window's actual length. A vCPU whose light prober RWC stopped (hidden as
@@ -26,7 +28,7 @@
 //!   threshold; at each window end, vCPU latency = steal / preemptions over
 //!   the window.
 
-use vmsched_probe::estimators::capacity::{core_rate, core_share, vcpu_capacity, window_ends_early, BANNED_STACKED_SHARE, CAPACITY_SCALE};
+use vmsched_probe::estimators::capacity::{core_rate, used_share, vcpu_capacity, window_ends_early, BANNED_STACKED_SHARE, CAPACITY_SCALE};
 use vmsched_probe::estimators::ema::Ema;
 use vmsched_probe::estimators::heavy::HeavySchedule;
 use vmsched_probe::estimators::latency::latency;
@@ -59,6 +61,12 @@ pub struct VcpuProbe {
     /// capacity-1024 core running this vCPU alone).
     core_rate: Option<f64>,
     steal_at_window: u64,
+    /// Busy time the guest kernel has accounted to the vCPU (/proc/stat's
+    /// user + nice + system), the steal it has accounted, and the busy time
+    /// at the window's start.
+    used_ns: u64,
+    steal_at_account: u64,
+    used_at_window: u64,
     heavy_work: u64,
     heavy_running: u64,
     /// (time, published steal) when the current heavy chunk started.
@@ -83,6 +91,10 @@ pub struct VcpuProbe {
     /// the capacity's decay length; a window without preemptions adds 0).
     latency_ema: Ema,
     pub share: f64,
+    /// The EMA of the shares (vcapacity's `capacity_perc_ema`), which RWC's
+    /// straggler test reads.
+    share_ema: Ema,
+    pub share_smoothed: Option<f64>,
 }
 
 pub struct Probers {
@@ -115,6 +127,9 @@ impl Probers {
             ema: Ema::new(p.ema_decay).expect("validated EMA decay"),
             core_rate: None,
             steal_at_window: 0,
+            used_ns: 0,
+            steal_at_account: 0,
+            used_at_window: 0,
             heavy_work: 0,
             heavy_running: 0,
             heavy_chunk: None,
@@ -128,6 +143,8 @@ impl Probers {
             latency_us: 0.0,
             latency_ema: Ema::new(p.ema_decay).expect("validated EMA decay"),
             share: 1.0,
+            share_ema: Ema::new(p.ema_decay).expect("validated EMA decay"),
+            share_smoothed: None,
         };
         Probers {
             vcpus: vec![probe; nv as usize],
@@ -188,6 +205,22 @@ impl Probers {
         st.heartbeat = view.now;
     }
 
+    /// The guest kernel's time accounting at a tick of running vCPU `v`
+    /// (`account_process_tick()`, kernel/sched/cputime.c, Linux 6.1): the
+    /// steal published since the last tick is accounted as steal, and the
+    /// tick's remaining `TICK_NSEC - steal` (nothing when the steal exceeds
+    /// a tick) as user or system time when a task runs (`busy`), as idle
+    /// time otherwise. vcap reads the busy part from /proc/stat.
+    pub fn account_tick(&mut self, view: &GuestView, v: u32, busy: bool, tick_ns: u64) {
+        let st = &mut self.vcpus[v as usize];
+        let steal = view.steal_published[v as usize];
+        let stolen = steal - st.steal_at_account;
+        st.steal_at_account = steal;
+        if busy {
+            st.used_ns += tick_ns.saturating_sub(stolen);
+        }
+    }
+
     /// How long `w` has run without interruption at `now`: since it last
     /// left idle (`idle_exit`, the kernel's record) or came back from an
     /// inactive period, whichever is later (the public hooks'
@@ -223,6 +256,7 @@ impl Probers {
         self.window_opened_at = view.now;
         for (v, st) in self.vcpus.iter_mut().enumerate() {
             st.steal_at_window = view.steal_published[v];
+            st.used_at_window = st.used_ns;
             st.preemptions = 0;
             st.banned = banned[v];
         }
@@ -267,7 +301,8 @@ impl Probers {
             // Without its light prober a vCPU halts when the guest has nothing
             // for it and accrues no steal; the public prober records the
             // banned vCPU's share as a constant instead (BANNED_STACKED_SHARE).
-            st.share = if st.banned { BANNED_STACKED_SHARE } else { core_share(window_ns, steal) };
+            st.share = if st.banned { BANNED_STACKED_SHARE } else { used_share(st.used_ns - st.used_at_window, steal) };
+            st.share_smoothed = Some(st.share_ema.update(st.share));
             if let Some(rate) = st.core_rate {
                 st.capacity = Some(st.ema.update(CAPACITY_SCALE * vcpu_capacity(rate, st.share)));
             }
@@ -282,6 +317,12 @@ impl Probers {
 
     pub fn capacities(&self) -> Option<Vec<f64>> {
         self.vcpus.iter().map(|s| s.capacity).collect()
+    }
+
+    /// Each vCPU's share of its core, smoothed over the windows, once every
+    /// vCPU has one.
+    pub fn shares(&self) -> Option<Vec<f64>> {
+        self.vcpus.iter().map(|s| s.share_smoothed).collect()
     }
 
     /// The average capacity vcap publishes for BVS and IVH to compare with

@@ -1,5 +1,6 @@
 //! Relaxed work conservation (vSched §3.4): the workloads' cpuset hides
-//! stragglers and all but one vCPU of each stacked group, chosen by the real
+//! stragglers (a smoothed share of their core below `straggler_share`, the
+//! public prober's test) and all but one vCPU of each stacked group, chosen by the real
 //! prober's estimator (`estimators::rwc::plan`). vSched's own threads stay
 //! outside that cgroup: vcap keeps sampling stragglers, vtop keeps probing
 //! every vCPU; the light prober of a hidden stacked vCPU stops (it would
@@ -22,14 +23,15 @@ impl Rwc {
     }
 
     /// The new cpuset, if it differs from the current one.
-    pub fn update(&mut self, capacities: &[f64], stacked_groups: &[Vec<usize>], straggler_factor: f64) -> Option<Vec<bool>> {
-        let caps: Vec<(usize, f64)> = capacities.iter().copied().enumerate().collect();
-        let p = plan(&caps, stacked_groups, straggler_factor);
-        let mut mask = vec![false; capacities.len()];
+    /// `shares`: each vCPU's smoothed share of its core, as vcap measured it.
+    pub fn update(&mut self, shares: &[f64], stacked_groups: &[Vec<usize>], straggler_share: f64) -> Option<Vec<bool>> {
+        let indexed: Vec<(usize, f64)> = shares.iter().copied().enumerate().collect();
+        let p = plan(&indexed, stacked_groups, straggler_share);
+        let mut mask = vec![false; shares.len()];
         for &c in &p.keep {
             mask[c] = true;
         }
-        self.stacked_hidden = vec![false; capacities.len()];
+        self.stacked_hidden = vec![false; shares.len()];
         for &c in stacked_groups.iter().filter(|g| g.len() > 1).flatten() {
             self.stacked_hidden[c] = !mask[c];
         }
