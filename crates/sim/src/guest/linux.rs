@@ -59,6 +59,14 @@ impl GTask {
     }
 }
 
+/// A balance domain of a vCPU ([`LinuxKernel::span`]): the vCPUs below `n`
+/// in LLC `llc`, or all of them.
+#[derive(Clone, Copy)]
+struct Span {
+    llc: Option<u32>,
+    n: u32,
+}
+
 #[derive(Debug, Clone, Default)]
 struct GuestRq {
     cfs: FairRq,
@@ -523,12 +531,16 @@ impl LinuxKernel {
 
 
 
-    fn span(&self, v: u32, level: usize) -> Vec<u32> {
-        let n = self.nr_vcpus();
-        match level {
-            0 => (0..n).filter(|&w| self.llc_of[w as usize] == self.llc_of[v as usize]).collect(),
-            _ => (0..n).collect(),
-        }
+    /// The vCPUs of `v`'s balance domain at `level` (0: its LLC, else the
+    /// whole VM), in index order. Named by a [`Span`] rather than listed:
+    /// newidle and tick balances ask for one at every idle entry and
+    /// periodic balance, and a list would be an allocation each time.
+    fn span(&self, v: u32, level: usize) -> Span {
+        Span { llc: (level == 0).then(|| self.llc_of[v as usize]), n: self.nr_vcpus() }
+    }
+
+    fn span_members(&self, span: Span) -> impl Iterator<Item = u32> + '_ {
+        (0..span.n).filter(move |&w| span.llc.is_none_or(|llc| self.llc_of[w as usize] == llc))
     }
 
     /// A queued (not running) task on `from` that may run on `to`.
@@ -619,11 +631,10 @@ impl LinuxKernel {
 
     /// load_balance() toward `v`: pull one task from the busiest vCPU of the
     /// span when that reduces the imbalance in runnable tasks.
-    fn balance(&mut self, view: &GuestView, v: u32, span: &[u32]) -> bool {
+    fn balance(&mut self, view: &GuestView, v: u32, span: Span) -> bool {
         let this = self.rqs[v as usize].nr_running();
-        let busiest = span
-            .iter()
-            .copied()
+        let busiest = self
+            .span_members(span)
             .filter(|&w| w != v && self.rqs[w as usize].nr_running() >= this + 2)
             .max_by_key(|&w| (self.rqs[w as usize].nr_running(), std::cmp::Reverse(w)));
         let Some(b) = busiest else { return false };
@@ -693,7 +704,8 @@ impl LinuxKernel {
         let packed = core.len() > 1 && !task.is_rt() && task.policy != Policy::Idle && core.iter().all(|&s| self.rqs[s as usize].nr_running() > 0);
         let llc = self.span(v, 0);
         let idle_core = |w: u32| self.smt_siblings[w as usize].iter().all(|&s| self.is_idle(view, s));
-        let target = if packed { llc.iter().copied().find(|&w| task.allowed[w as usize] && idle_core(w)) } else { None };
+        let target = if packed { self.span_members(llc).find(|&w| task.allowed[w as usize] && idle_core(w)) } else { None };
+        let llc_len = if target.is_some() { self.span_members(llc).count() as u64 } else { 0 };
         let rq = &mut self.rqs[v as usize];
         let Some(w) = target else {
             rq.packed_failed = 0;
@@ -702,7 +714,7 @@ impl LinuxKernel {
         if view.now < rq.packed_next {
             return None;
         }
-        rq.packed_next = view.now + llc.len() as u64 * 1_000_000;
+        rq.packed_next = view.now + llc_len * 1_000_000;
         rq.packed_failed += 1;
         if rq.packed_failed <= LLC_CACHE_NICE_TRIES + 2 {
             return None;
@@ -714,7 +726,7 @@ impl LinuxKernel {
     /// newidle_balance(): an idle vCPU pulls from the busiest vCPU in the VM.
     fn newidle_balance(&mut self, view: &GuestView, v: u32) {
         let span = self.span(v, 1);
-        self.balance(view, v, &span);
+        self.balance(view, v, span);
     }
 
 }
@@ -955,10 +967,10 @@ impl GuestPolicy for LinuxKernel {
             }
             let span = self.span(v, level);
             let busy = self.rqs[v as usize].curr.is_some();
-            let interval = span.len() as u64 * 1_000_000 * if busy { BUSY_FACTOR } else { 1 };
+            let interval = self.span_members(span).count() as u64 * 1_000_000 * if busy { BUSY_FACTOR } else { 1 };
             self.rqs[v as usize].next_balance[level] = now + interval;
             self.update_capacity(v);
-            if self.balance(view, v, &span) {
+            if self.balance(view, v, span) {
                 out.resched = true;
             }
         }
