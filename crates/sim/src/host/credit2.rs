@@ -428,20 +428,25 @@ impl Credit2 {
     /// runq_candidate(): the queue's best vCPU that may run here, unless it
     /// is tickled for another pCPU or came from another pCPU without
     /// beating the current choice by the migration resistance; a capped one
-    /// must get budget (or is parked, and the current choice stays).
-    fn candidate(&mut self, view: &HostView, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
+    /// must get budget (or is parked, and the current choice stays). Also
+    /// returns how many queued vCPUs were passed over before the first one
+    /// considered (runq_candidate()'s `*skipped`: for affinity, for a
+    /// tickled pCPU, for the resistance), all of them if none was.
+    fn candidate(&mut self, view: &HostView, p: PcpuId, prev: Option<VcpuId>) -> (Option<VcpuId>, usize) {
         let rq = self.rq_of_pcpu[p as usize];
         // CSCHED2_IDLE_CREDIT = -(1 << 30): anything beats the idle vCPU.
         let best_credit = prev.map_or(-(1i64 << 30), |v| self.vcs[v as usize].credit);
-        let chosen = self.rqs[rq].queue.iter().copied().find(|&v| {
+        let considered = self.rqs[rq].queue.iter().position(|&v| {
             let vc = &self.vcs[v as usize];
             let tickled_elsewhere = vc.tickled_cpu.is_some_and(|t| t != p && self.pcpu.tickled[t as usize]);
             let resisted = vc.cpu != p && best_credit + self.migrate_resist > vc.credit;
             !tickled_elsewhere && !resisted && view.may_run(v, p)
         });
+        let skipped = considered.unwrap_or(self.rqs[rq].queue.len());
+        let chosen = considered.map(|i| self.rqs[rq].queue[i]);
         match chosen {
-            Some(v) if self.vcs[v as usize].credit > best_credit && (!self.capped(v) || self.grab_budget(v, view.now)) => Some(v),
-            _ => prev,
+            Some(v) if self.vcs[v as usize].credit > best_credit && (!self.capped(v) || self.grab_budget(v, view.now)) => (Some(v), skipped),
+            _ => (prev, skipped),
         }
     }
 
@@ -693,32 +698,27 @@ impl HostPolicy for Credit2 {
             }
             _ => prev,
         };
-        // Rate limiting: a vCPU that ran less than ratelimit_us continues.
+        // Rate limiting: a vCPU that ran less than ratelimit_us continues
+        // (runq_candidate() returns it before looking at the queue: nothing
+        // skipped).
         let limited = prev.filter(|&c| self.ratelimit_ns > 0 && start.saturating_sub(self.vcs[c as usize].running_since) < self.ratelimit_ns);
-        let mut next = limited.or_else(|| self.candidate(view, p, prev));
+        let (next, skipped) = match limited {
+            Some(c) => (Some(c), 0),
+            None => self.candidate(view, p, prev),
+        };
+        // The end of an epoch: csched2_schedule() resets the runqueue's
+        // credit when the vCPU it chose has none left, but only if
+        // runq_candidate() passed over no queued vCPU to choose it ("Only
+        // trigger a reset when it does", Xen 4.9), and keeps its choice.
         let mut reset = false;
         if let Some(n) = next {
             if Some(n) != prev {
                 self.runq_remove(n);
             }
-            if self.vcs[n as usize].credit <= CREDIT_RESET {
+            if skipped == 0 && self.vcs[n as usize].credit <= CREDIT_RESET {
                 let rq = self.vcs[n as usize].rq;
                 self.reset_credit(rq, n, now);
                 reset = true;
-                // The reset may change who leads; pick again from the new credits.
-                if limited.is_none() {
-                    if Some(n) != prev {
-                        self.runq_insert(n);
-                    }
-                    next = self.candidate(view, p, prev);
-                    // A capped vCPU given budget but not chosen again gives it back.
-                    if next != Some(n) && self.capped(n) {
-                        self.return_budget(view, out, n);
-                    }
-                    if let Some(m) = next.filter(|&m| Some(m) != prev) {
-                        self.runq_remove(m);
-                    }
-                }
             }
         }
         if let Some(n) = next {
@@ -919,6 +919,47 @@ mod tests {
         c.balance_load(&view, &mut out, 0);
         assert_eq!((c.vcs[2].rq, c.vcs[2].migrate_to), (0, Some(1)));
         assert_eq!(out.resched, vec![1]);
+    }
+
+    /// csched2_schedule() ends an epoch only when runq_candidate() chose
+    /// without passing over a queued vCPU. Runqueue 0 (pCPUs 0 and 1)
+    /// queues a (3 ms of credit, tickled for pCPU 1, which has not decided
+    /// yet) ahead of b (-1 ms, last on pCPU 0). Idle pCPU 0 decides: a is
+    /// left for pCPU 1, b is chosen with no credit, but a was skipped, so
+    /// nobody's credit is reset (a keeps 3 ms, b runs at -1 ms). With a not
+    /// tickled, pCPU 0 takes a (3 ms, no reset); with a gone, b is the head
+    /// and its -1 ms resets the runqueue: b 9 ms, a 10.5 ms (13 ms clipped
+    /// to CSCHED2_CREDIT_INIT + CSCHED2_CARRYOVER_MAX).
+    #[test]
+    fn credit2_resets_credit_only_when_no_queued_vcpu_was_skipped() {
+        const MS: i64 = 1_000_000;
+        let m = Machine::new(&toml::from_str("sockets=2\ncores_per_socket=2").unwrap());
+        let allowed = anywhere(2);
+        let running = vec![None; 4];
+        let view = HostView::new(NOW, &m, &allowed, &running);
+        let setup = |a_tickled: bool| {
+            let mut c = two_runqueues([&[(0, 0.0), (1, 0.0)], &[]], [0.0, 0.0]);
+            c.costs = DecisionCosts::from_us(0.0, 0.0, 0.0, SchedLocks::per_pcpu(4));
+            c.vcs[0].credit = 3 * MS;
+            c.vcs[0].cpu = 1;
+            c.vcs[1].credit = -MS;
+            c.vcs[1].cpu = 0;
+            if a_tickled {
+                c.vcs[0].tickled_cpu = Some(1);
+                c.pcpu.tickled[1] = true;
+            }
+            c
+        };
+        let mut c = setup(true);
+        assert_eq!(c.pick_next(&view, &mut HostOut::default(), 0, None), Some(1));
+        assert_eq!((c.vcs[0].credit, c.vcs[1].credit), (3 * MS, -MS));
+        let mut c = setup(false);
+        assert_eq!(c.pick_next(&view, &mut HostOut::default(), 0, None), Some(0));
+        assert_eq!((c.vcs[0].credit, c.vcs[1].credit), (3 * MS + MIGRATE_COMPENSATION, -MS));
+        let mut c = setup(true);
+        c.runq_remove(0);
+        assert_eq!(c.pick_next(&view, &mut HostOut::default(), 0, None), Some(1));
+        assert_eq!((c.vcs[0].credit, c.vcs[1].credit), (CREDIT_INIT + CARRYOVER_MAX, 9 * MS));
     }
 
     /// __update_runq_load(): with W = 2^20 units of 1024 ns and 18

@@ -738,9 +738,15 @@ impl PcpuBook {
     }
 
     /// The decision on `p` is `next` (after `prev`): it runs there, the
-    /// decision's cost is charged (with the descheduling work if a vCPU left
-    /// the pCPU), the slice timer `(kind, at)` is armed, and requests to
-    /// reschedule `p` made during the decision are answered by it.
+    /// decision's cost is charged (with the work after a context switch
+    /// when the pCPU changes what it runs: a vCPU left, or one replaces the
+    /// idle vCPU), the slice timer `(kind, at)` is armed, and requests to
+    /// reschedule `p` made during the decision are answered by it. Xen's
+    /// schedule() switches whenever `prev != next`, the idle vCPU included,
+    /// and context_saved() runs the policy's hook for every switch
+    /// (xen/common/schedule.c, Xen 4.9); Table 1's Migrate is the mean
+    /// over those calls (the tracepoints around it, TRC_SCHED_CSAVED_START
+    /// and _END in the Tableau prototype's schedule.c).
     #[allow(clippy::too_many_arguments)]
     pub fn end(&mut self, out: &mut HostOut, costs: &mut DecisionCosts, now: u64, p: PcpuId, prev: Option<VcpuId>, next: Option<VcpuId>, switched_out: bool, slice: Option<(u64, u64)>) {
         let during = self.current_during(p, prev);
@@ -749,7 +755,7 @@ impl PcpuBook {
         if let Some((kind, at)) = slice {
             self.arm_slice(out, p, kind, at);
         }
-        costs.charge_decision(out, now, p, switched_out || (prev.is_some() && prev != next), during);
+        costs.charge_decision(out, now, p, switched_out || prev != next, during);
         out.resched.retain(|&q| q != p);
     }
 
@@ -804,6 +810,29 @@ mod tests {
         assert_eq!(wake(&mut c, 1000, 0), 2000);
         assert_eq!(c.locks.wait_ns, 0);
         assert_eq!(c.lock_metrics(), None);
+    }
+
+    /// The work after a context switch is paid whenever the pCPU changes
+    /// what it runs, the idle vCPU included (schedule() switches on `prev
+    /// != next` and context_saved() runs the hook for each switch): an idle
+    /// pCPU taking a vCPU pays Schedule and Migrate (3 + 1 us), one keeping
+    /// its vCPU or staying idle pays Schedule only, and one whose vCPU
+    /// halted and that goes idle pays both.
+    #[test]
+    fn every_context_switch_pays_the_work_after_it_idle_included() {
+        let mut c = DecisionCosts::from_us(3.0, 2.0, 1.0, SchedLocks::per_pcpu(1));
+        let mut book = PcpuBook::new(1);
+        let mut decide = |book: &mut PcpuBook, now: u64, prev: Option<VcpuId>, next: Option<VcpuId>| {
+            let switched_out = book.begin(0);
+            let mut out = HostOut::default();
+            book.end(&mut out, &mut c, now, 0, prev, next, switched_out, None);
+            out.charge.iter().map(|&(_, ns)| ns).sum::<u64>()
+        };
+        assert_eq!(decide(&mut book, 0, None, None), 3000);
+        assert_eq!(decide(&mut book, 100_000, None, Some(7)), 4000);
+        assert_eq!(decide(&mut book, 200_000, Some(7), Some(7)), 3000);
+        book.halted(0, 7);
+        assert_eq!(decide(&mut book, 300_000, None, None), 4000);
     }
 
     /// One global lock (RTDS): decisions at one instant on three pCPUs are
