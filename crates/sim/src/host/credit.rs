@@ -899,7 +899,8 @@ impl HostPolicy for Credit {
                     self.ratelimit_ns - runtime
                 };
                 self.vcs[c as usize].clock.resume(now);
-                self.pcpu.end(out, &mut self.costs, now, p, prev, Some(c), switched_out, Some((T_SLICE, now + slice)));
+                let until = now + slice + self.slice_lateness.draw();
+                self.pcpu.end(out, &mut self.costs, now, p, prev, Some(c), switched_out, Some((T_SLICE, until)));
                 return Some(c);
             }
             self.runq_insert(c);
@@ -950,8 +951,8 @@ impl HostPolicy for Credit {
                 vc.running_since = now;
             }
         }
-        // s_timer, set by schedule() at NOW() + the slice, fires late by
-        // its interrupt's lateness.
+        // s_timer, set by schedule() at NOW() + the slice (here and under
+        // the rate limit above), fires late by its interrupt's lateness.
         let slice = next.map(|_| (T_SLICE, now + self.tslice_ns + self.slice_lateness.draw()));
         self.pcpu.end(out, &mut self.costs, now, p, prev, next, switched_out, slice);
         // context_saved() of the vCPU switched out.
