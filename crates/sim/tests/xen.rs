@@ -10,8 +10,9 @@ use vmsched_sim::{run, RunOptions};
 const MS: u64 = 1_000_000;
 
 /// No virtualization or scheduler costs and no OS noise (the guests'
-/// kworkers would wake their vCPUs), so slices fall on exact times.
-const FREE: &str = "[overheads]\nvcpu_switch_ns=0\ntask_switch_ns=0\nvm_exit_ns=0\nipi_delivery_ns=0\nirq_handler_ns=0\n[timing]\nnoise=false\n";
+/// kworkers would wake their vCPUs), so slices fall on exact times; Credit's
+/// tickers all fire at multiples of the tick period, in pCPU order.
+const FREE: &str = "[overheads]\nvcpu_switch_ns=0\ntask_switch_ns=0\nvm_exit_ns=0\nipi_delivery_ns=0\nirq_handler_ns=0\n[timing]\nnoise=false\nseeded_credit_tick_phase=false\n";
 
 /// The policy's table with its per-decision costs at zero, plus `params`.
 fn costless(policy: &str, params: &str) -> String {
@@ -68,6 +69,60 @@ fn credit_boost_preempts_an_under_vcpu_at_wakeup() {
     );
     let t = slices(&text, 40);
     assert_eq!(rows(&t, 0, 1000), want(&[("hog", 0, 15_000), ("io", 15_000, 17_000), ("hog", 17_000, 40_000)]));
+}
+
+/// Each pCPU's Credit ticker has its own phase (sched_credit.c,
+/// init_pdata() arms spc->ticker when the pCPU comes up). On each of two
+/// pCPUs a hog runs BOOSTed from its wakeup at 0 until its pCPU's first
+/// tick demotes it to UNDER; a vCPU waking BOOSTed at 5 ms preempts it
+/// only if that tick came first, and otherwise waits for the hog's slice
+/// to end at 30 ms. Aligned, both first ticks fall at 10 ms and both wait;
+/// with seeded phases the two pCPUs part for some seed, and a seed gives
+/// the same schedule every time.
+#[test]
+fn credit_tickers_fire_at_each_pcpus_own_phase() {
+    let late = "[[vm.workload]]\nkind='bursty'\nstart_ms=5\nwork_dist='constant'\nwork_us=1000\nsleep_us=1e9\n";
+    let text = |seed: u64, phase: bool| {
+        let vms: String = (0..2).map(|p| format!("{}[[vm]]\nname='w{p}'\npin=[{p}]\n{late}", hog_vm(&format!("h{p}"), &format!("pin=[{p}]")))).collect();
+        format!("seed={seed}\n{}seeded_credit_tick_phase={phase}\n{vms}", host("credit", 2)).replacen("seeded_credit_tick_phase=false\n", "", 1)
+    };
+    // When the late waker first runs on pCPU p: 5 ms (preempting) or 30 ms.
+    let first_run = |text: &str, p: u32| rows(&slices(text, 40), p, MS).into_iter().find(|r| r.0.starts_with('w')).map(|r| r.1);
+    for seed in 1..=3 {
+        let aligned = text(seed, false);
+        assert_eq!((first_run(&aligned, 0), first_run(&aligned, 1)), (Some(30), Some(30)), "aligned, seed {seed}");
+    }
+    let parted = (1..=8).find(|&seed| {
+        let t = text(seed, true);
+        let runs = (first_run(&t, 0), first_run(&t, 1));
+        assert!([Some(5), Some(30)].contains(&runs.0) && [Some(5), Some(30)].contains(&runs.1), "seed {seed}: {runs:?}");
+        runs.0 != runs.1
+    });
+    assert!(parted.is_some(), "the two pCPUs' first ticks never parted around 5 ms in eight seeds");
+    let t = text(parted.unwrap(), true);
+    assert_eq!(rows(&slices(&t, 40), 0, 1), rows(&slices(&t, 40), 0, 1));
+}
+
+/// Slice ends in lockstep, and what parts them: on each of two pCPUs two
+/// hogs alternate 30 ms slices. Without timer lateness both pCPUs switch at
+/// 30, 60, 90 ms... at one instant; with each s_timer interrupt late by a
+/// drawn amount (`timing.tick_jitter_us`), and the next slice set from that
+/// late NOW() (schedule()), each pCPU's switches drift on their own.
+#[test]
+fn credit_slice_ends_part_with_timer_lateness() {
+    let hogs: String = ["a0", "b0", "a1", "b1"].iter().map(|n| hog_vm(n, &format!("pin=[{}]", &n[1..]))).collect();
+    let switches = |extra: &str| {
+        let t = slices(&format!("{}{extra}{hogs}", host("credit", 2)), 300);
+        let ends = |p| rows(&t, p, 1).into_iter().map(|r| r.2).collect::<Vec<u64>>();
+        (ends(0), ends(1))
+    };
+    let (p0, p1) = switches("");
+    assert_eq!(p0, p1);
+    assert_eq!(&p0[..3], [30 * MS, 60 * MS, 90 * MS]);
+    let (p0, p1) = switches("tick_jitter_us=20\n");
+    assert!(p0.len() > 3 && p1.len() > 3);
+    assert!(p0[..p0.len() - 1].iter().zip(&p1).all(|(a, b)| a != b), "slice ends still meet: {p0:?} {p1:?}");
+    assert!(p0[2] > 90 * MS && p0[2] < 91 * MS, "three late slice ends: {}", p0[2]);
 }
 
 /// Credit2, two equal hogs on one pCPU. Both start with CSCHED2_CREDIT_INIT

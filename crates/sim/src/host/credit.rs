@@ -42,6 +42,7 @@ use super::irs::IrsSender;
 use super::{keeps_running_until_notified, DecisionCosts, SchedLocks, Exit, Hcall, HostOut, HostPolicy, HostView, PcpuBook};
 use crate::ids::{PcpuId, VcpuId};
 use crate::registry::HostBuild;
+use crate::world::timing::{credit_tick_phases, Lateness};
 
 /// Priorities (CSCHED_PRI_TS_BOOST, CSCHED_PRI_TS_UNDER, CSCHED_PRI_TS_OVER,
 /// CSCHED_PRI_IDLE in sched_credit.c).
@@ -60,12 +61,14 @@ const TICKS_PER_TSLICE: u64 = 3;
 /// (xen/include/public/sysctl.h).
 const MIN_TIMER_NS: u64 = 100_000;
 
-/// Timer tokens: kind in the top byte, generation and pCPU below.
+/// Timer tokens: kind in the top byte, generation and pCPU below (a
+/// ticker's token: its pCPU).
 const T_ACCT: u64 = 1 << 56;
 const T_TICK: u64 = 2 << 56;
 const T_SLICE: u64 = 3 << 56;
 const T_COSCHED: u64 = 4 << 56;
 const KIND: u64 = 0xff << 56;
+const PCPU: u64 = !KIND;
 
 #[derive(Debug, Clone)]
 struct Vc {
@@ -185,6 +188,14 @@ struct Dom {
 pub struct Credit {
     tslice_ns: u64,
     tick_ns: u64,
+    /// When each pCPU's ticker (spc->ticker) first fires.
+    tick_phases: Vec<u64>,
+    /// How late the tickers', the accounting timer's and the slice ends'
+    /// interrupts run (each timer is re-armed from NOW() in its handler or
+    /// in schedule(), so lateness carries into every later expiry).
+    tick_lateness: Lateness,
+    acct_lateness: Lateness,
+    slice_lateness: Lateness,
     ratelimit_ns: u64,
     credits_per_tslice: i64,
     /// prv->credit: credits_per_tslice per pCPU.
@@ -300,6 +311,10 @@ impl Credit {
         Credit {
             tslice_ns,
             tick_ns: tslice_ns / ticks,
+            tick_phases: credit_tick_phases(&s.timing, s.seed, b.pcpus, tslice_ns / ticks),
+            tick_lateness: Lateness::new(&s.timing, s.seed, "timing/credit-tick-lateness"),
+            acct_lateness: Lateness::new(&s.timing, s.seed, "timing/credit-acct-lateness"),
+            slice_lateness: Lateness::new(&s.timing, s.seed, "timing/credit-slice-lateness"),
             ratelimit_ns: (prm.ratelimit_us * 1e3).round() as u64,
             credits_per_tslice,
             credit_total: credits_per_tslice * n as i64,
@@ -749,31 +764,33 @@ impl Credit {
         }
     }
 
-    /// csched_tick() on every pCPU: the running vCPU burns credit, loses
-    /// its BOOST and becomes active, or, if it already was, moves when the
-    /// pick finds it a better pCPU (csched_vcpu_acct()); runqueues are
-    /// re-sorted once after each accounting.
-    fn tick_all(&mut self, view: &HostView, out: &mut HostOut) {
-        for p in 0..self.pcpu.curr.len() {
-            if let Some(v) = self.pcpu.curr[p] {
-                if self.vcs[v as usize].pri == PRI_BOOST {
-                    self.vcs[v as usize].pri = PRI_UNDER;
-                }
-                self.burn(v, view.now);
-                if !self.vcs[v as usize].active {
-                    self.acct_start(v);
-                } else if self.cpu_pick(view, v, false) != p as PcpuId {
-                    self.vcs[v as usize].migrating = true;
-                    out.resched.push(p as PcpuId);
-                }
+    /// csched_tick() on pCPU `p`, from its own ticker: the running vCPU
+    /// burns credit, loses its BOOST and becomes active, or, if it already
+    /// was, moves when the pick finds it a better pCPU (csched_vcpu_acct());
+    /// the runqueue is re-sorted once after each accounting. The handler
+    /// re-arms its ticker at NOW() + the tick period, so a late tick delays
+    /// every later one of that pCPU.
+    fn tick_pcpu(&mut self, view: &HostView, out: &mut HostOut, p: PcpuId) {
+        let pi = p as usize;
+        if let Some(v) = self.pcpu.curr[pi] {
+            if self.vcs[v as usize].pri == PRI_BOOST {
+                self.vcs[v as usize].pri = PRI_UNDER;
             }
-            if self.runq_sort_last[p] != self.runq_sort {
-                self.runq_sort_last[p] = self.runq_sort;
-                // csched_runq_sort(): UNDERs (and BOOSTs) move ahead of OVERs.
-                let vcs = &self.vcs;
-                self.runq[p].sort_by_key(|&v| vcs[v as usize].pri < PRI_UNDER);
+            self.burn(v, view.now);
+            if !self.vcs[v as usize].active {
+                self.acct_start(v);
+            } else if self.cpu_pick(view, v, false) != p {
+                self.vcs[v as usize].migrating = true;
+                out.resched.push(p);
             }
         }
+        if self.runq_sort_last[pi] != self.runq_sort {
+            self.runq_sort_last[pi] = self.runq_sort;
+            // csched_runq_sort(): UNDERs (and BOOSTs) move ahead of OVERs.
+            let vcs = &self.vcs;
+            self.runq[pi].sort_by_key(|&v| vcs[v as usize].pri < PRI_UNDER);
+        }
+        out.timers.push((view.now + self.tick_ns + self.tick_lateness.draw(), T_TICK | p as u64));
     }
 }
 
@@ -818,8 +835,12 @@ impl HostPolicy for Credit {
             let hard: Vec<bool> = (0..n).map(|p| view.may_run(v, p)).collect();
             self.vcs[v as usize].soft = useful_soft_affinity(&hard, &self.vcs[v as usize].soft_pcpus);
         }
-        out.timers.push((self.tslice_ns, T_ACCT));
-        out.timers.push((self.tick_ns, T_TICK));
+        // The master's accounting timer (prv->master_ticker) and each
+        // pCPU's ticker (spc->ticker), armed in init_pdata().
+        out.timers.push((self.tslice_ns + self.acct_lateness.draw(), T_ACCT));
+        for (p, &first) in self.tick_phases.iter().enumerate() {
+            out.timers.push((first + self.tick_lateness.draw(), T_TICK | p as u64));
+        }
         if let Some(co) = &mut self.coscheduling {
             co.start(view);
             out.timers.push((view.now + co.poll_ns(), T_COSCHED));
@@ -878,7 +899,8 @@ impl HostPolicy for Credit {
                     self.ratelimit_ns - runtime
                 };
                 self.vcs[c as usize].clock.resume(now);
-                self.pcpu.end(out, &mut self.costs, now, p, prev, Some(c), switched_out, Some((T_SLICE, now + slice)));
+                let until = now + slice + self.slice_lateness.draw();
+                self.pcpu.end(out, &mut self.costs, now, p, prev, Some(c), switched_out, Some((T_SLICE, until)));
                 return Some(c);
             }
             self.runq_insert(c);
@@ -929,7 +951,9 @@ impl HostPolicy for Credit {
                 vc.running_since = now;
             }
         }
-        let slice = next.map(|_| (T_SLICE, now + self.tslice_ns));
+        // s_timer, set by schedule() at NOW() + the slice (here and under
+        // the rate limit above), fires late by its interrupt's lateness.
+        let slice = next.map(|_| (T_SLICE, now + self.tslice_ns + self.slice_lateness.draw()));
         self.pcpu.end(out, &mut self.costs, now, p, prev, next, switched_out, slice);
         // context_saved() of the vCPU switched out.
         if let Some(c) = prev.filter(|&c| next != Some(c)) {
@@ -942,19 +966,16 @@ impl HostPolicy for Credit {
     }
 
     fn tick(&mut self, _view: &HostView, _out: &mut HostOut, _p: PcpuId) {
-        // Credit runs its own ticker (csched_tick(), every tslice / 3).
+        // Credit runs its own tickers (csched_tick(), every tslice / 3).
     }
 
     fn timer(&mut self, view: &HostView, out: &mut HostOut, token: u64) {
         match token & KIND {
             T_ACCT => {
                 self.acct(view, out);
-                out.timers.push((view.now + self.tslice_ns, T_ACCT));
+                out.timers.push((view.now + self.tslice_ns + self.acct_lateness.draw(), T_ACCT));
             }
-            T_TICK => {
-                self.tick_all(view, out);
-                out.timers.push((view.now + self.tick_ns, T_TICK));
-            }
+            T_TICK => self.tick_pcpu(view, out, (token & PCPU) as PcpuId),
             T_SLICE => out.resched.extend(self.pcpu.slice_due(token)),
             T_COSCHED => self.coschedule(view, out),
             _ => unreachable!("unknown credit timer token {token:#x}"),

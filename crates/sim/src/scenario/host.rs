@@ -499,6 +499,14 @@ pub struct Timing {
     /// of its period from time 0.
     #[serde(default = "yes")]
     pub seeded_guest_tick_phase: bool,
+    /// Each pCPU's Xen Credit ticker (csched_tick()) starts at a seeded
+    /// phase within one tick period: Xen 4.9 arms `spc->ticker` at
+    /// NOW() + tick_period_us when that pCPU is brought up
+    /// (sched_credit.c, init_pdata()), and the pCPUs come up one after
+    /// another at boot. `false`: every pCPU's first tick one period in, at
+    /// one instant, handled in index order.
+    #[serde(default = "yes")]
+    pub seeded_credit_tick_phase: bool,
     /// Workloads without a `start_ms` start at a seeded offset in
     /// [0, start_spread_ms): VMs booted and benchmarks launched one after
     /// another rather than at one instant. 0: all at time 0.
@@ -506,7 +514,10 @@ pub struct Timing {
     pub start_spread_ms: f64,
     /// Mean lateness of each host tick's hrtimer interrupt (exponentially
     /// distributed, drawn per tick and pCPU), in us; 0: every tick on time.
-    /// Each pCPU's tick becomes its own event (as with `skew_tick`).
+    /// Each pCPU's tick becomes its own event (as with `skew_tick`). On a
+    /// Xen Credit host, the same mean lateness for its timers: each pCPU's
+    /// ticker, the master's accounting timer and each slice's end
+    /// (s_timer), each from its own stream.
     #[serde(default)]
     pub tick_jitter_us: f64,
     /// OS noise: the housekeeping work of the host's and each guest's

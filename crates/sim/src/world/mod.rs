@@ -22,7 +22,7 @@ mod io_backend;
 mod irq;
 mod noise;
 pub mod record;
-mod timing;
+pub(crate) mod timing;
 mod validate;
 
 use std::collections::VecDeque;

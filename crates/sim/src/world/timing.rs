@@ -1,5 +1,6 @@
 //! Where the machine's clocks part: the order of tick handlers that fall at
-//! one instant, `skew_tick` offsets, each guest's tick phase and the spread of
+//! one instant, `skew_tick` offsets, each guest's tick phase, the phases of
+//! Xen Credit's per-pCPU tickers, timer-interrupt lateness and the spread of
 //! workload starts (`[timing]`, docs/model.md "Sources of timing
 //! variability"). Each draws from its own stream of the scenario seed, so
 //! turning one off leaves the others' numbers as they were.
@@ -101,15 +102,15 @@ pub(super) struct OwnTicks {
     offsets: Vec<u64>,
     /// Each pCPU's tick instant before offset and lateness.
     nominal: Vec<u64>,
-    lateness: Option<(Exp<f64>, Rng)>,
+    lateness: Lateness,
 }
 
 impl OwnTicks {
     /// None: the pCPUs tick together (one event per tick). `possible_cpus`
     /// is the machine's CPU count, at least `pcpus` (see [`skew_offset`]).
     pub(super) fn new(timing: &Timing, seed: u64, pcpus: u32, possible_cpus: u32, tick_ns: u64) -> Option<Self> {
-        let lateness = (timing.tick_jitter_us > 0.0).then(|| (Exp::new(1.0 / (timing.tick_jitter_us * 1e3)).expect("a positive lateness"), stream(seed, "timing/tick-jitter")));
-        (timing.skew_tick || lateness.is_some()).then(|| OwnTicks {
+        let lateness = Lateness::new(timing, seed, "timing/tick-jitter");
+        (timing.skew_tick || lateness.is_on()).then(|| OwnTicks {
             tick_ns,
             offsets: (0..pcpus).map(|p| if timing.skew_tick { skew_offset(tick_ns, possible_cpus.max(pcpus), p) } else { 0 }).collect(),
             nominal: vec![0; pcpus as usize],
@@ -122,9 +123,40 @@ impl OwnTicks {
     pub(super) fn next(&mut self, p: PcpuId) -> u64 {
         let nominal = &mut self.nominal[p as usize];
         *nominal += self.tick_ns;
-        let late = self.lateness.as_mut().map_or(0, |(exp, rng)| exp.sample(rng).round() as u64);
-        *nominal + self.offsets[p as usize] + late
+        *nominal + self.offsets[p as usize] + self.lateness.draw()
     }
+}
+
+/// How late a timer interrupt's handler runs after its expiry
+/// (`timing.tick_jitter_us`, exponentially distributed), drawn from the
+/// stream named `purpose`; 0 with the lateness off.
+pub(crate) struct Lateness(Option<(Exp<f64>, Rng)>);
+
+impl Lateness {
+    pub(crate) fn new(timing: &Timing, seed: u64, purpose: &str) -> Self {
+        Lateness((timing.tick_jitter_us > 0.0).then(|| (Exp::new(1.0 / (timing.tick_jitter_us * 1e3)).expect("a positive lateness"), stream(seed, purpose))))
+    }
+
+    fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
+    pub(crate) fn draw(&mut self) -> u64 {
+        self.0.as_mut().map_or(0, |(exp, rng)| exp.sample(rng).round() as u64)
+    }
+}
+
+/// When each pCPU's Xen Credit ticker first fires: Xen 4.9 arms it at
+/// NOW() + the tick period when the pCPU is brought up (sched_credit.c,
+/// init_pdata()), so with `timing.seeded_credit_tick_phase` each pCPU's
+/// first tick falls at a seeded instant in (0, period]; otherwise all one
+/// period in.
+pub(crate) fn credit_tick_phases(timing: &Timing, seed: u64, pcpus: u32, period_ns: u64) -> Vec<u64> {
+    if !timing.seeded_credit_tick_phase {
+        return vec![period_ns; pcpus as usize];
+    }
+    let mut rng = stream(seed, "timing/credit-tick-phase");
+    (0..pcpus).map(|_| rng.random_range(1..=period_ns)).collect()
 }
 
 /// The first guest tick of VM `vm`: one period in, or, with a seeded phase,
@@ -214,6 +246,19 @@ mod tests {
         let mean = late as f64 / 10_000.0;
         assert!((mean - 20_000.0).abs() < 1_000.0, "mean lateness {mean} ns");
         assert!(OwnTicks::new(&Timing::default(), 5, 4, 4, 1_000_000).is_none());
+    }
+
+    #[test]
+    fn credit_tick_phases_part_under_the_seed_and_align_without_it() {
+        let phases = credit_tick_phases(&Timing::default(), 1, 8, 10_000_000);
+        assert!(phases.iter().all(|&p| (1..=10_000_000).contains(&p)));
+        let distinct: std::collections::BTreeSet<u64> = phases.iter().copied().collect();
+        assert_eq!(distinct.len(), 8, "eight pCPUs, eight phases: {phases:?}");
+        assert_eq!(credit_tick_phases(&Timing::default(), 1, 8, 10_000_000), phases);
+        let aligned = Timing { seeded_credit_tick_phase: false, ..Timing::default() };
+        assert_eq!(credit_tick_phases(&aligned, 1, 3, 10_000_000), [10_000_000; 3]);
+        let mut off = Lateness::new(&Timing::default(), 1, "x");
+        assert_eq!(off.draw(), 0);
     }
 
     #[test]
