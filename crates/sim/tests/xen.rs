@@ -1093,3 +1093,35 @@ fn credit_of_xen_4_5_boosts_a_kicked_pinned_vcpu_and_the_next_wakeup_waits_its_s
     let t = slices(&format!("{}{vms}", host("credit", 2).replace("[host]\n", "[host]\nkernel='xen-4.5'\n")), 48);
     assert_eq!(rows(&t, 0, tenth_ms), want(&[("hog", 0, 150), ("io", 150, 170), ("hog", 170, 470), ("io", 470, 480)]));
 }
+
+/// csched_acct() walks prv->active_sdom with list_for_each_safe(): a domain
+/// taken off the list while it is visited (its last active vCPU stopped,
+/// credit above one slice's worth) does not make the walk skip the domain
+/// behind it. IRS Fig. 11 (vanilla, four interfered vCPUs, three hog VMs,
+/// seed 5) on the twelve-pCPU pool: the hog domains earn twelve pCPUs'
+/// credit for four pCPUs' work, so each is taken off the list at most
+/// accountings and put back at its head by the next tick that finds one of
+/// its vCPUs running, while the foreground domain, whose three halted vCPUs
+/// stay active and so keep it on the list, drifts to its tail. Walked by
+/// index, the walk skipped the domain behind each one taken off: from
+/// 180 ms on that was the foreground at every accounting, so its vCPU 1,
+/// preempted at 138 ms with -372 credits, stayed OVER (-72) behind three
+/// UNDER hogs on its pCPU and never ran again (the barrier passed once in
+/// the run). Credited at every accounting, it is UNDER within two
+/// accountings and runs within a round of its pCPU's three 30 ms slices.
+#[test]
+fn credit_accounting_credits_the_domain_behind_one_taken_off_the_active_list() {
+    let toml = vmsched_sim::scenarios::BUILTINS.iter().find(|b| b.name == "irs-fig11").expect("irs-fig11").toml;
+    let sets = ["vm[1].workload[0].threads=4", "vm[2].workload[0].threads=4", "vm[3].workload[0].threads=4", "seed=5"];
+    let s = vmsched_sim::parse(toml, &sets.map(String::from)).unwrap_or_else(|e| panic!("{e}"));
+    let until = 1000 * MS;
+    let opts = RunOptions { duration_ns: Some(until), trace_window: Some((0, until)), ..Default::default() };
+    let t = run(s, &opts, &mut |_, _| {}).unwrap().tables.unwrap().vcpu_states.unwrap();
+    let longest = (0..t.vm.len())
+        .filter(|&i| t.vm[i] == "fg" && t.state[i] == "preempted" && t.start_ns[i] > 0)
+        .map(|i| t.end_ns[i] - t.start_ns[i])
+        .max()
+        .unwrap();
+    // Two accountings to become UNDER, then at most the three hogs' slices.
+    assert!(longest <= 2 * 30 * MS + 3 * 30 * MS, "a foreground vCPU waited {} ms runnable", longest / MS);
+}

@@ -666,9 +666,16 @@ impl Credit {
         let mut weight_left = weight_total;
         let mut credit_balance = 0;
         let mut credit_xtra = false;
-        let mut i = 0;
-        while i < self.active_doms.len() {
-            let d = self.active_doms[i];
+        // list_for_each_safe() over prv->active_sdom: the next domain is
+        // noted before this one is visited, since the visit may move this
+        // one to the head (spare credit) or take it off the list (all its
+        // vCPUs stopped), and the walk goes on from the noted one, which
+        // neither changes; a walk by index would skip the domain behind one
+        // taken off.
+        let mut at = self.active_doms.first().copied();
+        while let Some(d) = at {
+            let i = self.active_doms.iter().position(|&o| o == d).expect("a visited domain is active");
+            at = self.active_doms.get(i + 1).copied();
             let (weight, cap, nact) = (self.doms[d].weight, self.doms[d].cap, self.doms[d].active.len() as i64);
             weight_left -= weight * nact;
             // A domain may earn at most one slice per active vCPU, more only
@@ -723,7 +730,6 @@ impl Credit {
                 }
                 credit_balance += self.vcs[v as usize].credit;
             }
-            i += 1;
         }
         self.credit_balance = credit_balance;
         self.runq_sort += 1;
