@@ -729,13 +729,7 @@ fn the_fig6b_servers_are_closed_loops_of_their_benchmark_clients() {
         let w = out.summary["workloads"].as_array().unwrap().iter().find(|w| w["name"] == name).unwrap().clone();
         let r = out.tables.expect("recorded").requests;
         // At most one request per connection between its arrival and its reply.
-        let mut edges: Vec<(u64, i32)> = r.arrival_ns.iter().map(|&a| (a, 1)).chain(r.end_ns.iter().map(|&e| (e, -1))).collect();
-        edges.sort();
-        let (mut now, mut most) = (0i32, 0i32);
-        for (_, step) in edges {
-            now += step;
-            most = most.max(now);
-        }
+        let most = common::most_in_flight(&r);
         assert!(most as u32 <= connections, "{variant}: {most} requests in flight with {connections} connections");
         assert_eq!(w["dropped"], 0, "{variant}");
         let (throughput, latency_s) = (n(&w["throughput_per_s"]), n(&w["latency_ns"]["mean"]) * 1e-9);

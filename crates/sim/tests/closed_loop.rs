@@ -3,6 +3,9 @@
 //! time), so arrivals follow the server's speed and at most N requests are
 //! ever in the machine.
 
+mod common;
+
+use common::most_in_flight;
 use proptest::prelude::*;
 use vmsched_sim::world::record::Requests;
 use vmsched_sim::{run, RunOptions};
@@ -34,19 +37,6 @@ fn requests(sets: &[String], seed: u64) -> (serde_json::Value, Requests) {
     let out = run(s, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{e}"));
     let web = out.summary["workloads"][0].clone();
     (web, out.tables.expect("recorded").requests)
-}
-
-/// The most requests in the machine at once: arrived, reply not yet sent.
-fn most_in_flight(r: &Requests) -> usize {
-    // A reply and the next request at the same instant: the reply first.
-    let mut edges: Vec<(u64, i32)> = r.arrival_ns.iter().map(|&a| (a, 1)).chain(r.end_ns.iter().map(|&e| (e, -1))).collect();
-    edges.sort();
-    let (mut now, mut most) = (0i32, 0i32);
-    for (_, step) in edges {
-        now += step;
-        most = most.max(now);
-    }
-    most as usize
 }
 
 /// Overheads the default scenario charges (scenario/host.rs `Overheads`): a

@@ -29,3 +29,16 @@ fn run(toml: &str, sets: &[&str], validate: bool) -> Value {
 pub fn n(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
+
+/// The most requests in the machine at once: arrived, reply not yet sent.
+pub fn most_in_flight(r: &vmsched_sim::world::record::Requests) -> usize {
+    // A reply and the next request at the same instant: the reply first.
+    let mut edges: Vec<(u64, i32)> = r.arrival_ns.iter().map(|&a| (a, 1)).chain(r.end_ns.iter().map(|&e| (e, -1))).collect();
+    edges.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    most as usize
+}
