@@ -501,6 +501,20 @@ pub struct CfsCore {
     /// Until which instant no pCPU's tick has anything to decide, found
     /// after entry `.0`.
     all_quiet: (u64, u64),
+    /// The pCPUs whose runqueue or next balance changed since their quiet
+    /// period was last looked at ([`CfsCore::touch_quiet`]), flagged and
+    /// listed: with the pCPUs whose busy state or the idle balancer's
+    /// instants changed, the only ones whose quiet period may be found
+    /// from new inputs. On 64 pCPUs nearly every tick instant follows an
+    /// entry to the policy, which changes a few pCPUs at most.
+    quiet_marked: Vec<bool>,
+    quiet_marks: Vec<PcpuId>,
+    /// The busy state (a vCPU running) each pCPU's quiet period was last
+    /// found with, kept apart for a quick scan.
+    quiet_busy: Vec<bool>,
+    /// The idle balancer's instants as of the last look at every pCPU:
+    /// every pCPU's quiet period depends on them.
+    quiet_nohz: (u64, bool, u64),
 }
 
 /// A pCPU's quiet period ([`CfsCore::quiet_until`]) and what it depends on
@@ -594,6 +608,11 @@ impl CfsCore {
             entries: 1,
             quiet: vec![Quiet::default(); pcpus as usize],
             all_quiet: (0, 0),
+            // No quiet period is known yet: every pCPU is looked at first.
+            quiet_marked: vec![true; pcpus as usize],
+            quiet_marks: (0..pcpus).collect(),
+            quiet_busy: vec![false; pcpus as usize],
+            quiet_nohz: (0, false, 0),
         }
     }
 
@@ -627,25 +646,85 @@ impl CfsCore {
         until
     }
 
-    /// Whether the tick at `view.now` on `p` has nothing to decide, from
-    /// its quiet period while what that was found from holds.
-    fn tick_quiet(&mut self, view: &HostView, p: PcpuId) -> bool {
-        if self.quiet[p as usize].checked == self.entries {
-            return view.now < self.quiet[p as usize].until;
-        }
-        let from = QuietFrom {
+    /// What `p`'s quiet period is found from, as things are now.
+    fn quiet_from(&self, view: &HostView, p: PcpuId) -> QuietFrom {
+        QuietFrom {
             changes: self.rqs[p as usize].as_cfs().changes,
             busy: view.running_on[p as usize].is_some(),
             next_balance: self.rq_next_balance[p as usize],
             nohz_next_balance: self.nohz_next_balance,
             nohz_has_blocked: self.nohz_has_blocked,
             nohz_next_blocked: self.nohz_next_blocked,
-        };
-        if self.quiet[p as usize].from != Some(from) {
-            self.quiet[p as usize] = Quiet { from: Some(from), until: self.quiet_until(view, p), checked: 0 };
         }
-        self.quiet[p as usize].checked = self.entries;
-        view.now < self.quiet[p as usize].until
+    }
+
+    /// Notes that `p`'s runqueue or next balance changes: its quiet period
+    /// is looked at again at the next check. Called wherever CFS changes
+    /// either (the exhaustive check in [`CfsCore::refresh_quiet`] finds a
+    /// change made without it in debug builds).
+    #[inline]
+    fn touch_quiet(&mut self, p: PcpuId) {
+        let i = p as usize;
+        if !self.quiet_marked[i] {
+            self.quiet_marked[i] = true;
+            self.quiet_marks.push(p);
+        }
+    }
+
+    /// Whether `p`'s quiet period may have to be found again: its runqueue
+    /// or next balance changed, a vCPU started or stopped running there, or
+    /// the idle balancer's instants moved. When not, what it was found
+    /// from still holds.
+    #[inline]
+    fn quiet_candidate(&self, view: &HostView, p: PcpuId) -> bool {
+        let i = p as usize;
+        self.quiet_marked[i] || self.quiet_busy[i] != view.running_on[i].is_some() || self.quiet_nohz != self.nohz()
+    }
+
+    /// The idle balancer's instants, which every pCPU's quiet period reads.
+    fn nohz(&self) -> (u64, bool, u64) {
+        (self.nohz_next_balance, self.nohz_has_blocked, self.nohz_next_blocked)
+    }
+
+    /// Brings `p`'s quiet period up to date if what it was found from
+    /// changed; returns whether its instant moved.
+    fn refresh_quiet(&mut self, view: &HostView, p: PcpuId) -> bool {
+        let i = p as usize;
+        self.quiet_marked[i] = false;
+        let from = self.quiet_from(view, p);
+        self.quiet[i].checked = self.entries;
+        if self.quiet[i].from == Some(from) {
+            return false;
+        }
+        let until = self.quiet_until(view, p);
+        let moved = until != self.quiet[i].until;
+        self.quiet[i] = Quiet { from: Some(from), until, checked: self.entries };
+        self.quiet_busy[i] = from.busy;
+        moved
+    }
+
+    /// Whether the tick at `view.now` on `p` has nothing to decide, from
+    /// its quiet period while what that was found from holds.
+    fn tick_quiet(&mut self, view: &HostView, p: PcpuId) -> bool {
+        let i = p as usize;
+        if self.quiet[i].checked != self.entries && self.all_quiet.0 != self.entries {
+            if self.quiet_candidate(view, p) {
+                if self.refresh_quiet(view, p) {
+                    // The earliest instant over all pCPUs is found again.
+                    self.all_quiet.0 = 0;
+                }
+                if self.quiet_nohz != self.nohz() {
+                    // Found from idle balancer instants that the next look
+                    // at every pCPU may not see as moved (they may move
+                    // back): it looks at this pCPU again.
+                    self.touch_quiet(p);
+                }
+            } else {
+                debug_assert_eq!(self.quiet[i].from, Some(self.quiet_from(view, p)), "pCPU {p}'s quiet period was found from inputs that changed unmarked");
+                self.quiet[i].checked = self.entries;
+            }
+        }
+        view.now < self.quiet[i].until
     }
 
     /// The tick at `view.now` on `p`: deferred, if it has nothing to
@@ -656,6 +735,52 @@ impl CfsCore {
         }
         self.note_deferred(view.now, p);
         true
+    }
+
+    /// Brings every pCPU's quiet period up to date, looking only at those
+    /// whose inputs may have changed ([`CfsCore::quiet_candidate`]): the
+    /// marked ones and those whose busy state changed, or every pCPU when
+    /// the idle balancer's instants moved. A pCPU already looked at since
+    /// the last entry keeps what it was found. The earliest instant over
+    /// all is found again when one of them moved.
+    fn refresh_all_quiet(&mut self, view: &HostView) {
+        let nohz = self.nohz();
+        let mut moved = self.all_quiet.0 == 0;
+        #[cfg(debug_assertions)]
+        let seen: Vec<bool> = self.quiet.iter().map(|q| q.checked == self.entries).collect();
+        if nohz != self.quiet_nohz {
+            self.quiet_nohz = nohz;
+            for p in 0..self.pcpus {
+                if self.quiet[p as usize].checked != self.entries {
+                    moved |= self.refresh_quiet(view, p);
+                }
+            }
+        } else {
+            for k in 0..self.quiet_marks.len() {
+                let p = self.quiet_marks[k];
+                if self.quiet_marked[p as usize] && self.quiet[p as usize].checked != self.entries {
+                    moved |= self.refresh_quiet(view, p);
+                }
+            }
+            for p in 0..self.pcpus {
+                let i = p as usize;
+                if self.quiet_busy[i] != view.running_on[i].is_some() && self.quiet[i].checked != self.entries {
+                    moved |= self.refresh_quiet(view, p);
+                }
+            }
+        }
+        // A pCPU looked at since the last entry keeps its mark for the next.
+        let marked = &self.quiet_marked;
+        self.quiet_marks.retain(|&p| marked[p as usize]);
+        #[cfg(debug_assertions)]
+        for p in (0..self.pcpus).filter(|&p| !seen[p as usize]) {
+            debug_assert!(!self.quiet_marked[p as usize], "pCPU {p} is still marked");
+            debug_assert_eq!(self.quiet[p as usize].from, Some(self.quiet_from(view, p)), "pCPU {p}'s quiet period was found from inputs that changed unmarked");
+        }
+        if moved {
+            self.all_quiet.1 = self.quiet.iter().map(|q| q.until).min().unwrap_or(u64::MAX);
+        }
+        self.all_quiet.0 = self.entries;
     }
 
     fn note_deferred(&mut self, now: u64, p: PcpuId) {
@@ -672,12 +797,7 @@ impl CfsCore {
     /// decide ([`HostPolicy::defer_all_ticks`]).
     fn defer_all_ticks(&mut self, view: &HostView) -> bool {
         if self.all_quiet.0 != self.entries {
-            let mut until = u64::MAX;
-            for p in 0..self.pcpus {
-                self.tick_quiet(view, p);
-                until = until.min(self.quiet[p as usize].until);
-            }
-            self.all_quiet = (self.entries, until);
+            self.refresh_all_quiet(view);
         }
         if view.now >= self.all_quiet.1 {
             return false;
@@ -876,6 +996,7 @@ impl CfsCore {
         let w = w.clamp(MIN_SHARES.min(shares), shares);
         // The reweight changes task_h_load() of the threads on `p`.
         self.update_rq_avgs(p, now);
+        self.touch_quiet(p);
         self.rqs[p as usize].reweight(&mut self.ents, e, w, now);
         if let Some(min) = self.rqs[rq as usize].eevdf().filter(|r| r.features().custom_slices).and_then(|r| r.min_slice(&self.ents)) {
             // enqueue_task_fair() and dequeue_entities() of 6.12: a group
@@ -1142,6 +1263,7 @@ impl CfsCore {
             self.update_rq_avgs(from, view.now);
         }
         self.update_curr(view, p);
+        self.touch_quiet(p);
         let leaf = self.leaf_rq(v, p);
         // EEVDF 6.12: a vCPU whose halt was delayed is still queued and
         // counted; enqueueing requeues it in place (requeue_delayed_entity()).
@@ -1201,6 +1323,7 @@ impl CfsCore {
     fn dequeue_vcpu_at(&mut self, v: VcpuId, sleep: bool, now: u64) {
         let p = self.cpu_of[v as usize];
         self.update_rq_avgs(p, now);
+        self.touch_quiet(p);
         let leaf = self.rq_of[v as usize];
         if leaf != p && self.tun.shares_window_ns > 0 {
             self.update_window(leaf, now, false);
@@ -1236,7 +1359,11 @@ impl CfsCore {
             mark(&mut self.rqs[rq], e);
             match self.parent(e) {
                 Some(g) => e = g,
-                None => break,
+                None => {
+                    // The root runqueue: its index is its pCPU's.
+                    self.touch_quiet(rq as PcpuId);
+                    break;
+                }
             }
         }
     }
@@ -1273,6 +1400,7 @@ impl CfsCore {
             return false;
         }
         let rq = self.rq_of[pse as usize] as usize;
+        self.touch_quiet(p);
         let preempts = self.rqs[rq].wakeup_preempts(&mut self.ents, pse, &self.tun);
         // set_last_buddy() on the preempted thread, so the pick can give the
         // CPU back to it: CFS's LAST_BUDDY (EEVDF dropped it in 6.6), only
@@ -1297,6 +1425,7 @@ impl CfsCore {
     /// that was running and its slice start for the next pick.
     fn put_prev(&mut self, view: &HostView, p: PcpuId) {
         self.update_rq_avgs(p, view.now);
+        self.touch_quiet(p);
         if let Some(c) = self.rqs[p as usize].curr() {
             self.put_top[p as usize] = Some((c, self.ents[c as usize].prev_sum_exec));
         }
@@ -1318,6 +1447,7 @@ impl CfsCore {
     /// delayed, or a group entity whose runqueue emptied while it was
     /// ineligible) and the pick starts again from the root.
     fn pick(&mut self, p: PcpuId, now: u64) -> Option<VcpuId> {
+        self.touch_quiet(p);
         if self.vm_groups.is_none() {
             return self.rqs[p as usize].pick(&mut self.ents, &self.tun, now);
         }
@@ -1347,6 +1477,7 @@ impl CfsCore {
     fn set_curr(&mut self, view: &HostView, v: VcpuId) {
         let p = self.cpu_of[v as usize];
         self.update_rq_avgs(p, view.now);
+        self.touch_quiet(p);
         let top_before = self.put_top[p as usize].take();
         self.avg[v as usize].set(view.now, true, true);
         let mut e = v;
@@ -1494,6 +1625,7 @@ impl CfsCore {
     /// runqueue; a queued vCPU keeps its place in the timeline order.
     pub fn set_vruntime(&mut self, v: VcpuId, vruntime: u64) {
         let rq = self.rq_of[v as usize];
+        self.touch_quiet(self.cpu_of[v as usize]);
         self.rqs[rq as usize].set_vruntime(&mut self.ents, v, vruntime);
     }
 
@@ -1979,6 +2111,7 @@ impl CfsCore {
             }
         }
         self.rq_next_balance[p as usize] = next_balance;
+        self.touch_quiet(p);
     }
 
     /// nohz_balancer_kick() from `p`'s tick and the idle load balancer it
@@ -2048,6 +2181,7 @@ impl CfsCore {
         let idle_due = Level::all(view.machine).map(|level| self.balance_due(view.machine, p, level, IdleType::Idle)).min();
         if let Some(due) = idle_due {
             self.rq_next_balance[p as usize] = self.rq_next_balance[p as usize].min(due);
+            self.touch_quiet(p);
         }
         if !self.overload || (self.tun.newidle_migration_cost_gate && self.avg_idle[p as usize] < MIGRATION_COST_NS) {
             return;
@@ -2514,6 +2648,8 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
             return false;
         }
         let p = self.k.cpu_of[v as usize];
+        self.k.touch_quiet(p);
+        self.k.touch_quiet(tp);
         if self.k.vm_groups.is_some() {
             // set_next_buddy() marks every level.
             self.k.mark_up(target, |rq, e| rq.set_next_buddy(e));
