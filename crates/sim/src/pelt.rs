@@ -16,13 +16,27 @@ pub struct Pelt {
     pub last: u64,
 }
 
+/// The decay factor of a signal from `last` to `now` (`now > last`):
+/// 2^(-(now - last) / H).
+#[inline]
+pub fn decay_between(last: u64, now: u64) -> f64 {
+    (-((now - last) as f64) / HALF_LIFE_NS).exp2()
+}
+
 impl Pelt {
     /// Advances to `now`; `active` tells whether the signal was 1 since `last`.
     pub fn update(&mut self, now: u64, active: bool) {
         if now <= self.last {
             return;
         }
-        let decay = (-((now - self.last) as f64) / HALF_LIFE_NS).exp2();
+        self.update_decayed(now, active, decay_between(self.last, now));
+    }
+
+    /// update() to `now` (after `last`) with its decay factor
+    /// [`decay_between`]`(last, now)` given: signals updated at the same
+    /// instants share one.
+    #[inline]
+    pub fn update_decayed(&mut self, now: u64, active: bool, decay: f64) {
         self.avg = self.avg * decay + if active { SCALE * (1.0 - decay) } else { 0.0 };
         self.last = now;
     }

@@ -94,9 +94,15 @@ impl ThreadAvg {
         }
     }
 
+    /// Both signals are brought to `now` with one decay factor: they are
+    /// always updated together, so they share their last update.
     fn set(&mut self, now: u64, runnable: bool, running: bool) {
-        self.runnable.update(now, self.is_runnable);
-        self.running.update(now, self.is_running);
+        debug_assert_eq!(self.runnable.last, self.running.last);
+        if now > self.runnable.last {
+            let decay = crate::pelt::decay_between(self.runnable.last, now);
+            self.runnable.update_decayed(now, self.is_runnable, decay);
+            self.running.update_decayed(now, self.is_running, decay);
+        }
         self.is_runnable = runnable;
         self.is_running = running;
     }
@@ -105,17 +111,13 @@ impl ThreadAvg {
     /// updated at the same instants (set()), so one decay factor serves
     /// both. The same arithmetic as Pelt::value_at().
     fn both_at(&self, now: u64) -> (f64, f64) {
-        let value = |sig: &Pelt, active: bool, decay: f64| {
-            if now <= sig.last {
-                sig.avg
-            } else {
-                sig.avg * decay + if active { crate::pelt::SCALE * (1.0 - decay) } else { 0.0 }
-            }
-        };
-        let decay_at = |last: u64| (-(now.saturating_sub(last) as f64) / crate::pelt::HALF_LIFE_NS).exp2();
-        let decay = decay_at(self.runnable.last);
-        let running_decay = if self.running.last == self.runnable.last { decay } else { decay_at(self.running.last) };
-        (value(&self.runnable, self.is_runnable, decay), value(&self.running, self.is_running, running_decay))
+        debug_assert_eq!(self.runnable.last, self.running.last);
+        if now <= self.runnable.last {
+            return (self.runnable.avg, self.running.avg);
+        }
+        let decay = crate::pelt::decay_between(self.runnable.last, now);
+        let value = |sig: &Pelt, active: bool| sig.avg * decay + if active { crate::pelt::SCALE * (1.0 - decay) } else { 0.0 };
+        (value(&self.runnable, self.is_runnable), value(&self.running, self.is_running))
     }
 
     /// The runnable fraction at `now`, on the 1024 scale.
