@@ -1226,8 +1226,9 @@ impl CfsCore {
         }
         // for_each_cpu_wrap(cpu, llc & allowed, target + 1)
         let start = llc.partition_point(|&p| p <= target);
-        let wrap = llc[start..].iter().chain(&llc[..start]).copied().filter(|&q| view.may_run(v, q));
+        let mut around = llc[start..].iter().chain(&llc[..start]).copied();
         if has_idle_core {
+            let wrap = around.filter(|&q| view.may_run(v, q));
             // select_idle_core() per core; an idle thread of a busy core is
             // the fallback.
             let mut fallback = None;
@@ -1244,7 +1245,8 @@ impl CfsCore {
             self.has_idle_cores[llc_id] = false;
             return fallback.unwrap_or(target);
         }
-        wrap.into_iter().find(|&q| self.is_idle(view, q)).unwrap_or(target)
+        // Idleness first: on a busy LLC it rules out most CPUs sooner.
+        around.find(|&q| self.is_idle(view, q) && view.may_run(v, q)).unwrap_or(target)
     }
 
     /// enqueue_task_fair(): queues `v` on `p`, and its VM's group entity on
@@ -1702,6 +1704,7 @@ impl CfsCore {
     /// a task (entity_tick()), and in update_blocked_averages(). Called
     /// before such a change at `now`: the figures are computed, when first
     /// read, from the state after it, which stays until the next update.
+    #[inline]
     fn update_rq_avgs(&mut self, q: PcpuId, now: u64) {
         debug_assert!(now >= self.stamp_of(q).at);
         self.avgs_updated_at[q as usize] = now;

@@ -58,6 +58,7 @@ impl Affinity {
         Affinity::Only(pcpus.into())
     }
 
+    #[inline]
     pub fn contains(&self, p: PcpuId) -> bool {
         match self {
             Affinity::Any => true,
@@ -129,6 +130,7 @@ impl<'a> HostView<'a> {
         HostView { now, machine, allowed: Allowed::Masks(allowed), running_on, waker: None, facts: None }
     }
 
+    #[inline]
     pub fn may_run(&self, v: VcpuId, p: PcpuId) -> bool {
         match self.allowed {
             Allowed::Affinities(a) => a[v as usize].contains(p),
