@@ -177,6 +177,24 @@ impl std::ops::AddAssign for Sums {
     }
 }
 
+/// A pCPU's last root runqueue averages update, as its own fields keep it
+/// (one entry per pCPU: every update writes all four).
+#[derive(Debug, Clone, Copy, Default)]
+struct RqUpdate {
+    /// The instant of update_rq_avgs(): balancers read the averages as of
+    /// then.
+    at: u64,
+    /// Its count on the update clock (`sums_clock`).
+    clock: u64,
+    /// cfs_rq->removed: the figures, as of that instant, of the threads
+    /// that woke on another pCPU since; they leave the sums at the next
+    /// update.
+    removed: Sums,
+    /// How many updates of all pCPUs at once (`all_updates`) these fields
+    /// have taken in.
+    all_updates_settled: u64,
+}
+
 /// A runqueue's last averages update ([`CfsCore::stamp_of`]).
 #[derive(Debug, Clone, Copy)]
 struct RqStamp {
@@ -423,22 +441,15 @@ pub struct CfsCore {
     avg: Vec<ThreadAvg>,
     /// The figures each vCPU thread last added to its runqueue's sums.
     avg_memo: Vec<std::cell::Cell<AvgMemo>>,
-    /// The instant each pCPU's root runqueue averages were last brought
-    /// up to date (update_rq_avgs()): balancers read them as of then. A
-    /// stamp of every pCPU not yet settled here is read through
-    /// [`CfsCore::stamp_of`].
-    avgs_updated_at: Vec<u64>,
+    /// Each pCPU's last root runqueue averages update as its own fields
+    /// keep it ([`RqUpdate`]; one that has not taken in an update of all
+    /// pCPUs is read through [`CfsCore::stamp_of`]).
+    avgs_updated: Vec<RqUpdate>,
     /// Each pCPU's sums as of that instant, once a balancer has read them,
     /// with the update (on the clock below) they were read at.
     sums_memo: Vec<std::cell::Cell<Option<(u64, Sums)>>>,
-    /// cfs_rq->removed: the figures, as of that instant, of the threads
-    /// that woke on another pCPU since; they leave the sums at the next
-    /// update.
-    removed: Vec<Sums>,
-    /// The clock of update_rq_avgs(): how many updates there have been,
-    /// and the count at each pCPU's last.
+    /// The clock of update_rq_avgs(): how many updates there have been.
     sums_clock: u64,
-    sums_updated: Vec<u64>,
     /// The updates of every pCPU running an entity at once, at the last of
     /// a stretch of instants whose ticks were all deferred (see
     /// account_deferred_ticks()): how many there have been, the last one's
@@ -449,7 +460,6 @@ pub struct CfsCore {
     /// not the machine's size.
     all_updates: u64,
     last_all_update: (u64, u64),
-    all_updates_settled: Vec<u64>,
     /// The sums of each balance group, by level and the group's first pCPU.
     group_memo: Vec<[std::cell::Cell<Option<GroupMemo>>; 3]>,
     /// The vCPU threads whose averages each pCPU's runqueue carries: the
@@ -578,14 +588,11 @@ impl CfsCore {
             sd: vec![[SdState::default(); 3]; pcpus as usize],
             avg: vec![ThreadAvg::new(); weights.len()],
             avg_memo: vec![std::cell::Cell::new(AvgMemo::EMPTY); weights.len()],
-            avgs_updated_at: vec![0; pcpus as usize],
+            avgs_updated: vec![RqUpdate::default(); pcpus as usize],
             sums_memo: vec![std::cell::Cell::new(None); pcpus as usize],
-            removed: vec![Sums::default(); pcpus as usize],
             sums_clock: 0,
-            sums_updated: vec![0; pcpus as usize],
             all_updates: 0,
             last_all_update: (0, 0),
-            all_updates_settled: vec![0; pcpus as usize],
             group_memo: (0..pcpus).map(|_| std::array::from_fn(|_| std::cell::Cell::new(None))).collect(),
             attached: initial_cpu.iter().enumerate().fold(vec![Vec::new(); pcpus as usize], |mut on, (v, &p)| {
                 on[p as usize].push(v as VcpuId);
@@ -1259,8 +1266,8 @@ impl CfsCore {
             // averages at its next update (cfs_rq->removed); until then
             // balancers still read them there.
             self.settle_all_update(from);
-            let (load, util, runnable, _) = self.thread_avgs(v, self.avgs_updated_at[from as usize]);
-            self.removed[from as usize] += Sums { load, util, runnable };
+            let (load, util, runnable, _) = self.thread_avgs(v, self.avgs_updated[from as usize].at);
+            self.avgs_updated[from as usize].removed += Sums { load, util, runnable };
         } else if from != p {
             // A queued vCPU that moves (Keep) leaves at once, as its
             // dequeue detached it (DO_DETACH).
@@ -1707,11 +1714,8 @@ impl CfsCore {
     #[inline]
     fn update_rq_avgs(&mut self, q: PcpuId, now: u64) {
         debug_assert!(now >= self.stamp_of(q).at);
-        self.avgs_updated_at[q as usize] = now;
-        self.removed[q as usize] = Sums::default();
         self.sums_clock += 1;
-        self.sums_updated[q as usize] = self.sums_clock;
-        self.all_updates_settled[q as usize] = self.all_updates;
+        self.avgs_updated[q as usize] = RqUpdate { at: now, clock: self.sums_clock, removed: Sums::default(), all_updates_settled: self.all_updates };
     }
 
     /// `q`'s last averages update: the instant, its count on the update
@@ -1723,11 +1727,12 @@ impl CfsCore {
     #[inline]
     fn stamp_of(&self, q: PcpuId) -> RqStamp {
         let i = q as usize;
-        if self.all_updates_settled[i] < self.all_updates && self.rqs[i].curr().is_some() {
+        let own = &self.avgs_updated[i];
+        if own.all_updates_settled < self.all_updates && self.rqs[i].curr().is_some() {
             let (at, clock) = self.last_all_update;
             RqStamp { at, clock, removed: Sums::default() }
         } else {
-            RqStamp { at: self.avgs_updated_at[i], clock: self.sums_updated[i], removed: self.removed[i] }
+            RqStamp { at: own.at, clock: own.clock, removed: own.removed }
         }
     }
 
@@ -1735,9 +1740,7 @@ impl CfsCore {
     /// they are changed in place.
     fn settle_all_update(&mut self, q: PcpuId) {
         let RqStamp { at, clock, removed } = self.stamp_of(q);
-        let i = q as usize;
-        (self.avgs_updated_at[i], self.sums_updated[i], self.removed[i]) = (at, clock, removed);
-        self.all_updates_settled[i] = self.all_updates;
+        self.avgs_updated[q as usize] = RqUpdate { at, clock, removed, all_updates_settled: self.all_updates };
     }
 
     /// What `v` adds to its runqueue's load, utilization and runnable sums
