@@ -669,7 +669,7 @@ impl CfsCore {
 
     /// Notes that `p`'s runqueue or next balance changes: its quiet period
     /// is looked at again at the next check. Called wherever CFS changes
-    /// either (the exhaustive check in [`CfsCore::refresh_quiet`] finds a
+    /// either (the exhaustive check in [`CfsCore::refresh_all_quiet`] finds a
     /// change made without it in debug builds).
     #[inline]
     fn touch_quiet(&mut self, p: PcpuId) {
