@@ -9,11 +9,12 @@ use crate::scenario::WorkloadKind;
 use crate::world::World;
 
 fn latency(h: &crate::histogram::Histogram) -> Value {
+    let [p50, p95, p99] = h.quantiles([0.50, 0.95, 0.99]);
     json!({
         "count": h.count(),
-        "p50": h.quantile(0.50),
-        "p95": h.quantile(0.95),
-        "p99": h.quantile(0.99),
+        "p50": p50,
+        "p95": p95,
+        "p99": p99,
         "max": h.max(),
         "mean": (h.mean() * 1000.0).round() / 1000.0,
     })
