@@ -94,13 +94,19 @@ impl Histogram {
         &mut self.blocks[self.slot[group] as usize]
     }
 
+    /// Adds one sample to its bucket's count.
+    #[inline(always)]
+    fn count_in_bucket(&mut self, v: u64) {
+        let b = bucket_of(v);
+        self.block_mut(b >> SUB)[b & (GROUP_BUCKETS - 1)] += 1;
+    }
+
     /// Adds the buffered samples to the counts.
     #[inline(never)]
     fn add_pending(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         for &v in &pending {
-            let b = bucket_of(v);
-            self.block_mut(b >> SUB)[b & (GROUP_BUCKETS - 1)] += 1;
+            self.count_in_bucket(v);
         }
         self.pending = pending;
         self.pending.clear();
@@ -148,12 +154,16 @@ impl Histogram {
             return;
         }
         self.add_pending();
-        let other = other.settled();
         for (g, &s) in other.slot.iter().enumerate().filter(|&(_, &s)| s != NO_BLOCK) {
             let theirs = &other.blocks[s as usize];
             for (mine, theirs) in self.block_mut(g).iter_mut().zip(theirs) {
                 *mine += theirs;
             }
+        }
+        // The other's buffered samples go straight to these counts (no
+        // settled copy of the other).
+        for &v in &other.pending {
+            self.count_in_bucket(v);
         }
         self.total += other.total;
         self.sum += other.sum;
