@@ -9,11 +9,12 @@ use crate::scenario::WorkloadKind;
 use crate::world::World;
 
 fn latency(h: &crate::histogram::Histogram) -> Value {
+    let [p50, p95, p99] = h.quantiles([0.50, 0.95, 0.99]);
     json!({
         "count": h.count(),
-        "p50": h.quantile(0.50),
-        "p95": h.quantile(0.95),
-        "p99": h.quantile(0.99),
+        "p50": p50,
+        "p95": p95,
+        "p99": p99,
         "max": h.max(),
         "mean": (h.mean() * 1000.0).round() / 1000.0,
     })
@@ -102,26 +103,28 @@ pub fn summarize(w: &World) -> Value {
             "migrations": task_migrations,
             "task_slices": vm.task_slices,
             "wakeups": vm.wakeups,
-            "ipis": ipis,
-            "interrupts": {
-                "count": vm.irq_count,
-                "pending_ns_mean": pending_sum.checked_div(vm.irq_count as u128).unwrap_or(0) as u64,
-                "pending_ns_max": pending_max,
-                "io_pending_ns_mean": io_sum.checked_div(io_count as u128).unwrap_or(0) as u64,
-                "io_waited": io_waited,
-                "io_waited_ns_mean": io_sum.checked_div(io_waited as u128).unwrap_or(0) as u64,
-                "pending_ns_by_kind": pending_by_kind(&vm.irq_pending, latency),
-                "redirected": vm.irq_redirected,
-                "boosted": vm.irq_boosted,
-            },
-            "exits": named(&crate::host::EXIT_NAMES, &vm.exits),
-            "hypercalls": named(&crate::host::HCALL_NAMES, &vm.hypercalls),
-            "activations": named(&["sent", "answered", "timed_out"], &vm.activations),
-            "locks": lock,
-            "pv": pv,
             "barrier_waits": {"spin": vm.barrier_waits[0], "block": vm.barrier_waits[1]},
-            "vcpus": vcpus,
         });
+        let mut interrupts = json!({
+            "count": vm.irq_count,
+            "pending_ns_mean": pending_sum.checked_div(vm.irq_count as u128).unwrap_or(0) as u64,
+            "pending_ns_max": pending_max,
+            "io_pending_ns_mean": io_sum.checked_div(io_count as u128).unwrap_or(0) as u64,
+            "io_waited": io_waited,
+            "io_waited_ns_mean": io_sum.checked_div(io_waited as u128).unwrap_or(0) as u64,
+            "redirected": vm.irq_redirected,
+            "boosted": vm.irq_boosted,
+        });
+        interrupts["pending_ns_by_kind"] = Value::Object(pending_by_kind(&vm.irq_pending, latency));
+        // Values already built are moved in (json! would copy them).
+        vm_json["ipis"] = Value::Object(ipis);
+        vm_json["interrupts"] = interrupts;
+        vm_json["exits"] = Value::Object(named(&crate::host::EXIT_NAMES, &vm.exits));
+        vm_json["hypercalls"] = Value::Object(named(&crate::host::HCALL_NAMES, &vm.hypercalls));
+        vm_json["activations"] = Value::Object(named(&["sent", "answered", "timed_out"], &vm.activations));
+        vm_json["locks"] = lock;
+        vm_json["pv"] = pv;
+        vm_json["vcpus"] = Value::Array(vcpus);
         let report = vm.guest.report();
         if !report.is_null() {
             vm_json["guest_policy"] = report;
@@ -180,26 +183,27 @@ pub fn summarize(w: &World) -> Value {
     if let Some(noise) = w.host_noise_report() {
         host["noise"] = noise;
     }
-    json!({
+    let mut summary = json!({
         "scenario": w.scenario.name,
         "description": w.scenario.description,
         "seed": w.scenario.seed,
         "duration_ns": w.end,
         "events": w.events,
         "plans_superseded": w.plans_superseded,
-        "events_by_kind": events_by_kind(w),
-        "host": host,
-        "vms": vms,
-        "workloads": workloads,
-        "locks": locks,
-        // Whole-run distribution of interrupt pending time over all VMs, by
-        // kind: quantiles and a bounded CDF (value ns, fraction at or below).
-        "interrupt_pending": pending_by_kind(&irq_pending, |h| {
-            let mut o = latency(h);
-            o["cdf"] = json!(h.cdf(PENDING_CDF_POINTS).iter().map(|&(v, f)| json!([v, round6(f)])).collect::<Vec<_>>());
-            o
-        }),
-    })
+    });
+    summary["events_by_kind"] = events_by_kind(w);
+    summary["host"] = host;
+    summary["vms"] = Value::Array(vms);
+    summary["workloads"] = Value::Array(workloads);
+    summary["locks"] = Value::Object(locks);
+    // Whole-run distribution of interrupt pending time over all VMs, by
+    // kind: quantiles and a bounded CDF (value ns, fraction at or below).
+    summary["interrupt_pending"] = Value::Object(pending_by_kind(&irq_pending, |h| {
+        let mut o = latency(h);
+        o["cdf"] = Value::Array(h.cdf(PENDING_CDF_POINTS).iter().map(|&(v, f)| json!([v, round6(f)])).collect());
+        o
+    }));
+    summary
 }
 
 /// The run's events by what they were for (see [`EventKind`]): the counts

@@ -335,26 +335,29 @@ impl World {
         self.vcpu_resumed(v);
     }
 
-    /// Applies `f` to the vCPU on each SMT sibling of `p`.
-    fn each_sibling_vcpu(&mut self, p: PcpuId, f: fn(&mut Self, VcpuId)) {
-        let core = self.machine.core_of[p as usize] as usize;
-        for i in 0..self.machine.threads_of_core[core].len() {
-            let s = self.machine.threads_of_core[core][i];
-            if let (true, Some(v)) = (s != p, self.pcpu_curr[s as usize]) {
+    /// Applies `f` to the vCPU on each SMT sibling of `p` (inlined: without
+    /// SMT there is none, which the flat sibling list settles at once).
+    #[inline]
+    fn each_sibling_vcpu(&mut self, p: PcpuId, f: impl Fn(&mut Self, VcpuId)) {
+        let mut i = 0;
+        loop {
+            let Some(s) = self.machine.siblings(p).nth(i) else { break };
+            if let Some(v) = self.pcpu_curr[s as usize] {
                 f(self, v);
             }
+            i += 1;
         }
     }
 
     /// Brings the vCPUs on `p`'s SMT siblings up to now at their current
     /// speed, before `p` changes between busy and idle.
     fn account_siblings(&mut self, p: PcpuId) {
-        self.each_sibling_vcpu(p, Self::account);
+        self.each_sibling_vcpu(p, |w, v| w.account(v));
     }
 
     /// Siblings run slower or faster now: re-derive their progress.
     fn replan_siblings(&mut self, p: PcpuId) {
-        self.each_sibling_vcpu(p, Self::plan);
+        self.each_sibling_vcpu(p, |w, v| w.plan(v));
     }
 
     /// KVM's vcpu->preempted; the guest sees it (the steal-time byte) if the
