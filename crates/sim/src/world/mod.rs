@@ -435,7 +435,9 @@ impl World {
     fn rate(&self, v: VcpuId) -> f64 {
         let vc = &self.vcpus[v as usize];
         let p = vc.pcpu.expect("rate of a running vCPU");
-        let sibling_busy = self.machine.siblings(p).any(|s| self.pcpu_curr[s as usize].is_some());
+        // Without SMT a pCPU has no siblings: one test instead of a look at
+        // its (empty) sibling list.
+        let sibling_busy = self.scenario.host.threads_per_core > 1 && self.machine.siblings(p).any(|s| self.pcpu_curr[s as usize].is_some());
         if !sibling_busy {
             // Alone on its core, every task works at the pCPU's own rate:
             // the task's workload need not be looked up.
