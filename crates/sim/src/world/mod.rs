@@ -522,6 +522,10 @@ impl World {
                     let task = &mut self.tasks[t as usize];
                     task.cpu_ns += d;
                     match &mut task.exec {
+                        // No refill left (the common case): `work.min(0.0)`
+                        // is 0 for the work done (never negative), and
+                        // subtracting it changes nothing.
+                        Exec::Compute(left) if task.refill_work == 0.0 => *left = (*left - work).max(0.0),
                         Exec::Compute(left) => {
                             let refill = work.min(task.refill_work);
                             task.refill_work -= refill;
