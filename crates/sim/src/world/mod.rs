@@ -883,7 +883,10 @@ impl World {
             self.packet_arrives(w, payload);
             self.schedule(self.now + delay, Event::Arrival(w));
         }
-        self.schedule_client_requests(w);
+        // An open loop's arrival sends no closed-loop requests.
+        if !self.workloads[w as usize].client_requests.is_empty() {
+            self.schedule_client_requests(w);
+        }
     }
 
     /// Schedules the closed-loop requests the workload's program sent.
