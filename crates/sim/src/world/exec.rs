@@ -36,11 +36,16 @@ impl World {
                 self.plan(v);
                 return;
             }
-            let step = match self.tasks[t as usize].kseq.pop_front() {
-                Some(s) => s,
-                None => KStep::Op(self.next_op(t, v)),
+            let next = match self.tasks[t as usize].kseq.pop_front() {
+                None => Ok(self.next_op(t, v)),
+                Some(KStep::Op(op)) => Ok(op),
+                Some(step) => Err(step),
             };
-            if !self.step(t, v, step) {
+            let goes_on = match next {
+                Ok(op) => self.op(t, v, op),
+                Err(step) => self.kernel_step(t, v, step),
+            };
+            if !goes_on {
                 return;
             }
         }
@@ -87,10 +92,13 @@ impl World {
         }
     }
 
-    /// Executes one step; returns whether the task goes on at once.
-    fn step(&mut self, t: TaskId, v: VcpuId, step: KStep) -> bool {
+    /// Executes one step of a kernel path; returns whether the task goes on
+    /// at once. Kept out of line: most steps are a program's operations, and
+    /// [`World::advance`] stays small without these.
+    #[inline(never)]
+    fn kernel_step(&mut self, t: TaskId, v: VcpuId, step: KStep) -> bool {
         match step {
-            KStep::Op(op) => self.op(t, v, op),
+            KStep::Op(_) => unreachable!("advance executes the operations"),
             KStep::WaitMutex(m) => {
                 let bucket = self.sync.mutexes[m as usize].bucket;
                 if self.sync.mutexes[m as usize].owner.is_none() {
