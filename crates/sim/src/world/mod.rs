@@ -522,15 +522,7 @@ impl World {
                     let task = &mut self.tasks[t as usize];
                     task.cpu_ns += d;
                     match &mut task.exec {
-                        // No refill left (the common case): `work.min(0.0)`
-                        // is 0 for the work done (never negative), and
-                        // subtracting it changes nothing.
-                        Exec::Compute(left) if task.refill_work == 0.0 => *left = (*left - work).max(0.0),
-                        Exec::Compute(left) => {
-                            let refill = work.min(task.refill_work);
-                            task.refill_work -= refill;
-                            *left = (*left - (work - refill)).max(0.0);
-                        }
+                        Exec::Compute(left) => do_compute_work(left, &mut task.refill_work, work),
                         Exec::Spin { budget, .. } => {
                             task.spin_ns += d;
                             if let Some(b) = budget {
@@ -996,6 +988,21 @@ fn ceil_ns(x: f64) -> u64 {
     }
 }
 
+/// `work` (work-ns, never negative) done by a computing task with `left` to
+/// go, its cache refill (`refill_work`) first.
+#[inline(always)]
+fn do_compute_work(left: &mut f64, refill_work: &mut f64, work: f64) {
+    if *refill_work == 0.0 {
+        // No refill left (the common case): the refill done, `work.min(0.0)`,
+        // is 0, and subtracting it changes nothing.
+        *left = (*left - work).max(0.0);
+        return;
+    }
+    let refill = work.min(*refill_work);
+    *refill_work -= refill;
+    *left = (*left - (work - refill)).max(0.0);
+}
+
 /// Whether `x` waits in reschedule queue `q`. The queues are short and
 /// usually empty, and this runs several times per event: the empty case is
 /// settled inline, without a call.
@@ -1006,7 +1013,7 @@ fn queued(q: &VecDeque<u32>, x: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::ceil_ns;
+    use super::{ceil_ns, do_compute_work};
 
     #[test]
     fn ceil_ns_is_ceil_at_the_edges() {
@@ -1023,6 +1030,22 @@ mod tests {
             let x = f64::from_bits(bits);
             proptest::prop_assert_eq!(ceil_ns(x), x.ceil() as u64);
             proptest::prop_assert_eq!(ceil_ns(ns), ns.ceil() as u64);
+        }
+
+        /// Without refill left, the shortcut gives, bit for bit, what the
+        /// refill arithmetic gives.
+        #[test]
+        fn compute_work_without_refill_is_the_refill_arithmetic(left in 0.0f64..1e13, work in 0.0f64..1e13, whole in proptest::prelude::any::<bool>()) {
+            // Whole numbers of ns too (work at rate 1), and an exact finish.
+            let (left, work) = if whole { (left.round(), work.round().min(left.round())) } else { (left, work) };
+            let (mut fast_left, mut fast_refill) = (left, 0.0f64);
+            do_compute_work(&mut fast_left, &mut fast_refill, work);
+            let refill_work = 0.0f64;
+            let refill = work.min(refill_work);
+            let plain_refill = refill_work - refill;
+            let plain_left = (left - (work - refill)).max(0.0);
+            proptest::prop_assert_eq!(fast_left.to_bits(), plain_left.to_bits());
+            proptest::prop_assert_eq!(fast_refill.to_bits(), plain_refill.to_bits());
         }
     }
 }
