@@ -23,16 +23,17 @@
 use std::collections::VecDeque;
 
 use super::wrk2::Wrk2;
-use super::{draw, exp_ns, us, Cx, IrqAction, Objects, Op, Program, RequestRow};
+use super::{us, Cx, Draw, IrqAction, Objects, Op, Program, RequestRow};
 use crate::scenario::{Distribution, Workload};
 
 /// wrk2 has no connection for a request of the other load models.
 const NO_CONNECTION: u32 = u32::MAX;
 
 pub struct Server {
-    mean_gap_ns: f64,
-    dist: Distribution,
-    service_mean: f64,
+    /// The gap between open-loop arrivals: exponential, mean 1 / `rate_per_s`.
+    gap: Draw,
+    /// A request's service time (`work_dist`, mean `work_us`).
+    service: Draw,
     queue_sem: u32,
     /// Requests no worker has taken: (arrival, wrk2 connection).
     queue: VecDeque<(u64, u32)>,
@@ -40,9 +41,10 @@ pub struct Server {
     /// Per worker: the request it serves (arrival, start, wrk2 connection).
     serving: Vec<Option<(u64, u64, u32)>>,
     waiting: Vec<bool>,
-    /// Closed loop: the number of clients and their mean think time.
+    /// Closed loop: the number of clients and their think time
+    /// (exponential; None: they send at once).
     clients: Option<u32>,
-    think_mean_ns: u64,
+    think: Option<Draw>,
     /// The wrk2 client, with `wrk2_connections`.
     wrk2: Option<Wrk2>,
     /// Each reply rings the transmit queue's doorbell (`reply_exit`).
@@ -52,16 +54,15 @@ pub struct Server {
 impl Server {
     pub fn new(w: &Workload, objs: &mut dyn Objects) -> Self {
         Server {
-            mean_gap_ns: 1e9 / w.rate_per_s,
-            dist: w.work_dist,
-            service_mean: us(w.work_us) as f64,
+            gap: Draw::new(Distribution::Exponential, 1e9 / w.rate_per_s),
+            service: Draw::new(w.work_dist, us(w.work_us) as f64),
             queue_sem: objs.semaphore(0),
             queue: VecDeque::new(),
             backlog: w.backlog as usize,
             serving: vec![None; w.threads as usize],
             waiting: vec![false; w.threads as usize],
             clients: w.clients,
-            think_mean_ns: us(w.think_us.unwrap_or(0.0)),
+            think: Some(us(w.think_us.unwrap_or(0.0))).filter(|&ns| ns > 0).map(|ns| Draw::new(Distribution::Exponential, ns as f64)),
             wrk2: w.wrk2_connections.map(|c| Wrk2::new(w.rate_per_s, c, w.wrk2_threads.unwrap_or(super::wrk2::DEFAULT_THREADS))),
             reply_exit: w.reply_exit,
         }
@@ -69,7 +70,7 @@ impl Server {
 
     /// A closed-loop client got its reply: its next request, after thinking.
     fn send_next_request(&self, cx: &mut Cx) {
-        let think = if self.think_mean_ns == 0 { 0 } else { exp_ns(self.think_mean_ns as f64, cx.rng) };
+        let think = self.think.map_or(0, |think| think.sample(cx.rng));
         cx.client_requests.push(cx.now + think);
     }
 }
@@ -94,7 +95,7 @@ impl Program for Server {
         if std::mem::take(&mut self.waiting[t]) {
             let (arrival, connection) = self.queue.pop_front().expect("semaphore counts queued requests");
             self.serving[t] = Some((arrival, cx.now, connection));
-            return Op::Compute(draw(self.dist, self.service_mean, cx.rng));
+            return Op::Compute(self.service.sample(cx.rng));
         }
         self.waiting[t] = true;
         Op::SemDown(self.queue_sem)
@@ -108,7 +109,7 @@ impl Program for Server {
             cx.client_requests.extend(wrk2.start(cx.now));
             return None;
         }
-        Some((exp_ns(self.mean_gap_ns, cx.rng), cx.now))
+        Some((self.gap.sample(cx.rng), cx.now))
     }
     fn on_irq(&mut self, arrival: u64, cx: &mut Cx) -> IrqAction {
         if self.queue.len() >= self.backlog {

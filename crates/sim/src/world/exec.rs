@@ -11,7 +11,7 @@ use crate::guest::{GuestView, Hardware, HostState};
 use crate::paravirt::{self, io_backend, LockKind};
 use crate::host::{Exit, Hcall};
 use crate::ids::{PcpuId, TaskId, VcpuId};
-use crate::workloads::{BarrierMode, Op};
+use crate::workloads::{BarrierMode, Cx, Op};
 
 /// APIC-access exits of an xAPIC IPI before its ICR write: the ICR read of
 /// __xapic_wait_icr_idle() and the ICR2 write (arch/x86/kernel/apic/ipi.c).
@@ -36,28 +36,39 @@ impl World {
                 self.plan(v);
                 return;
             }
-            let step = match self.tasks[t as usize].kseq.pop_front() {
-                Some(s) => s,
-                None if self.is_dom0_backend(self.tasks[t as usize].workload) => KStep::Op(self.dom0_op(t, v)),
-                None if self.workloads[self.tasks[t as usize].workload as usize].program.is_none() => KStep::Op(self.own_op(t)),
-                None => {
-                    let w = self.tasks[t as usize].workload;
-                    let thread = self.tasks[t as usize].thread;
-                    let deferred = std::mem::take(&mut self.tasks[t as usize].timer_deferred);
-                    let (program, mut cx) = self.cx_for(w);
-                    cx.timer_was_deferred = deferred;
-                    let op = program.next_op(thread, &mut cx);
-                    if !self.workloads[w as usize].client_requests.is_empty() {
-                        self.schedule_client_requests(w);
-                    }
-                    KStep::Op(op)
-                }
+            let next = match self.tasks[t as usize].kseq.pop_front() {
+                None => Ok(self.next_op(t, v)),
+                Some(KStep::Op(op)) => Ok(op),
+                Some(step) => Err(step),
             };
-            if !self.step(t, v, step) {
+            let goes_on = match next {
+                Ok(op) => self.op(t, v, op),
+                Err(step) => self.kernel_step(t, v, step),
+            };
+            if !goes_on {
                 return;
             }
         }
         panic!("task {} made {MAX_STEPS} zero-time steps", self.tasks[t as usize].name);
+    }
+
+    /// The next operation of task `t`'s program (dom0's back end, a guest
+    /// policy's own thread, or a scenario workload's), its kernel path done.
+    fn next_op(&mut self, t: TaskId, v: VcpuId) -> Op {
+        let (w, thread) = (self.tasks[t as usize].workload, self.tasks[t as usize].thread);
+        if self.is_dom0_backend(w) {
+            return self.dom0_op(t, v);
+        }
+        let now = self.now;
+        let wl = &mut self.workloads[w as usize];
+        let Some(program) = wl.program.as_mut() else { return self.own_op(t) };
+        let timer_was_deferred = std::mem::take(&mut self.tasks[t as usize].timer_deferred);
+        let mut cx = Cx { now, rng: &mut wl.rng, metrics: &mut wl.metrics, client_requests: &mut wl.client_requests, timer_was_deferred };
+        let op = program.next_op(thread, &mut cx);
+        if !wl.client_requests.is_empty() {
+            self.schedule_client_requests(w);
+        }
+        op
     }
 
     /// The next operation of a guest policy's own thread, from the policy,
@@ -81,10 +92,13 @@ impl World {
         }
     }
 
-    /// Executes one step; returns whether the task goes on at once.
-    fn step(&mut self, t: TaskId, v: VcpuId, step: KStep) -> bool {
+    /// Executes one step of a kernel path; returns whether the task goes on
+    /// at once. Kept out of line: most steps are a program's operations, and
+    /// [`World::advance`] stays small without these.
+    #[inline(never)]
+    fn kernel_step(&mut self, t: TaskId, v: VcpuId, step: KStep) -> bool {
         match step {
-            KStep::Op(op) => self.op(t, v, op),
+            KStep::Op(_) => unreachable!("advance executes the operations"),
             KStep::WaitMutex(m) => {
                 let bucket = self.sync.mutexes[m as usize].bucket;
                 if self.sync.mutexes[m as usize].owner.is_none() {

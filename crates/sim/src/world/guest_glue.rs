@@ -85,8 +85,8 @@ impl World {
     /// set_tsk_need_resched(): acted upon now, or when the vCPU runs again,
     /// or when the current task leaves its non-preemptible section.
     pub(super) fn request_guest_resched(&mut self, v: VcpuId) {
-        let curr_locked = self.vcpus[v as usize].curr_task.map(|t| self.tasks[t as usize].preempt_count > 0).unwrap_or(false);
-        if self.host_state(v) != HostState::Running || curr_locked {
+        let curr_locked = || self.vcpus[v as usize].curr_task.is_some_and(|t| self.tasks[t as usize].preempt_count > 0);
+        if self.host_state(v) != HostState::Running || curr_locked() {
             self.vcpus[v as usize].need_resched = true;
         } else if !super::queued(&self.resched_vcpus, v) {
             self.resched_vcpus.push_back(v);
@@ -259,6 +259,9 @@ impl World {
     /// `timer_bases[BASE_DEF]` after the standard base. A vCPU that wakes
     /// and idles again before a tick leaves them waiting.
     fn run_deferred_timers(&mut self, v: VcpuId) {
+        if self.vcpus[v as usize].deferred_timers.is_empty() {
+            return;
+        }
         for t in std::mem::take(&mut self.vcpus[v as usize].deferred_timers) {
             self.wake_task(t, Some(v), false);
         }
@@ -321,8 +324,18 @@ impl World {
         self.wake_task(ask.requester, Some(v), false);
     }
 
-    /// Carries out a guest policy's acts for VM `vm`.
+    /// Carries out a guest policy's acts for VM `vm`. Most calls (every
+    /// guest tick's) bring none: that case is settled inline, without a call.
+    #[inline(always)]
     pub(super) fn apply_guest_acts(&mut self, vm: VmId, acts: Vec<GuestAct>) {
+        if !acts.is_empty() {
+            self.carry_out_guest_acts(vm, acts);
+        }
+    }
+
+    /// [`World::apply_guest_acts`] with acts to carry out.
+    #[inline(never)]
+    fn carry_out_guest_acts(&mut self, vm: VmId, acts: Vec<GuestAct>) {
         for act in acts {
             match act {
                 GuestAct::Resched(l) => {
