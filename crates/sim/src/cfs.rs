@@ -6,9 +6,50 @@
 //! Source: kernel/sched/fair.c of Linux 6.5, the last release with the CFS
 //! pick (before EEVDF); function names below refer to that file.
 
-use std::collections::BTreeSet;
-
 pub use crate::sched_entity::{calc_delta_fair, mul_div, nice_weight, Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
+
+/// A runqueue's queued entities as a vector sorted by (vruntime,
+/// insertion count, id), the order of the kernel's rbtree. A runqueue holds
+/// a handful of entities, the leftmost is read at every accounting and taken
+/// at every pick, and the running entity goes back near the right end: a
+/// binary search and a short shift cost less there than a B-tree's node
+/// walks and rebalancing, and the keys, all distinct, keep the same order.
+#[derive(Debug, Default, Clone)]
+struct Timeline {
+    sorted: Vec<(u64, u64, u32)>,
+}
+
+impl Timeline {
+    /// Adds `key`; false when it is already there.
+    fn insert(&mut self, key: (u64, u64, u32)) -> bool {
+        match self.sorted.binary_search(&key) {
+            Ok(_) => false,
+            Err(at) => {
+                self.sorted.insert(at, key);
+                true
+            }
+        }
+    }
+
+    /// Removes `key`; whether it was there.
+    fn remove(&mut self, key: &(u64, u64, u32)) -> bool {
+        match self.sorted.binary_search(key) {
+            Ok(at) => {
+                self.sorted.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn first(&self) -> Option<&(u64, u64, u32)> {
+        self.sorted.first()
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, (u64, u64, u32)> {
+        self.sorted.iter()
+    }
+}
 
 #[derive(Debug, Default, Clone)]
 pub struct CfsRq {
@@ -16,7 +57,7 @@ pub struct CfsRq {
     /// vruntimes the earlier inserted comes first, as in the kernel's
     /// rbtree, which puts an entity to the right of equal keys
     /// (rb_add_cached() with entity_before()'s strict `<`), not by id.
-    timeline: BTreeSet<(u64, u64, u32)>,
+    timeline: Timeline,
     inserted: u64,
     pub curr: Option<u32>,
     /// Sum of weights of entities on the runqueue, curr included.
@@ -498,6 +539,28 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The sorted-vector timeline answers every operation as an ordered
+        /// set does, over random inserts and removes of keys drawn from a
+        /// small range (so that equal vruntimes, repeated keys and absent
+        /// keys all occur).
+        #[test]
+        fn timeline_matches_an_ordered_set(
+            ops in proptest::collection::vec((proptest::bool::ANY, 0u64..6, 0u64..4, 0u32..3), 0..200),
+        ) {
+            let mut timeline = Timeline::default();
+            let mut set = std::collections::BTreeSet::new();
+            for (insert, vruntime, seq, id) in ops {
+                let key = (vruntime, seq, id);
+                if insert {
+                    proptest::prop_assert_eq!(timeline.insert(key), set.insert(key));
+                } else {
+                    proptest::prop_assert_eq!(timeline.remove(&key), set.remove(&key));
+                }
+                proptest::prop_assert_eq!(timeline.first(), set.first());
+                proptest::prop_assert!(timeline.iter().eq(set.iter()));
+            }
+        }
+
         /// tick_preempt_from(): no tick before it preempts, ticks split the
         /// running entity's accounting however they fall, and at weight
         /// 1024 every tick from it on preempts.

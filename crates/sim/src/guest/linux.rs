@@ -548,7 +548,14 @@ impl LinuxKernel {
         let rq = &self.rqs[from as usize];
         let curr = rq.curr;
         let ok = |t: &u32| Some(*t) != curr && self.tasks[*t as usize].allowed[to as usize];
-        rq.cfs.queued(&self.ents).rev().find(ok).or_else(|| rq.rt.tasks().find(|t| ok(t)))
+        let fair = match &rq.cfs {
+            // CFS's timeline is walked in place (FairRq::queued() would
+            // copy it first): every newidle and tick balance that finds a
+            // busiest vCPU asks.
+            FairRq::Cfs(cfs) => cfs.queued().rev().find(ok),
+            FairRq::Eevdf(_) => rq.cfs.queued(&self.ents).rev().find(ok),
+        };
+        fair.or_else(|| rq.rt.tasks().find(|t| ok(t)))
     }
 
     /// A task's vruntime relative to its runqueue's min_vruntime: what a
