@@ -83,18 +83,25 @@ pub struct CfsRq {
 impl CfsRq {
     /// update_curr(): charge the running entity for the time since exec_start.
     pub fn update_curr(&mut self, ents: &mut [Entity], now: u64) {
-        if let Some(c) = self.curr {
+        let curr_v = self.curr.and_then(|c| {
             let e = &mut ents[c as usize];
             let delta = now.saturating_sub(e.exec_start);
             e.exec_start = now;
             e.sum_exec += delta;
             e.vruntime += calc_delta_fair(delta, e.weight);
-        }
-        self.update_min_vruntime(ents);
+            e.on_rq.then_some(e.vruntime)
+        });
+        self.advance_min_vruntime(curr_v);
     }
 
     fn update_min_vruntime(&mut self, ents: &[Entity]) {
         let curr_v = self.curr.filter(|&c| ents[c as usize].on_rq).map(|c| ents[c as usize].vruntime);
+        self.advance_min_vruntime(curr_v);
+    }
+
+    /// update_min_vruntime() given the running entity's vruntime if it is
+    /// on the runqueue.
+    fn advance_min_vruntime(&mut self, curr_v: Option<u64>) {
         let left_v = self.timeline.first().map(|&(v, _, _)| v);
         let candidate = match (curr_v, left_v) {
             (Some(a), Some(b)) => a.min(b),

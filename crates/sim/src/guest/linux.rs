@@ -165,6 +165,9 @@ pub struct LinuxKernel {
     /// The SMT siblings the guest believes each vCPU has (itself included;
     /// alone unless written at run time, as vSched's vtop does).
     smt_siblings: Vec<Vec<u32>>,
+    /// Some vCPU has a believed SMT sibling (sched_smt_active()): kept
+    /// with `smt_siblings`, as every wakeup asks.
+    smt_active: bool,
     arch_capacity: Vec<u32>,
     /// The guest believes its vCPUs differ in capacity (SD_ASYM_CPUCAPACITY).
     asym_capacity: bool,
@@ -221,6 +224,7 @@ impl LinuxKernel {
             hrtick: cfg.hrtick,
             steal_accounting: cfg.steal_accounting,
             llc_of,
+            smt_active: smt_siblings.iter().any(|s| s.len() > 1),
             smt_siblings,
             asym_capacity,
             // Asymmetric from boot: util is read, so tracked from the start.
@@ -322,6 +326,7 @@ impl LinuxKernel {
                 self.smt_siblings[c as usize] = grp.clone();
             }
         }
+        self.smt_active = self.smt_siblings.iter().any(|s| s.len() > 1);
     }
 
     /// The SMT-aware part of select_idle_sibling() (Linux 6.1, active only
@@ -331,15 +336,16 @@ impl LinuxKernel {
     /// sibling of prev (select_idle_smt()). The has_idle_cores hint is
     /// taken as exact.
     fn select_idle_core_or_smt(&self, view: &GuestView, t: u32, prev: u32) -> Option<u32> {
-        if self.smt_siblings.iter().all(|s| s.len() < 2) {
+        if !self.smt_active {
             return None;
         }
         let allowed = &self.tasks[t as usize].allowed;
         let n = self.nr_vcpus();
         let llc = self.llc_of[prev as usize];
         let core_idle = |v: u32| self.smt_siblings[v as usize].iter().all(|&s| self.is_idle(view, s));
-        (1..=n)
-            .map(|i| (prev + i) % n)
+        // prev + 1, ..., n - 1, 0, ..., prev: the scan from prev, wrapping.
+        (prev + 1..n)
+            .chain(0..=prev)
             .find(|&v| self.llc_of[v as usize] == llc && allowed[v as usize] && core_idle(v))
             .or_else(|| {
                 self.smt_siblings[prev as usize]
@@ -401,6 +407,11 @@ impl LinuxKernel {
     fn update_clock(&mut self, view: &GuestView, v: u32) {
         let rq = &mut self.rqs[v as usize];
         let delta = view.now - rq.clock_last;
+        if delta == 0 {
+            // Already updated at this instant: the steal taken is at most
+            // the wall delta, so nothing would change.
+            return;
+        }
         rq.clock_last = view.now;
         let steal = if self.steal_accounting {
             (view.steal_published[v as usize] - rq.steal_seen).min(delta)
@@ -481,7 +492,7 @@ impl LinuxKernel {
         if self.asym_capacity {
             // sync_entity_load_avg(): the sleeper's utilization, decayed to now.
             let util = self.tasks[t as usize].util.decayed_to(self.rqs[prev as usize].clock_task);
-            let idle: Vec<u32> = (0..n).map(|i| (prev + i) % n).filter(|&v| allowed[v as usize] && idle_ok(v)).collect();
+            let idle: Vec<u32> = (prev..n).chain(0..prev).filter(|&v| allowed[v as usize] && idle_ok(v)).collect();
             if let Some(&v) = idle.iter().find(|&&v| fits_capacity(util, self.rqs[v as usize].capacity)) {
                 return v;
             }
@@ -497,8 +508,8 @@ impl LinuxKernel {
             return v;
         }
         let llc = self.llc_of[prev as usize];
-        (1..n)
-            .map(|i| (prev + i) % n)
+        (prev + 1..n)
+            .chain(0..prev)
             .find(|&v| self.llc_of[v as usize] == llc && allowed[v as usize] && idle_ok(v))
             .unwrap_or(prev)
     }
