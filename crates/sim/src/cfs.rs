@@ -21,6 +21,7 @@ struct Timeline {
 
 impl Timeline {
     /// Adds `key`; false when it is already there.
+    #[inline]
     fn insert(&mut self, key: (u64, u64, u32)) -> bool {
         match self.sorted.binary_search(&key) {
             Ok(_) => false,
@@ -32,6 +33,7 @@ impl Timeline {
     }
 
     /// Removes `key`; whether it was there.
+    #[inline]
     fn remove(&mut self, key: &(u64, u64, u32)) -> bool {
         match self.sorted.binary_search(key) {
             Ok(at) => {
@@ -42,6 +44,7 @@ impl Timeline {
         }
     }
 
+    #[inline]
     fn first(&self) -> Option<&(u64, u64, u32)> {
         self.sorted.first()
     }
@@ -51,6 +54,9 @@ impl Timeline {
     }
 }
 
+/// The runqueue. Its operations run at every wakeup, block, pick and tick
+/// of both levels on queues of a few entities, so the small ones are marked
+/// `#[inline]`: a call's register saves cost as much as their bodies.
 #[derive(Debug, Default, Clone)]
 pub struct CfsRq {
     /// Queued entities by (vruntime, insertion count, id): among equal
@@ -82,6 +88,7 @@ pub struct CfsRq {
 
 impl CfsRq {
     /// update_curr(): charge the running entity for the time since exec_start.
+    #[inline]
     pub fn update_curr(&mut self, ents: &mut [Entity], now: u64) {
         let curr_v = self.curr.and_then(|c| {
             let e = &mut ents[c as usize];
@@ -101,6 +108,7 @@ impl CfsRq {
 
     /// update_min_vruntime() given the running entity's vruntime if it is
     /// on the runqueue.
+    #[inline]
     fn advance_min_vruntime(&mut self, curr_v: Option<u64>) {
         let left_v = self.timeline.first().map(|&(v, _, _)| v);
         let candidate = match (curr_v, left_v) {
@@ -157,6 +165,7 @@ impl CfsRq {
     }
 
     /// __enqueue_entity(): `id` joins the timeline after its equals.
+    #[inline]
     fn insert(&mut self, ents: &mut [Entity], id: u32) {
         self.inserted += 1;
         let e = &mut ents[id as usize];
@@ -165,6 +174,7 @@ impl CfsRq {
     }
 
     /// __dequeue_entity(): whether `id` was in the timeline.
+    #[inline]
     fn remove(&mut self, ents: &[Entity], id: u32) -> bool {
         let e = &ents[id as usize];
         self.timeline.remove(&(e.vruntime, e.timeline_seq, id))
@@ -198,6 +208,7 @@ impl CfsRq {
     }
 
     /// __pick_first_entity()
+    #[inline]
     pub fn first(&self) -> Option<u32> {
         self.timeline.first().map(|&(_, _, id)| id)
     }
@@ -219,6 +230,7 @@ impl CfsRq {
     }
 
     /// set_next_entity(): the entity leaves the timeline while it runs.
+    #[inline]
     pub fn set_curr(&mut self, ents: &mut [Entity], id: u32, now: u64) {
         self.changes += 1;
         self.remove(ents, id);
@@ -246,8 +258,13 @@ impl CfsRq {
     /// the leftmost, unless it is the skip buddy and the second is not too
     /// far behind it, and the next buddy, else the last buddy, when it is not
     /// too far behind the leftmost (wakeup_preempt_entity(buddy, left) < 1).
+    #[inline]
     pub fn pick(&self, ents: &[Entity], t: &Tunables) -> Option<u32> {
         let left = self.first()?;
+        if self.skip.is_none() && self.next.is_none() && self.last.is_none() {
+            // No buddy to weigh against the leftmost.
+            return Some(left);
+        }
         // wakeup_gran() scales by the weight of the entity compared against.
         let gran = calc_delta_fair(t.wakeup_granularity_ns, ents[left as usize].weight);
         let near = |se: u32| ents[se as usize].vruntime <= ents[left as usize].vruntime + gran;

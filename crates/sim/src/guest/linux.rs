@@ -109,6 +109,7 @@ struct RtLists {
 
 impl RtLists {
     /// Appends `t` to the list of priority `prio`.
+    #[inline]
     fn push_back(&mut self, prio: u32, t: u32) {
         match self.lists.iter().position(|&(p, _)| p <= prio) {
             Some(i) if self.lists[i].0 == prio => self.lists[i].1.push_back(t),
@@ -137,6 +138,7 @@ impl RtLists {
     }
 
     /// The head of the highest-priority non-empty list.
+    #[inline]
     fn first(&self) -> Option<u32> {
         self.lists.iter().find_map(|(_, q)| q.front().copied())
     }
@@ -148,6 +150,7 @@ impl RtLists {
 }
 
 impl GuestRq {
+    #[inline]
     fn nr_running(&self) -> u32 {
         self.rt_nr + self.cfs.nr_running()
     }
@@ -438,6 +441,7 @@ impl LinuxKernel {
         rq.capacity = (arch - irq).max(1.0) as u32;
     }
 
+    #[inline]
     pub fn is_idle(&self, view: &GuestView, v: u32) -> bool {
         self.rqs[v as usize].nr_running() == 0 && !view.preempted[v as usize]
     }
@@ -454,6 +458,7 @@ impl LinuxKernel {
     }
 
     /// sched_idle_cpu(): every runnable task there is SCHED_IDLE.
+    #[inline]
     pub fn sched_idle_cpu(&self, v: u32) -> bool {
         let rq = &self.rqs[v as usize];
         rq.nr_running() > 0 && rq.nr_running() == rq.idle_policy_nr
