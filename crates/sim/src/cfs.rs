@@ -125,6 +125,7 @@ impl CfsRq {
         calc_delta_fair(self.slice_for(ents[id as usize].weight, ents[id as usize].on_rq, t), ents[id as usize].weight)
     }
 
+    #[inline]
     fn slice_for(&self, weight: u64, on_rq: bool, t: &Tunables) -> u64 {
         let nr = self.nr_running as u64 + u64::from(!on_rq);
         let load = self.load + if on_rq { 0 } else { weight };
@@ -132,6 +133,7 @@ impl CfsRq {
     }
 
     /// sched_slice(): the entity's share of the period in wall time.
+    #[inline]
     pub fn slice(&self, ents: &[Entity], id: u32, t: &Tunables) -> u64 {
         let e = &ents[id as usize];
         self.slice_for(e.weight, e.on_rq, t)
@@ -282,6 +284,7 @@ impl CfsRq {
     }
 
     /// put_prev_entity(): the running entity goes back to the timeline.
+    #[inline]
     pub fn put_prev(&mut self, ents: &mut [Entity], now: u64) {
         self.changes += 1;
         if let Some(c) = self.curr.take() {
@@ -298,6 +301,7 @@ impl CfsRq {
     /// yield at this tick? Only asked with another entity on the runqueue
     /// (`if (cfs_rq->nr_running > 1)` in entity_tick(), kernel/sched/fair.c,
     /// 2.6.23 to 6.5): an entity alone runs on, however long its slice.
+    #[inline]
     pub fn tick_preempt(&self, ents: &[Entity], t: &Tunables) -> bool {
         let Some(c) = self.curr else { return false };
         if self.nr_running < 2 {

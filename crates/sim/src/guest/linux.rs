@@ -25,6 +25,14 @@ fn capacities_differ(capacities: &[u32]) -> bool {
 fn fits_capacity(util: f64, capacity: u32) -> bool {
     util * 1280.0 < capacity as f64 * 1024.0
 }
+/// `(start + i) % n` for `start < n` and `i <= n`, without a division: the
+/// vCPU `i` steps after `start` in a scan that wraps past the last.
+#[inline]
+fn wrapping_from(start: u32, i: u32, n: u32) -> u32 {
+    let v = start + i;
+    if v >= n { v - n } else { v }
+}
+
 /// BUSY_FACTOR of sd_init() (kernel/sched/topology.c).
 const BUSY_FACTOR: u64 = 16;
 /// The LLC (MC) domain's cache_nice_tries (sd_init(), kernel/sched/topology.c:
@@ -346,9 +354,8 @@ impl LinuxKernel {
         let n = self.nr_vcpus();
         let llc = self.llc_of[prev as usize];
         let core_idle = |v: u32| self.smt_siblings[v as usize].iter().all(|&s| self.is_idle(view, s));
-        // prev + 1, ..., n - 1, 0, ..., prev: the scan from prev, wrapping.
-        (prev + 1..n)
-            .chain(0..=prev)
+        (1..=n)
+            .map(|i| wrapping_from(prev, i, n))
             .find(|&v| self.llc_of[v as usize] == llc && allowed[v as usize] && core_idle(v))
             .or_else(|| {
                 self.smt_siblings[prev as usize]
@@ -497,11 +504,11 @@ impl LinuxKernel {
         if self.asym_capacity {
             // sync_entity_load_avg(): the sleeper's utilization, decayed to now.
             let util = self.tasks[t as usize].util.decayed_to(self.rqs[prev as usize].clock_task);
-            let idle: Vec<u32> = (prev..n).chain(0..prev).filter(|&v| allowed[v as usize] && idle_ok(v)).collect();
-            if let Some(&v) = idle.iter().find(|&&v| fits_capacity(util, self.rqs[v as usize].capacity)) {
+            let idle = || (0..n).map(|i| wrapping_from(prev, i, n)).filter(|&v| allowed[v as usize] && idle_ok(v));
+            if let Some(v) = idle().find(|&v| fits_capacity(util, self.rqs[v as usize].capacity)) {
                 return v;
             }
-            if let Some(&v) = idle.iter().max_by_key(|&&v| (self.rqs[v as usize].capacity, std::cmp::Reverse(v))) {
+            if let Some(v) = idle().max_by_key(|&v| (self.rqs[v as usize].capacity, std::cmp::Reverse(v))) {
                 return v;
             }
             return prev;
@@ -513,8 +520,8 @@ impl LinuxKernel {
             return v;
         }
         let llc = self.llc_of[prev as usize];
-        (prev + 1..n)
-            .chain(0..prev)
+        (1..n)
+            .map(|i| wrapping_from(prev, i, n))
             .find(|&v| self.llc_of[v as usize] == llc && allowed[v as usize] && idle_ok(v))
             .unwrap_or(prev)
     }
@@ -1246,6 +1253,18 @@ mod tests {
         let woken = [HostState::Running, HostState::Running];
         assert_eq!(g.pick_next(&GuestView { now: 4_100_000, ..view(&woken, &[0; 2]) }, 1), Some(queued));
         assert_eq!((g.task_cpu(queued), g.nr_running(0)), (1, 1));
+    }
+
+    /// The wrapping scan's step is the remainder it replaces.
+    #[test]
+    fn wrapping_from_is_the_remainder() {
+        for n in 1..=64u32 {
+            for start in 0..n {
+                for i in 0..=n {
+                    assert_eq!(wrapping_from(start, i, n), (start + i) % n, "start {start}, i {i}, n {n}");
+                }
+            }
+        }
     }
 
     /// select_idle_sibling(): a preempted vCPU is not idle for the guest
