@@ -728,6 +728,15 @@ impl LinuxKernel {
     /// zero (`busiest->group_weight == 1`: half of a one-task difference).
     /// The count is kept per busy vCPU rather than per idle CPU's domain.
     fn packed_core_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        if !self.smt_active {
+            // Every core is one vCPU: none is packed, and the count of
+            // failed looks restarts as below.
+            let rq = &mut self.rqs[v as usize];
+            if rq.curr.is_some() {
+                rq.packed_failed = 0;
+            }
+            return None;
+        }
         let core = &self.smt_siblings[v as usize];
         let c = self.rqs[v as usize].curr?;
         let task = &self.tasks[c as usize];
