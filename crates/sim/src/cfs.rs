@@ -6,17 +6,64 @@
 //! Source: kernel/sched/fair.c of Linux 6.5, the last release with the CFS
 //! pick (before EEVDF); function names below refer to that file.
 
-use std::collections::BTreeSet;
-
 pub use crate::sched_entity::{calc_delta_fair, mul_div, nice_weight, Entity, Placement, Tunables, NICE_0_LOAD, WEIGHT_IDLEPRIO};
 
+/// A runqueue's queued entities as a vector sorted by (vruntime,
+/// insertion count, id), the order of the kernel's rbtree. A runqueue holds
+/// a handful of entities, the leftmost is read at every accounting and taken
+/// at every pick, and the running entity goes back near the right end: a
+/// binary search and a short shift cost less there than a B-tree's node
+/// walks and rebalancing, and the keys, all distinct, keep the same order.
+#[derive(Debug, Default, Clone)]
+struct Timeline {
+    sorted: Vec<(u64, u64, u32)>,
+}
+
+impl Timeline {
+    /// Adds `key`; false when it is already there.
+    #[inline]
+    fn insert(&mut self, key: (u64, u64, u32)) -> bool {
+        match self.sorted.binary_search(&key) {
+            Ok(_) => false,
+            Err(at) => {
+                self.sorted.insert(at, key);
+                true
+            }
+        }
+    }
+
+    /// Removes `key`; whether it was there.
+    #[inline]
+    fn remove(&mut self, key: &(u64, u64, u32)) -> bool {
+        match self.sorted.binary_search(key) {
+            Ok(at) => {
+                self.sorted.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    #[inline]
+    fn first(&self) -> Option<&(u64, u64, u32)> {
+        self.sorted.first()
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, (u64, u64, u32)> {
+        self.sorted.iter()
+    }
+}
+
+/// The runqueue. Its operations run at every wakeup, block, pick and tick
+/// of both levels on queues of a few entities, so the small ones are marked
+/// `#[inline]`: a call's register saves cost as much as their bodies.
 #[derive(Debug, Default, Clone)]
 pub struct CfsRq {
     /// Queued entities by (vruntime, insertion count, id): among equal
     /// vruntimes the earlier inserted comes first, as in the kernel's
     /// rbtree, which puts an entity to the right of equal keys
     /// (rb_add_cached() with entity_before()'s strict `<`), not by id.
-    timeline: BTreeSet<(u64, u64, u32)>,
+    timeline: Timeline,
     inserted: u64,
     pub curr: Option<u32>,
     /// Sum of weights of entities on the runqueue, curr included.
@@ -41,19 +88,28 @@ pub struct CfsRq {
 
 impl CfsRq {
     /// update_curr(): charge the running entity for the time since exec_start.
+    #[inline]
     pub fn update_curr(&mut self, ents: &mut [Entity], now: u64) {
-        if let Some(c) = self.curr {
+        let curr_v = self.curr.and_then(|c| {
             let e = &mut ents[c as usize];
             let delta = now.saturating_sub(e.exec_start);
             e.exec_start = now;
             e.sum_exec += delta;
             e.vruntime += calc_delta_fair(delta, e.weight);
-        }
-        self.update_min_vruntime(ents);
+            e.on_rq.then_some(e.vruntime)
+        });
+        self.advance_min_vruntime(curr_v);
     }
 
     fn update_min_vruntime(&mut self, ents: &[Entity]) {
         let curr_v = self.curr.filter(|&c| ents[c as usize].on_rq).map(|c| ents[c as usize].vruntime);
+        self.advance_min_vruntime(curr_v);
+    }
+
+    /// update_min_vruntime() given the running entity's vruntime if it is
+    /// on the runqueue.
+    #[inline]
+    fn advance_min_vruntime(&mut self, curr_v: Option<u64>) {
         let left_v = self.timeline.first().map(|&(v, _, _)| v);
         let candidate = match (curr_v, left_v) {
             (Some(a), Some(b)) => a.min(b),
@@ -69,6 +125,7 @@ impl CfsRq {
         calc_delta_fair(self.slice_for(ents[id as usize].weight, ents[id as usize].on_rq, t), ents[id as usize].weight)
     }
 
+    #[inline]
     fn slice_for(&self, weight: u64, on_rq: bool, t: &Tunables) -> u64 {
         let nr = self.nr_running as u64 + u64::from(!on_rq);
         let load = self.load + if on_rq { 0 } else { weight };
@@ -76,6 +133,7 @@ impl CfsRq {
     }
 
     /// sched_slice(): the entity's share of the period in wall time.
+    #[inline]
     pub fn slice(&self, ents: &[Entity], id: u32, t: &Tunables) -> u64 {
         let e = &ents[id as usize];
         self.slice_for(e.weight, e.on_rq, t)
@@ -109,6 +167,7 @@ impl CfsRq {
     }
 
     /// __enqueue_entity(): `id` joins the timeline after its equals.
+    #[inline]
     fn insert(&mut self, ents: &mut [Entity], id: u32) {
         self.inserted += 1;
         let e = &mut ents[id as usize];
@@ -117,6 +176,7 @@ impl CfsRq {
     }
 
     /// __dequeue_entity(): whether `id` was in the timeline.
+    #[inline]
     fn remove(&mut self, ents: &[Entity], id: u32) -> bool {
         let e = &ents[id as usize];
         self.timeline.remove(&(e.vruntime, e.timeline_seq, id))
@@ -150,6 +210,7 @@ impl CfsRq {
     }
 
     /// __pick_first_entity()
+    #[inline]
     pub fn first(&self) -> Option<u32> {
         self.timeline.first().map(|&(_, _, id)| id)
     }
@@ -171,6 +232,7 @@ impl CfsRq {
     }
 
     /// set_next_entity(): the entity leaves the timeline while it runs.
+    #[inline]
     pub fn set_curr(&mut self, ents: &mut [Entity], id: u32, now: u64) {
         self.changes += 1;
         self.remove(ents, id);
@@ -198,8 +260,13 @@ impl CfsRq {
     /// the leftmost, unless it is the skip buddy and the second is not too
     /// far behind it, and the next buddy, else the last buddy, when it is not
     /// too far behind the leftmost (wakeup_preempt_entity(buddy, left) < 1).
+    #[inline]
     pub fn pick(&self, ents: &[Entity], t: &Tunables) -> Option<u32> {
         let left = self.first()?;
+        if self.skip.is_none() && self.next.is_none() && self.last.is_none() {
+            // No buddy to weigh against the leftmost.
+            return Some(left);
+        }
         // wakeup_gran() scales by the weight of the entity compared against.
         let gran = calc_delta_fair(t.wakeup_granularity_ns, ents[left as usize].weight);
         let near = |se: u32| ents[se as usize].vruntime <= ents[left as usize].vruntime + gran;
@@ -217,6 +284,7 @@ impl CfsRq {
     }
 
     /// put_prev_entity(): the running entity goes back to the timeline.
+    #[inline]
     pub fn put_prev(&mut self, ents: &mut [Entity], now: u64) {
         self.changes += 1;
         if let Some(c) = self.curr.take() {
@@ -233,6 +301,7 @@ impl CfsRq {
     /// yield at this tick? Only asked with another entity on the runqueue
     /// (`if (cfs_rq->nr_running > 1)` in entity_tick(), kernel/sched/fair.c,
     /// 2.6.23 to 6.5): an entity alone runs on, however long its slice.
+    #[inline]
     pub fn tick_preempt(&self, ents: &[Entity], t: &Tunables) -> bool {
         let Some(c) = self.curr else { return false };
         if self.nr_running < 2 {
@@ -498,6 +567,28 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The sorted-vector timeline answers every operation as an ordered
+        /// set does, over random inserts and removes of keys drawn from a
+        /// small range (so that equal vruntimes, repeated keys and absent
+        /// keys all occur).
+        #[test]
+        fn timeline_matches_an_ordered_set(
+            ops in proptest::collection::vec((proptest::bool::ANY, 0u64..6, 0u64..4, 0u32..3), 0..200),
+        ) {
+            let mut timeline = Timeline::default();
+            let mut set = std::collections::BTreeSet::new();
+            for (insert, vruntime, seq, id) in ops {
+                let key = (vruntime, seq, id);
+                if insert {
+                    proptest::prop_assert_eq!(timeline.insert(key), set.insert(key));
+                } else {
+                    proptest::prop_assert_eq!(timeline.remove(&key), set.remove(&key));
+                }
+                proptest::prop_assert_eq!(timeline.first(), set.first());
+                proptest::prop_assert!(timeline.iter().eq(set.iter()));
+            }
+        }
+
         /// tick_preempt_from(): no tick before it preempts, ticks split the
         /// running entity's accounting however they fall, and at weight
         /// 1024 every tick from it on preempts.

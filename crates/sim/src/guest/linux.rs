@@ -25,6 +25,14 @@ fn capacities_differ(capacities: &[u32]) -> bool {
 fn fits_capacity(util: f64, capacity: u32) -> bool {
     util * 1280.0 < capacity as f64 * 1024.0
 }
+/// `(start + i) % n` for `start < n` and `i <= n`, without a division: the
+/// vCPU `i` steps after `start` in a scan that wraps past the last.
+#[inline]
+fn wrapping_from(start: u32, i: u32, n: u32) -> u32 {
+    let v = start + i;
+    if v >= n { v - n } else { v }
+}
+
 /// BUSY_FACTOR of sd_init() (kernel/sched/topology.c).
 const BUSY_FACTOR: u64 = 16;
 /// The LLC (MC) domain's cache_nice_tries (sd_init(), kernel/sched/topology.c:
@@ -109,6 +117,7 @@ struct RtLists {
 
 impl RtLists {
     /// Appends `t` to the list of priority `prio`.
+    #[inline]
     fn push_back(&mut self, prio: u32, t: u32) {
         match self.lists.iter().position(|&(p, _)| p <= prio) {
             Some(i) if self.lists[i].0 == prio => self.lists[i].1.push_back(t),
@@ -137,6 +146,7 @@ impl RtLists {
     }
 
     /// The head of the highest-priority non-empty list.
+    #[inline]
     fn first(&self) -> Option<u32> {
         self.lists.iter().find_map(|(_, q)| q.front().copied())
     }
@@ -148,6 +158,7 @@ impl RtLists {
 }
 
 impl GuestRq {
+    #[inline]
     fn nr_running(&self) -> u32 {
         self.rt_nr + self.cfs.nr_running()
     }
@@ -165,6 +176,9 @@ pub struct LinuxKernel {
     /// The SMT siblings the guest believes each vCPU has (itself included;
     /// alone unless written at run time, as vSched's vtop does).
     smt_siblings: Vec<Vec<u32>>,
+    /// Some vCPU has a believed SMT sibling (sched_smt_active()): kept
+    /// with `smt_siblings`, as every wakeup asks.
+    smt_active: bool,
     arch_capacity: Vec<u32>,
     /// The guest believes its vCPUs differ in capacity (SD_ASYM_CPUCAPACITY).
     asym_capacity: bool,
@@ -221,6 +235,7 @@ impl LinuxKernel {
             hrtick: cfg.hrtick,
             steal_accounting: cfg.steal_accounting,
             llc_of,
+            smt_active: smt_siblings.iter().any(|s| s.len() > 1),
             smt_siblings,
             asym_capacity,
             // Asymmetric from boot: util is read, so tracked from the start.
@@ -322,6 +337,7 @@ impl LinuxKernel {
                 self.smt_siblings[c as usize] = grp.clone();
             }
         }
+        self.smt_active = self.smt_siblings.iter().any(|s| s.len() > 1);
     }
 
     /// The SMT-aware part of select_idle_sibling() (Linux 6.1, active only
@@ -331,7 +347,7 @@ impl LinuxKernel {
     /// sibling of prev (select_idle_smt()). The has_idle_cores hint is
     /// taken as exact.
     fn select_idle_core_or_smt(&self, view: &GuestView, t: u32, prev: u32) -> Option<u32> {
-        if self.smt_siblings.iter().all(|s| s.len() < 2) {
+        if !self.smt_active {
             return None;
         }
         let allowed = &self.tasks[t as usize].allowed;
@@ -339,7 +355,7 @@ impl LinuxKernel {
         let llc = self.llc_of[prev as usize];
         let core_idle = |v: u32| self.smt_siblings[v as usize].iter().all(|&s| self.is_idle(view, s));
         (1..=n)
-            .map(|i| (prev + i) % n)
+            .map(|i| wrapping_from(prev, i, n))
             .find(|&v| self.llc_of[v as usize] == llc && allowed[v as usize] && core_idle(v))
             .or_else(|| {
                 self.smt_siblings[prev as usize]
@@ -401,6 +417,11 @@ impl LinuxKernel {
     fn update_clock(&mut self, view: &GuestView, v: u32) {
         let rq = &mut self.rqs[v as usize];
         let delta = view.now - rq.clock_last;
+        if delta == 0 {
+            // Already updated at this instant: the steal taken is at most
+            // the wall delta, so nothing would change.
+            return;
+        }
         rq.clock_last = view.now;
         let steal = if self.steal_accounting {
             (view.steal_published[v as usize] - rq.steal_seen).min(delta)
@@ -427,6 +448,7 @@ impl LinuxKernel {
         rq.capacity = (arch - irq).max(1.0) as u32;
     }
 
+    #[inline]
     pub fn is_idle(&self, view: &GuestView, v: u32) -> bool {
         self.rqs[v as usize].nr_running() == 0 && !view.preempted[v as usize]
     }
@@ -443,6 +465,7 @@ impl LinuxKernel {
     }
 
     /// sched_idle_cpu(): every runnable task there is SCHED_IDLE.
+    #[inline]
     pub fn sched_idle_cpu(&self, v: u32) -> bool {
         let rq = &self.rqs[v as usize];
         rq.nr_running() > 0 && rq.nr_running() == rq.idle_policy_nr
@@ -481,11 +504,11 @@ impl LinuxKernel {
         if self.asym_capacity {
             // sync_entity_load_avg(): the sleeper's utilization, decayed to now.
             let util = self.tasks[t as usize].util.decayed_to(self.rqs[prev as usize].clock_task);
-            let idle: Vec<u32> = (0..n).map(|i| (prev + i) % n).filter(|&v| allowed[v as usize] && idle_ok(v)).collect();
-            if let Some(&v) = idle.iter().find(|&&v| fits_capacity(util, self.rqs[v as usize].capacity)) {
+            let idle = || (0..n).map(|i| wrapping_from(prev, i, n)).filter(|&v| allowed[v as usize] && idle_ok(v));
+            if let Some(v) = idle().find(|&v| fits_capacity(util, self.rqs[v as usize].capacity)) {
                 return v;
             }
-            if let Some(&v) = idle.iter().max_by_key(|&&v| (self.rqs[v as usize].capacity, std::cmp::Reverse(v))) {
+            if let Some(v) = idle().max_by_key(|&v| (self.rqs[v as usize].capacity, std::cmp::Reverse(v))) {
                 return v;
             }
             return prev;
@@ -498,7 +521,7 @@ impl LinuxKernel {
         }
         let llc = self.llc_of[prev as usize];
         (1..n)
-            .map(|i| (prev + i) % n)
+            .map(|i| wrapping_from(prev, i, n))
             .find(|&v| self.llc_of[v as usize] == llc && allowed[v as usize] && idle_ok(v))
             .unwrap_or(prev)
     }
@@ -548,7 +571,14 @@ impl LinuxKernel {
         let rq = &self.rqs[from as usize];
         let curr = rq.curr;
         let ok = |t: &u32| Some(*t) != curr && self.tasks[*t as usize].allowed[to as usize];
-        rq.cfs.queued(&self.ents).rev().find(ok).or_else(|| rq.rt.tasks().find(|t| ok(t)))
+        let fair = match &rq.cfs {
+            // CFS's timeline is walked in place (FairRq::queued() would
+            // copy it first): every newidle and tick balance that finds a
+            // busiest vCPU asks.
+            FairRq::Cfs(cfs) => cfs.queued().rev().find(ok),
+            FairRq::Eevdf(_) => rq.cfs.queued(&self.ents).rev().find(ok),
+        };
+        fair.or_else(|| rq.rt.tasks().find(|t| ok(t)))
     }
 
     /// A task's vruntime relative to its runqueue's min_vruntime: what a
@@ -698,6 +728,15 @@ impl LinuxKernel {
     /// zero (`busiest->group_weight == 1`: half of a one-task difference).
     /// The count is kept per busy vCPU rather than per idle CPU's domain.
     fn packed_core_target(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        if !self.smt_active {
+            // Every core is one vCPU: none is packed, and the count of
+            // failed looks restarts as below.
+            let rq = &mut self.rqs[v as usize];
+            if rq.curr.is_some() {
+                rq.packed_failed = 0;
+            }
+            return None;
+        }
         let core = &self.smt_siblings[v as usize];
         let c = self.rqs[v as usize].curr?;
         let task = &self.tasks[c as usize];
@@ -1223,6 +1262,18 @@ mod tests {
         let woken = [HostState::Running, HostState::Running];
         assert_eq!(g.pick_next(&GuestView { now: 4_100_000, ..view(&woken, &[0; 2]) }, 1), Some(queued));
         assert_eq!((g.task_cpu(queued), g.nr_running(0)), (1, 1));
+    }
+
+    /// The wrapping scan's step is the remainder it replaces.
+    #[test]
+    fn wrapping_from_is_the_remainder() {
+        for n in 1..=64u32 {
+            for start in 0..n {
+                for i in 0..=n {
+                    assert_eq!(wrapping_from(start, i, n), (start + i) % n, "start {start}, i {i}, n {n}");
+                }
+            }
+        }
     }
 
     /// select_idle_sibling(): a preempted vCPU is not idle for the guest
