@@ -1,6 +1,4 @@
 """The `vmsched` command line."""
-from __future__ import annotations
-
 import json
 import math
 import re
