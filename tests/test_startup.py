@@ -82,3 +82,11 @@ def test_command_annotations_are_objects_not_strings():
     for callback in found:
         for name, parameter in inspect.signature(callback).parameters.items():
             assert not isinstance(parameter.annotation, str), f"{callback.__module__}.{callback.__name__}: {name}"
+
+
+def test_loading_the_command_line_leaves_the_garbage_collector_running():
+    # The collector is paused while the command line loads: a program or test that
+    # imports it must get it back running.
+    code = "import gc, vmsched.cli; assert gc.isenabled(); print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr
