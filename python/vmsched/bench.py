@@ -204,12 +204,6 @@ def peer_series(quick: bool, repeat: int, path: str | None, step: Callable[[str]
     return series
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def peer_case_figures(runs: dict[str, list[dict]]) -> dict:
     """One size's figures from its runs ({"record", "tailtamer", "no_record"}: lists of
     `_timed_child` results): the medians of each kind's whole-process CPU time (user and
@@ -218,7 +212,8 @@ def peer_case_figures(runs: dict[str, list[dict]]) -> dict:
     recording and without (the issue's goals are stated as these ratios, CPU time first:
     a machine shared with other work stretches wall time, not CPU time); and what
     recording adds to vmsched's CPU time, record / no_record - 1."""
-    median = {kind: {key: _median([run[key] for run in done]) for key in ("cpu_s", "wall_s", "peak_rss_mb")}
+    from statistics import median as median_of
+    median = {kind: {key: median_of([run[key] for run in done]) for key in ("cpu_s", "wall_s", "peak_rss_mb")}
               for kind, done in runs.items()}
     tailtamer, record, no_record = median["tailtamer"], median["record"], median["no_record"]
     return {"events": runs["no_record"][0]["events"],
