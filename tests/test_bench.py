@@ -76,3 +76,55 @@ def test_bench_without_simpy_names_the_extra(cli, monkeypatch):
     result = cli("bench", "--quick")
     assert result.exit_code == 2
     assert "vmsched[bench]" in result.output
+
+
+def test_peer_figures_are_ratios_of_medians_taken_one_measure_at_a_time():
+    """Hand-worked: each kind's CPU time, wall time and peak RSS have their own median
+    (the run with the median CPU time need not be the one with the median wall time),
+    and the ratios tailtamer / vmsched and recording's share are taken of those."""
+    from vmsched.bench import peer_case_figures
+
+    def run(cpu_s, wall_s, rss=30.0):
+        return {"cpu_s": cpu_s, "wall_s": wall_s, "peak_rss_mb": rss, "events": 100,
+                "events_per_pcpu_s": {"progress": 25.0}}
+
+    figures = peer_case_figures({
+        "record": [run(1.2, 3.0), run(1.0, 1.5), run(1.4, 2.0, 40.0)],
+        "tailtamer": [run(30.0, 33.0), run(36.0, 31.0), run(24.0, 32.0)],
+        "no_record": [run(0.9, 1.0), run(1.0, 4.0), run(0.6, 2.0)],
+    })
+    assert figures["record_cpu_s"] == 1.2 and figures["record_wall_s"] == 2.0 and figures["record_peak_rss_mb"] == 30.0
+    assert figures["tailtamer_cpu_s"] == 30.0 and figures["tailtamer_wall_s"] == 32.0
+    assert figures["no_record_cpu_s"] == 0.9 and figures["no_record_wall_s"] == 2.0
+    assert figures["cpu_ratio_record"] == 25.0 and figures["ratio_record"] == 16.0
+    assert abs(figures["cpu_ratio_no_record"] - 30.0 / 0.9) < 1e-12 and figures["ratio_no_record"] == 16.0
+    assert abs(figures["record_cpu_overhead"] - (1.2 / 0.9 - 1)) < 1e-12
+    assert figures["events"] == 100 and figures["events_per_pcpu_s"] == {"progress": 25.0}
+    # An even number of runs: the mean of the middle two.
+    two = peer_case_figures({kind: [run(1.0, 1.0), run(2.0, 3.0)] for kind in ("record", "tailtamer", "no_record")})
+    assert two["record_cpu_s"] == 1.5 and two["record_wall_s"] == 2.0 and two["cpu_ratio_record"] == 1.0
+
+
+def test_the_peer_vmsched_child_runs_the_command_line():
+    """The vmsched side of the peer series is `vmsched run` itself, start-up included:
+    its child loads the command line's libraries, and recording writes the tables."""
+    import subprocess
+    import sys
+    measured = {}
+    for record in ("1", "0"):
+        done = subprocess.run([sys.executable, "-c", PEER_CHILD_THEN_MODULES, record],
+                              capture_output=True, text=True, timeout=120, check=True)
+        figures, modules = (json.loads(line) for line in done.stdout.strip().splitlines()[-2:])
+        assert {"typer", "rich"} <= set(modules), "the command line ran"
+        assert figures["peak_rss_mb"] > 0
+        measured[record] = figures
+    # Recording adds the sampling events to the run's own.
+    assert 0 < measured["0"]["events"] < measured["1"]["events"]
+
+
+PEER_CHILD_THEN_MODULES = """
+import json, sys
+from vmsched.bench import _peer_vm_child
+print(json.dumps(_peer_vm_child(4, 3, 200, sys.argv[1] == "1")))
+print(json.dumps(sorted({name.partition(".")[0] for name in sys.modules})))
+"""

@@ -1,12 +1,12 @@
 """User-facing errors: one line naming the file, the field and the reason, then a
-non-zero exit."""
+non-zero exit. The Python API raises these too, so the module leaves the command-line
+framework (typer) to `fail`, the one place that needs it: `import vmsched.api` (sweep
+workers, the benchmark's child processes, scripts) starts without it."""
 from __future__ import annotations
 
 import re
 import signal
 import sys
-
-import typer
 
 
 # Exit codes of the command line (docs/cli.md).
@@ -44,6 +44,8 @@ def shorten(message: str) -> str:
     return _LONG_WORD.sub(lambda m: f"{m.group()[:60]}... ({len(m.group())} characters)", message)
 
 
-def fail(message: str, code: int = EXIT_USER) -> "typer.Exit":
+def fail(message: str, code: int = EXIT_USER):
+    """Prints `error: MESSAGE` and returns the typer.Exit that ends the command with `code`."""
+    import typer
     print(f"error: {shorten(message)}", file=sys.stderr)
     return typer.Exit(code)

@@ -1,6 +1,4 @@
 """`vmsched plan`: turn a host + VM reservation file into a verified Tableau table."""
-from __future__ import annotations
-
 import json
 import sys
 from enum import Enum

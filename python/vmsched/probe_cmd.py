@@ -1,8 +1,6 @@
 """`vmsched probe`: vSched's vProbers (vcap, vact, vtop) on the Linux machine it
 runs on, with JSON output, a watch mode, a benchmark and the opt-in,
 reversible RWC cpuset action. See docs/probe.md."""
-from __future__ import annotations
-
 import json
 import os
 import re

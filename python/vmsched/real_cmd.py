@@ -1,8 +1,6 @@
 """`vmsched real`: a scenario's workloads run by real threads on this Linux machine
 (`real run`), and set beside the simulation of this machine's twin (`real compare`).
 See docs/groundtruth.md."""
-from __future__ import annotations
-
 import json
 import math
 import os

@@ -1,6 +1,4 @@
 """`vmsched sweep` and `vmsched reproduce`."""
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated, Optional
