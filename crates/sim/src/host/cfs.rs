@@ -752,6 +752,7 @@ impl CfsCore {
     /// the idle balancer's instants moved. A pCPU already looked at since
     /// the last entry keeps what it was found. The earliest instant over
     /// all is found again when one of them moved.
+    #[inline(never)]
     fn refresh_all_quiet(&mut self, view: &HostView) {
         let nohz = self.nohz();
         let mut moved = self.all_quiet.0 == 0;
@@ -804,6 +805,9 @@ impl CfsCore {
 
     /// Every pCPU's tick at `view.now`, deferred if none has anything to
     /// decide ([`HostPolicy::defer_all_ticks`]).
+    /// Most instants find the earliest quiet instant already known and
+    /// ahead: that path stays small and inline, the rest out of line.
+    #[inline(always)]
     fn defer_all_ticks(&mut self, view: &HostView) -> bool {
         if self.all_quiet.0 != self.entries {
             self.refresh_all_quiet(view);
@@ -812,14 +816,21 @@ impl CfsCore {
             return false;
         }
         if self.all_deferred_last.is_none() && !self.vcpus_at_nice_0 {
-            for p in 0..self.pcpus {
-                if self.deferred_ticks[p as usize].is_none() {
-                    self.note_deferred(view.now, p);
-                }
-            }
+            self.note_all_deferred(view.now);
         }
         self.all_deferred_last = Some(view.now);
         true
+    }
+
+    /// The first of a stretch of all-deferred ticks, with some thread not
+    /// at nice 0: every pCPU not yet deferred is from `now`.
+    #[inline(never)]
+    fn note_all_deferred(&mut self, now: u64) {
+        for p in 0..self.pcpus {
+            if self.deferred_ticks[p as usize].is_none() {
+                self.note_deferred(now, p);
+            }
+        }
     }
 
     /// Brings every pCPU whose ticks were deferred up to date, as if each
