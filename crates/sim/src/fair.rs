@@ -179,10 +179,10 @@ impl FairRq {
     }
 
     /// Queued (not running, not delayed) entities, most urgent first.
-    pub fn queued(&self, ents: &[Entity]) -> std::vec::IntoIter<u32> {
+    pub fn queued<'a>(&'a self, ents: &'a [Entity]) -> impl DoubleEndedIterator<Item = u32> + 'a {
         match self {
-            FairRq::Cfs(rq) => rq.queued().collect::<Vec<_>>().into_iter(),
-            FairRq::Eevdf(rq) => rq.queued(ents).collect::<Vec<_>>().into_iter(),
+            FairRq::Cfs(rq) => Queued::Cfs(rq.queued()),
+            FairRq::Eevdf(rq) => Queued::Eevdf(rq.queued(ents)),
         }
     }
 
@@ -277,6 +277,34 @@ impl FairRq {
                 }
             }
             FairRq::Eevdf(rq) => rq.yield_curr(ents, now),
+        }
+    }
+}
+
+/// The queued entities of either discipline's runqueue, walked in place.
+enum Queued<C, E> {
+    Cfs(C),
+    Eevdf(E),
+}
+
+impl<C: Iterator<Item = u32>, E: Iterator<Item = u32>> Iterator for Queued<C, E> {
+    type Item = u32;
+
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        match self {
+            Queued::Cfs(it) => it.next(),
+            Queued::Eevdf(it) => it.next(),
+        }
+    }
+}
+
+impl<C: DoubleEndedIterator<Item = u32>, E: DoubleEndedIterator<Item = u32>> DoubleEndedIterator for Queued<C, E> {
+    #[inline]
+    fn next_back(&mut self) -> Option<u32> {
+        match self {
+            Queued::Cfs(it) => it.next_back(),
+            Queued::Eevdf(it) => it.next_back(),
         }
     }
 }
