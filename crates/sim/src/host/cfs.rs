@@ -718,22 +718,29 @@ impl CfsCore {
         let i = p as usize;
         if self.quiet[i].checked != self.entries && self.all_quiet.0 != self.entries {
             if self.quiet_candidate(view, p) {
-                if self.refresh_quiet(view, p) {
-                    // The earliest instant over all pCPUs is found again.
-                    self.all_quiet.0 = 0;
-                }
-                if self.quiet_nohz != self.nohz() {
-                    // Found from idle balancer instants that the next look
-                    // at every pCPU may not see as moved (they may move
-                    // back): it looks at this pCPU again.
-                    self.touch_quiet(p);
-                }
+                self.recheck_quiet(view, p);
             } else {
                 debug_assert_eq!(self.quiet[i].from, Some(self.quiet_from(view, p)), "pCPU {p}'s quiet period was found from inputs that changed unmarked");
                 self.quiet[i].checked = self.entries;
             }
         }
         view.now < self.quiet[i].until
+    }
+
+    /// tick_quiet() on a pCPU whose inputs may have changed (the rare case,
+    /// kept out of line so that the common one stays small).
+    #[inline(never)]
+    fn recheck_quiet(&mut self, view: &HostView, p: PcpuId) {
+        if self.refresh_quiet(view, p) {
+            // The earliest instant over all pCPUs is found again.
+            self.all_quiet.0 = 0;
+        }
+        if self.quiet_nohz != self.nohz() {
+            // Found from idle balancer instants that the next look
+            // at every pCPU may not see as moved (they may move
+            // back): it looks at this pCPU again.
+            self.touch_quiet(p);
+        }
     }
 
     /// The tick at `view.now` on `p`: deferred, if it has nothing to
