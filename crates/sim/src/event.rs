@@ -228,7 +228,7 @@ impl ProgressTimers {
         let gone = self.heap.swap_remove(i);
         self.place[gone.1 as usize] = Self::NONE;
         if i < self.heap.len() {
-            self.place[self.heap[i].1 as usize] = i as u32;
+            // The entry moved into `i` takes its place where the sift stops.
             if i > 0 && self.heap[i].0 < self.heap[(i - 1) / 2].0 {
                 self.sift_up(i);
             } else {
