@@ -315,6 +315,23 @@ def test_kernel_verdicts_read_both_intervals():
     assert verdict(row("agrees", 0.5, 0.05) | {"scored_direction": None}, row("agrees", 0.5, 0.05)) is None
 
 
+def test_kernel_comparison_table_lists_claims_with_a_direction_on_both_kernels():
+    """docs/eevdf.md's table: one line per claim with a direction, the kernel compared with
+    first, extensions marked; a claim without a direction, or a run without --kernel, gives
+    no line."""
+    base = {"paper": "anubis", "scenario": "s", "extension": False, "kernel": "linux-6.12",
+            "versus_kernel": "linux-6.5", "sim_mean": 0.25, "sim_ci95": 0.01, "versus_mean": 0.5,
+            "versus_ci95": None, "scored_direction": "lower", "kernel_verdict": "strengthens"}
+    rows = [base | {"name": "a"},
+            base | {"name": "b", "extension": True, "kernel_verdict": "appears"},
+            base | {"name": "c", "scored_direction": None, "kernel_verdict": None}]
+    table = registry.markdown_kernel_comparison(rows).splitlines()
+    assert table[0] == "| paper | scenario | claim | direction | linux-6.5 | linux-6.12 | on linux-6.12 |"
+    assert table[2:] == ["| anubis | s | a | lower | 0.5 | 0.25 ± 0.01 | strengthens |",
+                         "| anubis | s | b (extension) | lower | 0.5 | 0.25 ± 0.01 | appears |"]
+    assert registry.markdown_kernel_comparison([base | {"versus_kernel": None}]) == ""
+
+
 def _experiment(paper: dict) -> registry.Experiment:
     """An experiment of hand-made claims over hand-made summaries (the scenario only names it)."""
     return registry.Experiment("hand", api.Scenario(PAPER_SCENARIO, "hand.toml"), paper)

@@ -844,6 +844,21 @@ def markdown_claims(rows: list[dict]) -> str:
     return markdown_table(headers, lines)
 
 
+def markdown_kernel_comparison(rows: list[dict]) -> str:
+    """The claims with a direction of a `--kernel` run, each on the kernel compared with
+    (`versus_kernel`) and on the kernel run, with the direction between them
+    (`kernel_verdict`): docs/eevdf.md's table (tools/reproduce-docs.py puts it there)."""
+    rows = [r for r in rows if r.get("versus_kernel") and r["scored_direction"]]
+    if not rows:
+        return ""
+    kernel, versus = rows[0]["kernel"], rows[0]["versus_kernel"]
+    headers = ["paper", "scenario", "claim", "direction", versus, kernel, f"on {kernel}"]
+    lines = [[r["paper"], r["scenario"], r["name"] + (" (extension)" if r["extension"] else ""), r["scored_direction"],
+              format_mean(r["versus_mean"], r["versus_ci95"]), format_mean(r["sim_mean"], r["sim_ci95"]),
+              r["kernel_verdict"] or "–"] for r in rows]
+    return markdown_table(headers, lines)
+
+
 def markdown_tables(rows: list[dict], summary: dict) -> str:
     """The tally and, per paper, its claims as Markdown (tools/reproduce-docs.py puts them
     in docs/<paper>.md and the README)."""
