@@ -472,6 +472,8 @@ impl World {
     /// Time in ns the running vCPU `v` takes to do `work` (work-ns). A pCPU at
     /// full capacity without a busy sibling works at rate 1, and `x / 1.0`
     /// is exactly `x`: the division, the slowest step of planning, is skipped.
+    /// Inlined into the direct plan, which runs about once per event.
+    #[inline(always)]
     fn work_time(&self, v: VcpuId, work: f64) -> f64 {
         let rate = self.rate(v);
         if rate == 1.0 {
@@ -541,7 +543,65 @@ impl World {
     /// Schedules the next progress event of the vCPU's current task, and
     /// lets a spinning task take a mutex that became free while it was not
     /// running.
+    ///
+    /// Most plans are of a running vCPU whose task computes with nothing else
+    /// due (half of them replans after a wakeup that left that task running):
+    /// [`World::computing_progress_at`] gives their time without the case
+    /// analysis of [`World::plan_in_general`]; in debug builds the general
+    /// path recomputes it and must find nothing to change.
     fn plan(&mut self, v: VcpuId) {
+        let Some(at) = self.computing_progress_at(v) else { return self.plan_in_general(v) };
+        // Not spinning: no pause loop runs (what the general path sets).
+        self.vcpus[v as usize].pv.loop_start = None;
+        self.set_progress_event(v, Some(at));
+        #[cfg(debug_assertions)]
+        self.check_computing_plan(v);
+    }
+
+    /// The progress time of running guest vCPU `v` when its task computes and
+    /// nothing else is due: no halt-poll window, no interrupt pending or in
+    /// its handler, and the task's working set already on this pCPU (no
+    /// refill to note). [`World::plan_in_general`] then takes its `Compute`
+    /// case and no other, and this is that case's arithmetic, the same
+    /// operations in the same order ([`computing_progress_at`]); None when
+    /// the vCPU is in another case.
+    #[inline(always)]
+    fn computing_progress_at(&self, v: VcpuId) -> Option<u64> {
+        if v >= self.guest_vcpus {
+            return None;
+        }
+        let vc = &self.vcpus[v as usize];
+        if vc.host_state != HostState::Running || vc.in_handler.is_some() || !vc.pending.is_empty() || vc.pv.poll.is_some() {
+            return None;
+        }
+        let (Some(t), Some(p)) = (vc.curr_task, vc.pcpu) else { return None };
+        let task = &self.tasks[t as usize];
+        let Exec::Compute(left) = task.exec else { return None };
+        if task.cache_pcpu != Some(p) {
+            return None;
+        }
+        let work_ns = self.work_time(v, task.refill_work + left);
+        Some(computing_progress_at(self.now + vc.overhead, work_ns, vc.hrtick_at))
+    }
+
+    /// Debug builds: the general path, run after the direct one, finds the
+    /// same progress time and nothing else to change.
+    #[cfg(debug_assertions)]
+    fn check_computing_plan(&mut self, v: VcpuId) {
+        let t = self.vcpus[v as usize].curr_task.expect("a computing task");
+        let state = |w: &World| {
+            let (vc, task) = (&w.vcpus[v as usize], &w.tasks[t as usize]);
+            let Exec::Compute(left) = task.exec else { panic!("task {t} stopped computing") };
+            (vc.planned_at, vc.pv.loop_start, left.to_bits(), task.cache_pcpu, task.refill_work.to_bits(), w.plans_superseded)
+        };
+        let direct = state(self);
+        self.plan_in_general(v);
+        debug_assert_eq!(direct, state(self), "the direct plan of vCPU {v} differs from the general one");
+    }
+
+    /// [`World::plan`] in every case.
+    #[inline(never)]
+    fn plan_in_general(&mut self, v: VcpuId) {
         if self.backend_vm(v).is_some() {
             return self.plan_backend(v);
         }
@@ -988,6 +1048,19 @@ fn ceil_ns(x: f64) -> u64 {
     }
 }
 
+/// The progress time of a computing task that starts (its vCPU's overheads
+/// over) at `start` and needs `work_ns` of time, with the vCPU's hrtick timer
+/// at `hrtick_at`: [`World::plan_in_general`]'s `Compute` case without a
+/// pending interrupt, in the same operations.
+#[inline(always)]
+fn computing_progress_at(start: u64, work_ns: f64, hrtick_at: Option<u64>) -> u64 {
+    let done = start + ceil_ns(work_ns);
+    match hrtick_at {
+        Some(h) => done.min(h.max(start)),
+        None => done,
+    }
+}
+
 /// `work` (work-ns, never negative) done by a computing task with `left` to
 /// go, its cache refill (`refill_work`) first.
 #[inline(always)]
@@ -1013,7 +1086,7 @@ fn queued(q: &VecDeque<u32>, x: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{ceil_ns, do_compute_work};
+    use super::{ceil_ns, computing_progress_at, do_compute_work};
 
     #[test]
     fn ceil_ns_is_ceil_at_the_edges() {
@@ -1030,6 +1103,23 @@ mod tests {
             let x = f64::from_bits(bits);
             proptest::prop_assert_eq!(ceil_ns(x), x.ceil() as u64);
             proptest::prop_assert_eq!(ceil_ns(ns), ns.ceil() as u64);
+        }
+
+        /// The direct progress time of a computing task is the general
+        /// plan's: its `Compute` case combined, as there, with the hrtick
+        /// timer and no pending interrupt (past timers included).
+        #[test]
+        fn computing_progress_at_is_the_general_combination(now in 0u64..1 << 50, overhead in 0u64..1 << 20, work in 0.0f64..1e13,
+                                                           whole in proptest::prelude::any::<bool>(), hrtick in proptest::option::of(0u64..1 << 51)) {
+            let work = if whole { work.round() } else { work };
+            let start = now + overhead;
+            let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, None) | (None, x) => x,
+            };
+            let done = Some(start + ceil_ns(work));
+            let general = earliest(earliest(done, hrtick.map(|h| h.max(start))), None);
+            proptest::prop_assert_eq!(Some(computing_progress_at(start, work, hrtick)), general);
         }
 
         /// Without refill left, the shortcut gives, bit for bit, what the
