@@ -544,34 +544,41 @@ impl World {
     /// lets a spinning task take a mutex that became free while it was not
     /// running.
     ///
-    /// Most plans are of a running vCPU whose task computes with nothing else
-    /// due (half of them replans after a wakeup that left that task running):
-    /// [`World::computing_progress_at`] gives their time without the case
-    /// analysis of [`World::plan_in_general`]; in debug builds the general
-    /// path recomputes it and must find nothing to change.
+    /// Most plans are of a vCPU off its pCPU, or of a running one whose task
+    /// computes with nothing else due (half of those replan after a wakeup
+    /// that left that task running): [`World::direct_progress_at`] gives
+    /// their progress time without the case analysis of
+    /// [`World::plan_in_general`]; in debug builds the general path
+    /// recomputes it and must find nothing to change.
     fn plan(&mut self, v: VcpuId) {
-        let Some(at) = self.computing_progress_at(v) else { return self.plan_in_general(v) };
-        // Not spinning: no pause loop runs (what the general path sets).
+        let Some(at) = self.direct_progress_at(v) else { return self.plan_in_general(v) };
+        // Not spinning on a pCPU: no pause loop runs (as the general path sets).
         self.vcpus[v as usize].pv.loop_start = None;
-        self.set_progress_event(v, Some(at));
+        self.set_progress_event(v, at);
         #[cfg(debug_assertions)]
-        self.check_computing_plan(v);
+        self.check_direct_plan(v);
     }
 
-    /// The progress time of running guest vCPU `v` when its task computes and
-    /// nothing else is due: no halt-poll window, no interrupt pending or in
-    /// its handler, and the task's working set already on this pCPU (no
-    /// refill to note). [`World::plan_in_general`] then takes its `Compute`
-    /// case and no other, and this is that case's arithmetic, the same
-    /// operations in the same order ([`computing_progress_at`]); None when
-    /// the vCPU is in another case.
+    /// The progress time of guest vCPU `v` outside a halt-poll window in two
+    /// cases: off its pCPU (none: nothing progresses), and running a task
+    /// that computes with nothing else due (no interrupt pending or in its
+    /// handler, the task's working set already on this pCPU: no refill to
+    /// note), whose time is [`World::plan_in_general`]'s `Compute` case, the
+    /// same operations in the same order ([`computing_progress_at`]). None
+    /// in every other case.
     #[inline(always)]
-    fn computing_progress_at(&self, v: VcpuId) -> Option<u64> {
+    fn direct_progress_at(&self, v: VcpuId) -> Option<Option<u64>> {
         if v >= self.guest_vcpus {
             return None;
         }
         let vc = &self.vcpus[v as usize];
-        if vc.host_state != HostState::Running || vc.in_handler.is_some() || !vc.pending.is_empty() || vc.pv.poll.is_some() {
+        if vc.pv.poll.is_some() {
+            return None;
+        }
+        if vc.host_state != HostState::Running {
+            return Some(None);
+        }
+        if vc.in_handler.is_some() || !vc.pending.is_empty() {
             return None;
         }
         let (Some(t), Some(p)) = (vc.curr_task, vc.pcpu) else { return None };
@@ -581,18 +588,24 @@ impl World {
             return None;
         }
         let work_ns = self.work_time(v, task.refill_work + left);
-        Some(computing_progress_at(self.now + vc.overhead, work_ns, vc.hrtick_at))
+        Some(Some(computing_progress_at(self.now + vc.overhead, work_ns, vc.hrtick_at)))
     }
 
     /// Debug builds: the general path, run after the direct one, finds the
     /// same progress time and nothing else to change.
     #[cfg(debug_assertions)]
-    fn check_computing_plan(&mut self, v: VcpuId) {
-        let t = self.vcpus[v as usize].curr_task.expect("a computing task");
+    fn check_direct_plan(&mut self, v: VcpuId) {
         let state = |w: &World| {
-            let (vc, task) = (&w.vcpus[v as usize], &w.tasks[t as usize]);
-            let Exec::Compute(left) = task.exec else { panic!("task {t} stopped computing") };
-            (vc.planned_at, vc.pv.loop_start, left.to_bits(), task.cache_pcpu, task.refill_work.to_bits(), w.plans_superseded)
+            let vc = &w.vcpus[v as usize];
+            let task = vc.curr_task.map(|t| {
+                let task = &w.tasks[t as usize];
+                let left = match task.exec {
+                    Exec::Compute(left) => Some(left.to_bits()),
+                    _ => None,
+                };
+                (t, task.exec, left, task.cache_pcpu, task.refill_work.to_bits())
+            });
+            (vc.planned_at, vc.pv.loop_start, w.plans_superseded, task)
         };
         let direct = state(self);
         self.plan_in_general(v);
