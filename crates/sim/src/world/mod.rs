@@ -545,7 +545,7 @@ impl World {
     /// running.
     ///
     /// Most plans are of a vCPU off its pCPU, or of a running one whose task
-    /// computes with nothing else due (half of those replan after a wakeup
+    /// computes with nothing else due (many of those replan after a wakeup
     /// that left that task running): [`World::direct_progress_at`] gives
     /// their progress time without the case analysis of
     /// [`World::plan_in_general`]; in debug builds the general path
