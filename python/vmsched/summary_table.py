@@ -5,12 +5,13 @@ scripts and benchmarks see) and every table fits the console's width, the same
 characters are written directly: rich's general layout costs about a millisecond a row,
 a sixth of a whole run of the 64-pCPU peer case (`vmsched bench --peer`), to reach lines
 whose layout is fixed here (tests/test_summary_table.py compares the two over random
-summaries and widths)."""
+summaries and widths). Printed through the command line's console before anything
+else made it a rich one, those lines do not load rich at all (terminal.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .terminal import make_console
+from .terminal import LazyConsole, cell_width, make_console, unchanged_by_rich
 
 
 def format_ns(ns: float | None) -> str:
@@ -143,7 +144,7 @@ def render(summary: dict):
 def _plain_text(text: str) -> bool:
     """Text rich writes as it is: printable, no emoji code (`:name:`) to replace, and no
     space at either end for a wrapping column to trim."""
-    return text.isprintable() and ":" not in text and text == text.strip()
+    return unchanged_by_rich(text)
 
 
 def plain_table_lines(summary: dict, width: int) -> list[str] | None:
@@ -154,26 +155,25 @@ def plain_table_lines(summary: dict, width: int) -> list[str] | None:
     caption, each line as wide as the table: one space at each edge, columns two spaces
     apart, each as wide as its widest cell (or its minimum width), names to the left and
     figures to the right."""
-    from rich.cells import cell_len
     lines = []
     for table in _tables(summary):
         cells = [tuple(column.header for column in table.columns), *table.rows]
         if not all(_plain_text(text) for row in cells for text in row):
             return None
-        widths = [max(column.min_width or 0, *(cell_len(row[i]) for row in cells))
+        widths = [max(column.min_width or 0, *(cell_width(row[i]) for row in cells))
                   for i, column in enumerate(table.columns)]
         inner = sum(widths) + 2 * (len(widths) - 1)
         full = inner + 2
-        if full > width or any(cell_len(text) > full for text in (table.title, table.caption or "")):
+        if full > width or any(cell_width(text) > full for text in (table.title, table.caption or "")):
             return None
 
         def line(row: tuple[str, ...]) -> str:
-            padded = [" " * (w - cell_len(text)) + text if column.right else text + " " * (w - cell_len(text))
+            padded = [" " * (w - cell_width(text)) + text if column.right else text + " " * (w - cell_width(text))
                       for text, w, column in zip(row, widths, table.columns)]
             return " " + "  ".join(padded) + " "
 
         def whole(text: str) -> str:
-            return text + " " * (full - cell_len(text))
+            return text + " " * (full - cell_width(text))
 
         lines += [whole(table.title), " " * full, line(cells[0]), " " + "─" * inner + " ",
                   *map(line, table.rows), " " * full]
@@ -184,6 +184,13 @@ def plain_table_lines(summary: dict, width: int) -> list[str] | None:
 
 def print_summary(summary: dict, console=None) -> None:
     console = console or make_console()
+    width = console.plain_width() if isinstance(console, LazyConsole) else None
+    if width is not None:
+        lines = plain_table_lines(summary, width)
+        host_line = "".join(_host_parts(summary))
+        if lines is not None and unchanged_by_rich(host_line) and cell_width(host_line) <= width:
+            console.write_plain("\n".join([host_line, *lines]) + "\n")
+            return
     if console.color_system is None:
         lines = plain_table_lines(summary, console.width)
         if lines is not None:
