@@ -1,6 +1,13 @@
 """The `vmsched` command line."""
-import copy
 import gc
+
+# Loading the command line (the standard modules it uses, typer, the command modules)
+# makes tens of thousands of objects and no garbage: the cyclic collector, which would
+# walk them over and over while they load, waits until the module is loaded (the end of
+# this file).
+gc.disable()
+
+import copy
 import json
 import math
 import re
@@ -9,11 +16,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
-
-# Loading the command line (typer, the command modules) makes tens of thousands of
-# objects and no garbage: the cyclic collector, which would walk them over and over
-# while they load, waits until the module is loaded (the end of this file).
-gc.disable()
 
 import typer
 
@@ -159,7 +161,8 @@ def run(
         try:
             result = api.run(source, seed=seed, set=overrides, duration=duration_ns, validate=check_invariants,
                              record=record, trace_window=window or (WHOLE_RUN if trace else None),
-                             progress=progress, allow_large=allow_large, stream_to=staging if record else None)
+                             progress=progress, allow_large=allow_large, stream_to=staging if record else None,
+                             config=config)
         except UserError as err:
             raise fail(str(err)) from err
         except RuntimeError as err:  # an invariant violated in validation mode: a bug
