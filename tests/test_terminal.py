@@ -74,7 +74,7 @@ def test_a_printed_line_is_what_rich_prints(text, environment, stderr):
     assert direct == by_rich
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(summary=summaries(), columns=st.integers(20, 200))
 def test_the_summary_printed_without_rich_is_what_rich_prints(summary, columns):
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -96,3 +96,28 @@ def test_an_ordinary_status_line_to_a_pipe_needs_no_console(monkeypatch):
     assert written(monkeypatch, True, lambda: console.print("wrote runs/x: summary.json")) == \
         "wrote runs/x: summary.json\n"
     assert console._console is None
+
+
+def test_a_long_runs_summary_wider_than_the_console_is_narrowed_without_rich(monkeypatch):
+    # A long run's counts make the VM table wider than 80 columns (the 4-pCPU peer case
+    # of `vmsched bench --peer`, 300 simulated s): its columns are narrowed and the host
+    # line broken as rich does it, without rich.
+    vms = [{"name": name, "vcpus": [{}] * vcpus, "share": share, "entitlement": entitled, "steal_ns": steal,
+            "context_switches": switches, "migrations": migrations, "wakeups": wakeups, "ipis": {"resched": ipis}}
+           for name, vcpus, share, entitled, steal, switches, migrations, wakeups, ipis in [
+               ("batch0", 4, 1.889, 1.6, 627_600_000_000, 149_269, 60_984, 141_614, 12_856),
+               ("web1", 4, 0.998, 1.6, 420_000_000_000, 296_121, 124_757, 295_450, 196_617),
+               ("hog2", 2, 1.113, 0.8, 266_400_000_000, 27_795, 2, 0, 0)]]
+    summary = {"scenario": "peer-4p3vm", "seed": 1, "duration_ns": 300 * 10**9, "events": 1_594_123,
+               "host": {"policy": "cfs", "pcpus": 4, "busy_ns": 1_200 * 10**9}, "vms": vms,
+               "workloads": [{"name": "web1/server0", "vm": "web1", "completed": 299_837, "throughput_per_s": 999.5,
+                              "latency_ns": {"p50": 3.5e6, "p99": 19.7e6, "max": 149e6}, "cpu_time_ns": 300e9}],
+               "locks": {"web1": {"lhp_count": 0, "lwp_count": 0, "spin_ns": 0}}}
+    monkeypatch.setenv("COLUMNS", "80")
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    console = LazyConsole()
+    direct = written(monkeypatch, False, lambda: print_summary(summary, console))
+    assert console._console is None, "written without rich"
+    assert "196,6…" in direct and max(map(len, direct.splitlines())) == 80, direct
+    assert direct == written(monkeypatch, False, lambda: print_summary(summary, Console(markup=False)))

@@ -22,6 +22,8 @@ _EMOJI_LIKE = re.compile(r":\S*:")
 # Characters this program writes besides ASCII (units, missing values, table rules), each
 # one cell wide in rich's tables (rich/cells.py); others are measured by rich.
 _NARROW = frozenset("µ–─")
+# A word as rich's wrapping counts one: the spaces before it (at the start of a text) and after it.
+_WORD = re.compile(r"\s*\S+\s*")
 
 
 def cell_width(text: str) -> int:
@@ -30,6 +32,36 @@ def cell_width(text: str) -> int:
         return len(text)
     from rich.cells import cell_len
     return cell_len(text)
+
+
+def wrapped(text: str, width: int) -> list[str] | None:
+    """`text` broken into lines of `width` cells as rich's Console.print breaks it: a
+    line breaks before a word (with the spaces after it) that does not fit where the
+    line has something already, and a line longer than the width loses as much of its
+    trailing space as it exceeds by (rich/_wrap.py divide_line, Text.wrap and
+    rstrip_end). None where a word is longer than a line (rich folds it) or a character
+    is not one cell wide."""
+    if cell_width(text) != len(text):
+        return None
+    lines, start, used = [], 0, 0
+    for word in _WORD.finditer(text):
+        length = len(word.group().rstrip())
+        if width - used >= length:
+            used += len(word.group())
+        elif length > width:
+            return None
+        elif used and word.start():
+            lines.append(text[start:word.start()])
+            start, used = word.start(), len(word.group())
+    lines.append(text[start:])
+    fitted = []
+    for line in lines:
+        if len(line) > width:
+            line = line[:len(line) - min(len(line) - len(line.rstrip()), len(line) - width)]
+        if len(line) > width:
+            return None
+        fitted.append(line)
+    return fitted
 
 
 def unchanged_by_rich(text: str) -> bool:
@@ -100,13 +132,14 @@ class LazyConsole:
             raise SystemExit(1)
 
     def print(self, *objects, **options) -> None:
-        """rich's Console.print; one line of text that rich would write unchanged is
-        written directly."""
+        """rich's Console.print; text that rich would write unchanged but for breaking
+        it into lines is written directly."""
         if len(objects) == 1 and not options and isinstance(objects[0], str):
             width = self.plain_width()
             text = objects[0]
-            if width is not None and unchanged_by_rich(text) and cell_width(text) <= width:
-                self.write_plain(text + "\n")
+            lines = wrapped(text, width) if width is not None and unchanged_by_rich(text) else None
+            if lines is not None:
+                self.write_plain("\n".join(lines) + "\n")
                 return
         self.real.print(*objects, **options)
 
