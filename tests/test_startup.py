@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from vmsched.cli import COMMAND_MODULES
+
 # Runs the command line with the arguments given, then prints the top-level packages loaded.
 COMMAND_THEN_MODULES = """
 import json, sys
@@ -18,16 +20,19 @@ try:
     main()
 except SystemExit:
     pass
-print(json.dumps(sorted({name.partition(".")[0] for name in sys.modules})), file=sys.stderr)
+print(json.dumps(sorted({*(name.partition(".")[0] for name in sys.modules),
+                         *(name for name in sys.modules if name.startswith("vmsched."))})), file=sys.stderr)
 """
 # The data-frame, plotting and cluster libraries: only reports, comparisons, sweeps and
 # reading tables back need them.
 HEAVY = {"polars", "pyarrow", "plotly", "ray"}
 
 
-def modules_after(*args: str) -> set[str]:
+def modules_after(*args: str, cwd=None) -> set[str]:
+    """The top-level packages, and vmsched's modules, loaded by the command `args` (its
+    output to pipes, as scripts and benchmarks see it)."""
     done = subprocess.run([sys.executable, "-c", COMMAND_THEN_MODULES, json.dumps(args)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
     return set(json.loads(done.stderr.strip().splitlines()[-1]))
 
 
@@ -42,6 +47,50 @@ def test_a_recorded_run_writes_its_tables_without_a_data_frame_library(tmp_path)
     loaded = modules_after("run", "default", "--duration", "1ms", "--out", str(tmp_path / "run"))
     assert (tmp_path / "run" / "samples.parquet").is_file(), "the run wrote its tables"
     assert not loaded & HEAVY, sorted(loaded & HEAVY)
+
+
+def test_a_run_without_recording_loads_neither_rich_nor_other_commands(tmp_path):
+    # What `vmsched run --no-record` prints to a pipe is written without rich (terminal.py;
+    # a line longer than the console is wrapped by rich: the path is kept short), and the
+    # modules of the other commands are not imported (cli.command_line).
+    loaded = modules_after("run", "default", "--duration", "1ms", "--no-record", "--out", "run", cwd=tmp_path)
+    assert (tmp_path / "run" / "summary.json").is_file(), "the run wrote its summary"
+    assert not loaded & (HEAVY | {"rich"}), sorted(loaded & (HEAVY | {"rich"}))
+    others = {f"vmsched.{module}" for module in COMMAND_MODULES}
+    assert "vmsched.api" in loaded and not loaded & others, sorted(loaded & others)
+
+
+def test_a_command_alone_is_the_command_in_the_whole_command_line():
+    # The command line built for one named command gives that command's help exactly as
+    # the whole command line does.
+    from typer.testing import CliRunner
+
+    from vmsched.cli import app, command_line
+
+    whole = CliRunner().invoke(app, ["--help"])
+    names = [line.split()[0] for line in whole.output.split("Commands:")[1].splitlines() if line.strip()]
+    assert {"run", "plan", "probe", "sweep", "reproduce", "real", "bench"} <= set(names), names
+    for name in names:
+        alone = CliRunner().invoke(command_line([name]), [name, "--help"])
+        assert alone.exit_code == 0 and alone.output == CliRunner().invoke(app, [name, "--help"]).output, name
+
+
+def test_the_set_up_compiled_every_module_checked_against_its_source():
+    # The package is installed editable and Python may be told not to write bytecode
+    # (PYTHONDONTWRITEBYTECODE): `make setup` compiles every module (tools/build-extension.sh),
+    # as bytecode that is checked against a hash of its source, so that an edited module
+    # is compiled again rather than run stale (PEP 552: bit 0 of the flags word set marks
+    # hash-based bytecode, bit 1 that it is checked).
+    import importlib.util
+    from pathlib import Path
+
+    import vmsched
+    package = Path(vmsched.__file__).parent
+    for source in package.glob("*.py"):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        assert cached.is_file(), f"{cached}: missing; run `make setup`"
+        flags = int.from_bytes(cached.read_bytes()[4:8], "little")
+        assert flags == 0b11, f"{cached}: not checked-hash bytecode (flags {flags:#b})"
 
 
 # Runs a scenario through the Python API, then prints the top-level packages loaded.

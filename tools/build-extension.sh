@@ -12,6 +12,15 @@
 # rustc's own LLVM, which rustup's llvm-tools component provides; without it the build
 # is a plain optimized one, and says so.
 #
+# The package is installed editable (its modules are read from python/), so no installer
+# compiles them to bytecode as `pip install` of a wheel does; they are compiled here, after
+# each build. Where PYTHONDONTWRITEBYTECODE is set, Python never writes the bytecode
+# itself, and every command would compile each module it imports from source again: about
+# 0.06 s of CPU of a 1 ms `vmsched run` (docs/cli.md, "Start-up"). The bytecode is
+# checked against a hash of its source when imported (compileall's checked-hash mode,
+# PEP 552), so an edited module is never run from stale bytecode, however soon after the
+# build it is edited; it is then compiled from source until the next build.
+#
 # Environment: VENV (default .venv), CPU_FLAGS (rustc flags, e.g. -C target-cpu=native),
 # PGO (1 or empty), RUSTFLAGS (kept, the others are added to it).
 set -euo pipefail
@@ -25,8 +34,14 @@ develop() {
     RUSTFLAGS="$flags $1" CARGO_TARGET_DIR="$2" "$venv/bin/maturin" develop -q --release
 }
 
+# The build that stays installed, then its modules' bytecode.
+install() {
+    develop "$@"
+    "$venv/bin/python" -m compileall -q --invalidation-mode checked-hash python/vmsched
+}
+
 if [ "${PGO:-}" != 1 ]; then
-    develop "" target
+    install "" target
     exit
 fi
 
@@ -38,7 +53,7 @@ fi
 if [ ! -x "$profdata" ]; then
     echo "build-extension: no llvm-profdata for rustc's LLVM (rustup component llvm-tools):" \
          "building without profile-guided optimization" >&2
-    develop "" target
+    install "" target
     exit
 fi
 
@@ -62,4 +77,4 @@ if [ ! -f "$profile" ] || [ -n "$stale" ] || [ "$(cat "$made_by" 2>/dev/null)" !
     mv "$profile.tmp" "$profile"
     rustc -vV > "$made_by"
 fi
-develop "-Cprofile-use=$profile" target
+install "-Cprofile-use=$profile" target

@@ -144,7 +144,7 @@ def _peer_vm_child(pcpus: int, vms: int, duration_ms: int, record: bool) -> dict
     """A peer case run by the command line, as a user runs it: `vmsched run FILE --out DIR`
     (recorded tables streamed to Parquet files there) or with `--no-record` only the
     summary, in this process, so that its whole cost is measured: the command line's
-    start-up (typer, rich), the run, the printed summary (to /dev/null) and the files."""
+    start-up (typer), the run, the printed summary (to /dev/null) and the files."""
     import contextlib
     import os
     import tempfile

@@ -1,5 +1,13 @@
 """The `vmsched` command line."""
 import gc
+
+# Loading the command line (the standard modules it uses, typer, the command modules)
+# makes tens of thousands of objects and no garbage: the cyclic collector, which would
+# walk them over and over while they load, waits until the module is loaded (the end of
+# this file).
+gc.disable()
+
+import copy
 import json
 import math
 import re
@@ -9,26 +17,22 @@ import time
 from pathlib import Path
 from typing import Annotated, Optional
 
-# Loading the command line (typer, the command modules) makes tens of thousands of
-# objects and no garbage: the cyclic collector, which would walk them over and over
-# while they load, waits until the module is loaded (the end of this file).
-gc.disable()
-
 import typer
 
-from . import plan_cmd, probe_cmd, real_cmd, sweep_cmd
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, Interrupted, UserError, fail, shorten
 from .overrides import parse_duration_ns, parse_window_ns
 from .terminal import make_console
 
+# The command line's own options and the commands of this module; `app` is the whole
+# command line, with the commands the other modules register (`command_line`).
 # Help texts are printed as written: rich markup would read "[variants]" as a style tag.
-app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
-                  context_settings={"help_option_names": ["-h", "--help"]},
-                  help="vmsched: CPU scheduling in virtualized clouds, simulated and probed.")
-plan_cmd.register(app)
-probe_cmd.register(app)
-real_cmd.register(app)
-sweep_cmd.register(app)
+commands = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+                       context_settings={"help_option_names": ["-h", "--help"]},
+                       help="vmsched: CPU scheduling in virtualized clouds, simulated and probed.")
+# The modules holding the other commands, in the order their commands are listed, and
+# the commands each registers.
+COMMAND_MODULES = {"plan_cmd": ("plan",), "probe_cmd": ("probe",), "real_cmd": ("real",),
+                   "sweep_cmd": ("sweep", "reproduce")}
 
 console = make_console()
 status = make_console(stderr=True)
@@ -58,7 +62,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@commands.callback()
 def _options(version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
     """vmsched: CPU scheduling in virtualized clouds, simulated and probed."""
@@ -102,7 +106,7 @@ def _user_input(action):
         raise fail(str(err)) from err
 
 
-@app.command()
+@commands.command()
 def run(
     scenario: Scenario = "default",
     seed: SeedOption = None,
@@ -157,7 +161,8 @@ def run(
         try:
             result = api.run(source, seed=seed, set=overrides, duration=duration_ns, validate=check_invariants,
                              record=record, trace_window=window or (WHOLE_RUN if trace else None),
-                             progress=progress, allow_large=allow_large, stream_to=staging if record else None)
+                             progress=progress, allow_large=allow_large, stream_to=staging if record else None,
+                             config=config)
         except UserError as err:
             raise fail(str(err)) from err
         except RuntimeError as err:  # an invariant violated in validation mode: a bug
@@ -238,7 +243,7 @@ def _write_trace(result, out_dir: Path, shown_dir: Path, window: tuple[int, int]
     return None
 
 
-@app.command(name="validate")
+@commands.command(name="validate")
 def validate_cmd(scenario: Scenario, set_: SetOption = None, as_json: Annotated[bool, typer.Option(
         "--json", help="Print the normalized scenario (defaults filled in) as JSON.")] = False) -> None:
     """Check a scenario and its [variants] against the schema (with any --set overrides applied)."""
@@ -251,7 +256,7 @@ def validate_cmd(scenario: Scenario, set_: SetOption = None, as_json: Annotated[
         console.print(f"ok: {source.source}: scenario {config.get('name', scenario)!r} is valid")
 
 
-@app.command()
+@commands.command()
 def scenarios(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of {name, description}.")] = False,
     show: Annotated[Optional[str], typer.Option(help="Print the TOML of the named built-in.")] = None,
@@ -275,7 +280,7 @@ def scenarios(
         console.print(table)
 
 
-@app.command()
+@commands.command()
 def policies(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of {name, level, description, params}.")] = False,
 ) -> None:
@@ -293,7 +298,7 @@ def policies(
     console.print(table)
 
 
-@app.command()
+@commands.command()
 def kernels(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of {name, description, sets}.")] = False,
 ) -> None:
@@ -312,7 +317,7 @@ def kernels(
     console.print(table)
 
 
-@app.command(name="report")
+@commands.command(name="report")
 def report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A directory written by `vmsched run`.")],
     window: Annotated[Optional[str], typer.Option(help="vCPU timeline window START:END (re-runs the scenario).")] = None,
@@ -326,7 +331,7 @@ def report_cmd(
     status.print(f"wrote {_user_input(lambda: write_report(run_dir, window=chosen, task_vm=vm))}")
 
 
-@app.command(name="compare")
+@commands.command(name="compare")
 def compare_cmd(
     scenario: Scenario = "default",
     variant: Annotated[Optional[list[str]], typer.Option(
@@ -393,7 +398,7 @@ def compare_cmd(
         print(json.dumps(document, indent=2))
 
 
-@app.command()
+@commands.command()
 def bench(
     quick: Annotated[bool, typer.Option(help="Short runs (for tests); figures are not representative.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
@@ -417,6 +422,41 @@ def bench(
         print_bench(figures, console)
 
 
+def command_line(args: list[str]) -> typer.Typer:
+    """The command line that `args` (the arguments after the program's name) reach: where
+    the first names a command, that command alone, the other modules neither imported
+    nor their commands built (typer makes every command's parameters from its signature
+    each time the command line starts: for all 14 commands, about 30 ms of a short run's
+    start-up); otherwise every command (help, --version, a name to correct)."""
+    from importlib import import_module
+
+    from typer.main import get_command_name
+
+    app = copy.copy(commands)
+    app.registered_commands, app.registered_groups = [], []
+    named = args[0] if args else None
+    own = [info for info in commands.registered_commands
+           if (info.name or get_command_name(info.callback.__name__)) == named]
+    if own:
+        app.registered_commands += own
+        return app
+    modules = [module for module, names in COMMAND_MODULES.items() if named in names]
+    for module in modules or COMMAND_MODULES:
+        import_module(f".{module}", __package__).register(app)
+    if not modules:
+        app.registered_commands += commands.registered_commands
+    return app
+
+
+def __getattr__(name: str):
+    # `app`, the whole command line (for typer's test runner and scripts), made on first use.
+    if name == "app":
+        global app
+        app = command_line([])
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _interrupt(signum, frame):
     raise Interrupted(signum=signum)
 
@@ -432,7 +472,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        app()
+        command_line(sys.argv[1:])()
     except Interrupted as stop:
         # Output directories are discarded on the way out; a sweep keeps its finished runs.
         terminated = stop.signum == signal.SIGTERM

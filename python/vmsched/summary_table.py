@@ -5,12 +5,13 @@ scripts and benchmarks see) and every table fits the console's width, the same
 characters are written directly: rich's general layout costs about a millisecond a row,
 a sixth of a whole run of the 64-pCPU peer case (`vmsched bench --peer`), to reach lines
 whose layout is fixed here (tests/test_summary_table.py compares the two over random
-summaries and widths)."""
+summaries and widths). Printed through the command line's console before anything
+else made it a rich one, those lines do not load rich at all (terminal.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .terminal import make_console
+from .terminal import LazyConsole, cell_width, make_console, unchanged_by_rich, wrapped
 
 
 def format_ns(ns: float | None) -> str:
@@ -143,47 +144,103 @@ def render(summary: dict):
 def _plain_text(text: str) -> bool:
     """Text rich writes as it is: printable, no emoji code (`:name:`) to replace, and no
     space at either end for a wrapping column to trim."""
-    return text.isprintable() and ":" not in text and text == text.strip()
+    return unchanged_by_rich(text)
 
 
 def plain_table_lines(summary: dict, width: int) -> list[str] | None:
     """The summary's tables as rich draws them without colour on a console `width` cells
-    wide, or None where their layout would not be the fixed one below: a table wider than
-    the console (rich shrinks or wraps its columns), or text rich would change. A table
+    wide, or None where their layout would not be the fixed one below: a table whose
+    columns wrap and that is wider than the console, or text rich would change. A table
     is its title, a blank line, the header, a rule, the rows, a blank line and its
     caption, each line as wide as the table: one space at each edge, columns two spaces
     apart, each as wide as its widest cell (or its minimum width), names to the left and
-    figures to the right."""
-    from rich.cells import cell_len
+    figures to the right; a table of unwrapped columns too wide for the console has its
+    columns narrowed as rich narrows them (`_narrowed`), a cell cut to its column's width
+    ending in an ellipsis."""
     lines = []
     for table in _tables(summary):
         cells = [tuple(column.header for column in table.columns), *table.rows]
         if not all(_plain_text(text) for row in cells for text in row):
             return None
-        widths = [max(column.min_width or 0, *(cell_len(row[i]) for row in cells))
+        widths = [max(column.min_width or 0, *(cell_width(row[i]) for row in cells))
                   for i, column in enumerate(table.columns)]
+        if sum(widths) + 2 * (len(widths) - 1) + 2 > width:
+            widths = _narrowed(widths, table, width)
+            if widths is None:
+                return None
         inner = sum(widths) + 2 * (len(widths) - 1)
         full = inner + 2
-        if full > width or any(cell_len(text) > full for text in (table.title, table.caption or "")):
+        if full > width or any(cell_width(text) > full for text in (table.title, table.caption or "")):
             return None
 
-        def line(row: tuple[str, ...]) -> str:
-            padded = [" " * (w - cell_len(text)) + text if column.right else text + " " * (w - cell_len(text))
-                      for text, w, column in zip(row, widths, table.columns)]
+        def fitted(text: str, w: int) -> str | None:
+            """`text` in `w` cells: cut to w - 1 and an ellipsis where longer (rich's
+            Text.truncate), None where its characters are not one cell each."""
+            if cell_width(text) <= w:
+                return text
+            return text[:w - 1] + "…" if len(text) == cell_width(text) else None
+
+        def line(row: tuple[str, ...]) -> str | None:
+            texts = [fitted(text, w) for text, w in zip(row, widths)]
+            if None in texts:
+                return None
+            padded = [" " * (w - cell_width(text)) + text if column.right else text + " " * (w - cell_width(text))
+                      for text, w, column in zip(texts, widths, table.columns)]
             return " " + "  ".join(padded) + " "
 
         def whole(text: str) -> str:
-            return text + " " * (full - cell_len(text))
+            return text + " " * (full - cell_width(text))
 
-        lines += [whole(table.title), " " * full, line(cells[0]), " " + "─" * inner + " ",
-                  *map(line, table.rows), " " * full]
+        rows = [line(row) for row in cells]
+        if None in rows:
+            return None
+        lines += [whole(table.title), " " * full, rows[0], " " + "─" * inner + " ", *rows[1:], " " * full]
         if table.caption:
             lines.append(whole(table.caption))
     return lines
 
 
+def _narrowed(widths: list[int], table: _Table, width: int) -> list[int] | None:
+    """The columns' text widths rich gives a table of unwrapped columns wider than the
+    console (rich/table.py, Table._calculate_column_widths): the excess is taken from the
+    columns evenly, each column's share rounded as rich/_ratio.py's ratio_reduce rounds
+    it, then each column is measured again within its width and held to its minimum
+    width. A column's width there counts the one space of padding on its right (not the
+    last column's: the table's edge has none). None where rich would lay the table out
+    otherwise: a column that wraps, a column left too narrow for a cut cell, or columns
+    still wider together than the console (rich crops the lines)."""
+    if not all(column.no_wrap for column in table.columns):
+        return None
+    pads = [1] * (len(widths) - 1) + [0]
+    padded = [w + pad for w, pad in zip(widths, pads)]
+    # The console's width less the edges and the rules between columns.
+    available = width - (len(widths) + 1)
+    remaining, shares, reduced = sum(padded) - available, sum(1 for w in padded if w), []
+    for w in padded:
+        if w and shares > 0:
+            taken = min(w, round(remaining / shares))
+            reduced.append(w - taken)
+            remaining -= taken
+            shares -= 1
+        else:
+            reduced.append(w)
+    narrowed = [max(w, column.min_width + pad) if column.min_width is not None else w
+                for w, pad, column in zip(reduced, pads, table.columns)]
+    if sum(narrowed) > available or any(w - pad < 2 for w, pad in zip(narrowed, pads)):
+        return None
+    return [w - pad for w, pad in zip(narrowed, pads)]
+
+
 def print_summary(summary: dict, console=None) -> None:
     console = console or make_console()
+    width = console.plain_width() if isinstance(console, LazyConsole) else None
+    if width is not None:
+        lines = plain_table_lines(summary, width)
+        host_line = "".join(_host_parts(summary))
+        host_lines = wrapped(host_line, width) if unchanged_by_rich(host_line) else None
+        if lines is not None and host_lines is not None:
+            console.write_plain("\n".join([*host_lines, *lines]) + "\n")
+            return
     if console.color_system is None:
         lines = plain_table_lines(summary, console.width)
         if lines is not None:
