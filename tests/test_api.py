@@ -7,12 +7,9 @@ import tomllib
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import vmsched
 from vmsched import _native
-from vmsched.api import indented_json, normalize
 from vmsched.errors import UserError
 from conftest import SHORT
 
@@ -76,26 +73,3 @@ def test_exported_functions_survive_submodule_imports():
         importlib.import_module(f"vmsched.{module}")
     for name in vmsched._EXPORTS:
         assert callable(getattr(vmsched, name)) and not isinstance(getattr(vmsched, name), type(vmsched)), name
-
-
-# JSON values as JSON text parses to them, and values it cannot give (integer keys, NaN,
-# infinities, tuples) that the encoder leaves to json.dumps.
-json_leaves = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(),
-                        st.text(st.characters(codec="utf-8"), max_size=8))
-json_values = st.recursive(json_leaves, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.tuples(inner, inner),
-    st.dictionaries(st.one_of(st.text(max_size=6), st.integers(0, 3)), inner, max_size=4)), max_leaves=40)
-
-
-@settings(max_examples=500, deadline=None)
-@given(json_values)
-def test_run_json_is_written_as_json_dumps_with_an_indent_writes_it(value):
-    assert indented_json(value) == json.dumps(value, indent=2)
-
-
-def test_run_json_of_a_64_pcpu_scenario_is_json_dumps_with_an_indent(tmp_path):
-    # The configuration the engine normalizes, the largest part of run.json.
-    source = vmsched.load_scenario("bench-mixed-64")
-    config = normalize(source)
-    assert indented_json({"config": config, "scenario_text": source.text}) == \
-        json.dumps({"config": config, "scenario_text": source.text}, indent=2)

@@ -4,7 +4,6 @@ asked for: a run that only writes its files never loads it)."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -106,69 +105,6 @@ def check_seed(seed: int | None) -> None:
         raise UserError(f"--seed {seed}: must be an integer from 0 to 2^64-1")
 
 
-def indented_json(value) -> str:
-    """`json.dumps(value, indent=2)`, character for character, for the values JSON text
-    parses to (dicts with string keys, lists, strings, finite numbers, booleans, None),
-    made without the standard encoder's chain of generators: with an indent, Python's
-    json module encodes in Python, one generator per level of nesting, about 8 ms for
-    the normalized configuration of a 64-pCPU scenario in run.json. Anything else is
-    left to json.dumps."""
-    parts: list[str] = []
-    append = parts.append
-    encode_string = json.encoder.encode_basestring_ascii
-    float_repr = float.__repr__
-
-    def encode(value, indent: str) -> bool:
-        kind = type(value)
-        if kind is str:
-            append(encode_string(value))
-        elif value is None:
-            append("null")
-        elif value is True:
-            append("true")
-        elif value is False:
-            append("false")
-        elif kind is int:
-            append(int.__repr__(value))
-        elif kind is float:
-            if value != value or value in (math.inf, -math.inf):
-                return False
-            append(float_repr(value))
-        elif kind is dict:
-            if not value:
-                append("{}")
-                return True
-            inner = indent + "  "
-            separator = "{\n" + inner
-            for key, item in value.items():
-                if type(key) is not str:
-                    return False
-                append(separator)
-                append(encode_string(key))
-                append(": ")
-                if not encode(item, inner):
-                    return False
-                separator = ",\n" + inner
-            append("\n" + indent + "}")
-        elif kind is list:
-            if not value:
-                append("[]")
-                return True
-            inner = indent + "  "
-            separator = "[\n" + inner
-            for item in value:
-                append(separator)
-                if not encode(item, inner):
-                    return False
-                separator = ",\n" + inner
-            append("\n" + indent + "]")
-        else:
-            return False
-        return True
-
-    return "".join(parts) if encode(value, "") else json.dumps(value, indent=2)
-
-
 def _flatten(record: dict, prefix: str = "") -> dict:
     """Nested dicts become prefix_key columns; lists (the per-vCPU rows) are left out."""
     flat = {}
@@ -265,7 +201,7 @@ class Result:
         frames = {name: self.tables[name] if name in (self.tables or {}) else self.table(name)
                   for name in wanted if self.streamed.get(name) not in in_place}
         return [write_atomic(out_dir / "summary.json", self.summary_json),
-                write_atomic(out_dir / "run.json", indented_json(reproduce) + "\n"),
+                write_atomic(out_dir / "run.json", json.dumps(reproduce, indent=2) + "\n"),
                 *write_tables(frames, out_dir), *in_place]
 
 @dataclass(frozen=True)
