@@ -139,21 +139,31 @@ impl RtLists {
 
     /// The list of priority `prio` (it exists once a task of that priority
     /// was queued).
+    #[inline]
     fn list_mut(&mut self, prio: u32) -> &mut VecDeque<u32> {
         let i = self.lists.iter().position(|&(p, _)| p == prio).expect("rt list");
         &mut self.lists[i].1
     }
 
-    /// Removes queued task `t` of priority `prio`.
+    /// Removes queued task `t` of priority `prio`. Inlined into every RT
+    /// block; a task queued behind others takes the call to
+    /// [`RtLists::remove_behind`].
+    #[inline]
     fn remove(&mut self, prio: u32, t: u32) {
         let q = self.list_mut(prio);
         // A task that blocks runs, so it heads its list.
         if q.front() == Some(&t) {
             q.pop_front();
         } else {
-            let at = q.iter().position(|&x| x == t).expect("queued RT task");
-            q.remove(at);
+            Self::remove_behind(q, t);
         }
+    }
+
+    /// Removes `t`, queued behind the head of `q`.
+    #[inline(never)]
+    fn remove_behind(q: &mut VecDeque<u32>, t: u32) {
+        let at = q.iter().position(|&x| x == t).expect("queued RT task");
+        q.remove(at);
     }
 
     /// The head of the highest-priority non-empty list.
