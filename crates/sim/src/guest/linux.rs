@@ -116,33 +116,54 @@ struct RtLists {
 }
 
 impl RtLists {
-    /// Appends `t` to the list of priority `prio`.
+    /// Appends `t` to the list of priority `prio`. Inlined into every RT
+    /// wakeup; a priority first seen takes the call to [`RtLists::add_list`].
     #[inline]
     fn push_back(&mut self, prio: u32, t: u32) {
-        match self.lists.iter().position(|&(p, _)| p <= prio) {
-            Some(i) if self.lists[i].0 == prio => self.lists[i].1.push_back(t),
-            Some(i) => self.lists.insert(i, (prio, VecDeque::from([t]))),
-            None => self.lists.push((prio, VecDeque::from([t]))),
+        let at = self.lists.iter().position(|&(p, _)| p <= prio);
+        match at.map(|i| &mut self.lists[i]) {
+            Some((p, q)) if *p == prio => q.push_back(t),
+            _ => self.add_list(at, prio, t),
+        }
+    }
+
+    /// A list for priority `prio`, holding `t`, at position `at` (None: last).
+    #[inline(never)]
+    fn add_list(&mut self, at: Option<usize>, prio: u32, t: u32) {
+        let list = (prio, VecDeque::from([t]));
+        match at {
+            Some(i) => self.lists.insert(i, list),
+            None => self.lists.push(list),
         }
     }
 
     /// The list of priority `prio` (it exists once a task of that priority
     /// was queued).
+    #[inline]
     fn list_mut(&mut self, prio: u32) -> &mut VecDeque<u32> {
         let i = self.lists.iter().position(|&(p, _)| p == prio).expect("rt list");
         &mut self.lists[i].1
     }
 
-    /// Removes queued task `t` of priority `prio`.
+    /// Removes queued task `t` of priority `prio`. Inlined into every RT
+    /// block; a task queued behind others takes the call to
+    /// [`RtLists::remove_behind`].
+    #[inline]
     fn remove(&mut self, prio: u32, t: u32) {
         let q = self.list_mut(prio);
         // A task that blocks runs, so it heads its list.
         if q.front() == Some(&t) {
             q.pop_front();
         } else {
-            let at = q.iter().position(|&x| x == t).expect("queued RT task");
-            q.remove(at);
+            Self::remove_behind(q, t);
         }
+    }
+
+    /// Removes `t`, queued behind the head of `q`.
+    #[inline(never)]
+    fn remove_behind(q: &mut VecDeque<u32>, t: u32) {
+        let at = q.iter().position(|&x| x == t).expect("queued RT task");
+        q.remove(at);
     }
 
     /// The head of the highest-priority non-empty list.
@@ -528,6 +549,8 @@ impl LinuxKernel {
 
 
     /// dequeue_task(); `sleep` for a task that blocks (DEQUEUE_SLEEP).
+    /// Inlined into block_curr(), which runs at every block.
+    #[inline(always)]
     fn dequeue(&mut self, t: u32, sleep: bool) {
         let v = self.tasks[t as usize].cpu;
         let now = self.rqs[v as usize].clock_task;
@@ -595,7 +618,8 @@ impl LinuxKernel {
     }
 
     /// check_preempt_curr(): whether `t`, just queued on `v`, preempts the
-    /// task running there (an idle `v` always).
+    /// task running there (an idle `v` always). Inlined into every wakeup.
+    #[inline(always)]
     fn check_preempt_curr(&mut self, t: u32, v: u32) -> bool {
         let Some(c) = self.rqs[v as usize].curr else { return true };
         let (curr, task) = (&self.tasks[c as usize], &self.tasks[t as usize]);
@@ -675,6 +699,8 @@ impl LinuxKernel {
 
     /// The highest class's pick on `v`: the RT list head, else the fair
     /// class's pick, which becomes the fair runqueue's current entity.
+    /// Inlined into pick_next(), which runs at every switch.
+    #[inline(always)]
     fn pick_class(&mut self, v: u32, now: u64) -> Option<u32> {
         let rq = &mut self.rqs[v as usize];
         if let Some(t) = rq.rt.first() {
@@ -1019,7 +1045,9 @@ impl GuestPolicy for LinuxKernel {
         // SCHED_SOFTIRQ (nohz_idle_balance(), its newidle balance here) when
         // the host runs it, so until then the task stays queued where it is.
         if self.rqs[v as usize].nr_running() >= 2 {
-            let idle = (0..self.nr_vcpus()).find(|&w| w != v && self.is_idle(view, w) && view.host_state[w as usize] == HostState::Halted);
+            // The host state is read first: it rules out a running or
+            // preempted vCPU without a look at its runqueue.
+            let idle = (0..self.nr_vcpus()).find(|&w| view.host_state[w as usize] == HostState::Halted && w != v && self.is_idle(view, w));
             if let Some(w) = idle.filter(|&w| self.pullable(v, w).is_some()) {
                 out.kick = Some(w);
             }
@@ -1262,6 +1290,34 @@ mod tests {
         let woken = [HostState::Running, HostState::Running];
         assert_eq!(g.pick_next(&GuestView { now: 4_100_000, ..view(&woken, &[0; 2]) }, 1), Some(queued));
         assert_eq!((g.task_cpu(queued), g.nr_running(0)), (1, 1));
+    }
+
+    proptest::proptest! {
+        /// The RT lists against a plain model: every queued task with its
+        /// priority and arrival count, run highest priority first, earliest
+        /// arrival first within a priority. Ops: (push?, priority, task).
+        #[test]
+        fn rt_lists_order_tasks_as_the_plain_model(ops in proptest::collection::vec((proptest::bool::ANY, 0u32..4, 0u32..12), 1..200)) {
+            let mut lists = RtLists::default();
+            let mut model: Vec<(u32, u64, u32)> = Vec::new();
+            for (arrival, (push, prio, t)) in ops.into_iter().enumerate() {
+                match model.iter().position(|&(_, _, x)| x == t) {
+                    Some(i) if !push => {
+                        let (p, _, _) = model.remove(i);
+                        lists.remove(p, t);
+                    }
+                    None if push => {
+                        model.push((prio, arrival as u64, t));
+                        lists.push_back(prio, t);
+                    }
+                    _ => {}
+                }
+                model.sort_by_key(|&(p, seq, _)| (std::cmp::Reverse(p), seq));
+                let want: Vec<u32> = model.iter().map(|&(_, _, x)| x).collect();
+                proptest::prop_assert_eq!(lists.tasks().collect::<Vec<_>>(), want.clone());
+                proptest::prop_assert_eq!(lists.first(), want.first().copied());
+            }
+        }
     }
 
     /// The wrapping scan's step is the remainder it replaces.

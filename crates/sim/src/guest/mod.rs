@@ -118,6 +118,14 @@ pub trait GuestPolicy {
     /// Enqueues a runnable task on `v`; returns whether it preempts the
     /// task running there.
     fn enqueue(&mut self, view: &GuestView, t: u32, v: u32, new_task: bool) -> bool;
+    /// try_to_wake_up()'s two steps in one call: [`GuestPolicy::select_rq`],
+    /// then [`GuestPolicy::enqueue`] on the vCPU chosen; returns that vCPU
+    /// and whether the task preempts the one running there. (The engine
+    /// makes one call through the policy object where it would make two.)
+    fn wake(&mut self, view: &GuestView, t: u32, new_task: bool) -> (u32, bool) {
+        let target = self.select_rq(view, t);
+        (target, self.enqueue(view, t, target, new_task))
+    }
     /// The current task of `v` blocks.
     fn block_curr(&mut self, view: &GuestView, v: u32);
     /// The task `v` runs next (the previous one, if still runnable, goes back

@@ -61,11 +61,7 @@ impl World {
         if !new_task {
             self.vms[vm as usize].wakeups += 1;
         }
-        let (target, preempt) = with_guest!(self, vm, |g, view| {
-            let target = g.select_rq(&view, local);
-            let preempt = g.enqueue(&view, local, target, new_task);
-            (target, preempt)
-        });
+        let (target, preempt) = with_guest!(self, vm, |g, view| g.wake(&view, local, new_task));
         let tv = self.global_vcpu(vm, target);
         if !preempt {
             return None;
