@@ -1115,8 +1115,15 @@ impl CfsCore {
     /// The part of its pCPU's load that vCPU `v` contributes, or would if
     /// it is sleeping (task_h_load()): its weight scaled by each group
     /// level above it.
+    #[inline]
     pub fn h_load(&self, v: VcpuId) -> u64 {
         let mut load = self.ents[v as usize].weight;
+        if self.vm_groups.is_none() {
+            // Without VM groups every vCPU thread sits on a root runqueue
+            // (leaf_rq()): there is no level above it.
+            debug_assert!(self.parent(v).is_none());
+            return load;
+        }
         let mut e = v;
         while let Some(g) = self.parent(e) {
             let ent = &self.ents[e as usize];
@@ -1251,9 +1258,8 @@ impl CfsCore {
         }
         // for_each_cpu_wrap(cpu, llc & allowed, target + 1)
         let start = llc.partition_point(|&p| p <= target);
-        let mut around = llc[start..].iter().chain(&llc[..start]).copied();
         if has_idle_core {
-            let wrap = around.filter(|&q| view.may_run(v, q));
+            let wrap = llc[start..].iter().chain(&llc[..start]).copied().filter(|&q| view.may_run(v, q));
             // select_idle_core() per core; an idle thread of a busy core is
             // the fallback.
             let mut fallback = None;
@@ -1270,8 +1276,21 @@ impl CfsCore {
             self.has_idle_cores[llc_id] = false;
             return fallback.unwrap_or(target);
         }
-        // Idleness first: on a busy LLC it rules out most CPUs sooner.
-        around.find(|&q| self.is_idle(view, q) && view.may_run(v, q)).unwrap_or(target)
+        // Idleness first: on a busy LLC it rules out most CPUs sooner. The
+        // wrapped scan is two plain passes (no chained iterator): it visits
+        // every CPU of a busy LLC at each wakeup.
+        let idle_allowed = |q: PcpuId| self.is_idle(view, q) && view.may_run(v, q);
+        for &q in &llc[start..] {
+            if idle_allowed(q) {
+                return q;
+            }
+        }
+        for &q in &llc[..start] {
+            if idle_allowed(q) {
+                return q;
+            }
+        }
+        target
     }
 
     /// enqueue_task_fair(): queues `v` on `p`, and its VM's group entity on
