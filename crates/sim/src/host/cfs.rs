@@ -994,6 +994,11 @@ impl CfsCore {
 
     /// update_curr() on pCPU p at every level, charging bandwidth runtime too.
     pub fn update_curr(&mut self, view: &HostView, p: PcpuId) {
+        if self.vm_groups.is_none() && self.groups.is_empty() {
+            // One level, no runtime to charge: the root runqueue's alone.
+            self.rqs[p as usize].update_curr(&mut self.ents, view.now);
+            return;
+        }
         let leaf = self.leaf_curr(p);
         let before = leaf.map(|c| self.ents[c as usize].sum_exec);
         let mut rq = p;
@@ -1129,15 +1134,21 @@ impl CfsCore {
     /// The part of its pCPU's load that vCPU `v` contributes, or would if
     /// it is sleeping (task_h_load()): its weight scaled by each group
     /// level above it.
-    #[inline]
+    #[inline(always)]
     pub fn h_load(&self, v: VcpuId) -> u64 {
-        let mut load = self.ents[v as usize].weight;
         if self.vm_groups.is_none() {
             // Without VM groups every vCPU thread sits on a root runqueue
             // (leaf_rq()): there is no level above it.
             debug_assert!(self.parent(v).is_none());
-            return load;
+            return self.ents[v as usize].weight;
         }
+        self.h_load_grouped(v)
+    }
+
+    /// h_load() through the VM group levels.
+    #[inline(never)]
+    fn h_load_grouped(&self, v: VcpuId) -> u64 {
+        let mut load = self.ents[v as usize].weight;
         let mut e = v;
         while let Some(g) = self.parent(e) {
             let ent = &self.ents[e as usize];
