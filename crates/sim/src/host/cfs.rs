@@ -148,16 +148,30 @@ struct AvgMemo {
     last: u64,
     runnable_running: (bool, bool),
     h_load: u64,
-    /// The figures hold at every instant from `from` to `until`.
+    /// The figures hold at every instant from `from` to `until`. `until` is
+    /// found ([`steady_until`], three of them) only when a later read finds
+    /// the state unchanged: most memos are left behind by a state change
+    /// first. `unrounded` keeps what it is found from: the runnable
+    /// fraction, the load and the utilization at `from`, before rounding.
     from: u64,
-    until: u64,
+    until: Option<u64>,
+    unrounded: (f64, f64, f64),
     load: u64,
     util: u32,
     runnable: u32,
 }
 
 impl AvgMemo {
-    const EMPTY: AvgMemo = AvgMemo { last: 0, runnable_running: (false, false), h_load: 0, from: u64::MAX, until: 0, load: 0, util: 0, runnable: 0 };
+    const EMPTY: AvgMemo = AvgMemo { last: 0, runnable_running: (false, false), h_load: 0, from: u64::MAX, until: Some(0), unrounded: (0.0, 0.0, 0.0), load: 0, util: 0, runnable: 0 };
+
+    /// The last instant the figures hold, for thread signals `a` in the
+    /// state the memo was made in.
+    fn until(&self, a: &ThreadAvg) -> u64 {
+        let (r, scaled, u) = self.unrounded;
+        steady_until(&a.runnable, a.is_runnable, self.from, r, 1.0, self.runnable as u64)
+            .min(steady_until(&a.runnable, a.is_runnable, self.from, scaled, self.h_load as f64 / NICE_0_LOAD as f64, self.load))
+            .min(steady_until(&a.running, a.is_running, self.from, u, 1.0, self.util as u64))
+    }
 }
 
 /// A runqueue's load, utilization and runnable sums (cpu_avgs() before the
@@ -980,6 +994,11 @@ impl CfsCore {
 
     /// update_curr() on pCPU p at every level, charging bandwidth runtime too.
     pub fn update_curr(&mut self, view: &HostView, p: PcpuId) {
+        if self.vm_groups.is_none() && self.groups.is_empty() {
+            // One level, no runtime to charge: the root runqueue's alone.
+            self.rqs[p as usize].update_curr(&mut self.ents, view.now);
+            return;
+        }
         let leaf = self.leaf_curr(p);
         let before = leaf.map(|c| self.ents[c as usize].sum_exec);
         let mut rq = p;
@@ -1115,7 +1134,20 @@ impl CfsCore {
     /// The part of its pCPU's load that vCPU `v` contributes, or would if
     /// it is sleeping (task_h_load()): its weight scaled by each group
     /// level above it.
+    #[inline(always)]
     pub fn h_load(&self, v: VcpuId) -> u64 {
+        if self.vm_groups.is_none() {
+            // Without VM groups every vCPU thread sits on a root runqueue
+            // (leaf_rq()): there is no level above it.
+            debug_assert!(self.parent(v).is_none());
+            return self.ents[v as usize].weight;
+        }
+        self.h_load_grouped(v)
+    }
+
+    /// h_load() through the VM group levels.
+    #[inline(never)]
+    fn h_load_grouped(&self, v: VcpuId) -> u64 {
         let mut load = self.ents[v as usize].weight;
         let mut e = v;
         while let Some(g) = self.parent(e) {
@@ -1251,9 +1283,8 @@ impl CfsCore {
         }
         // for_each_cpu_wrap(cpu, llc & allowed, target + 1)
         let start = llc.partition_point(|&p| p <= target);
-        let mut around = llc[start..].iter().chain(&llc[..start]).copied();
         if has_idle_core {
-            let wrap = around.filter(|&q| view.may_run(v, q));
+            let wrap = llc[start..].iter().chain(&llc[..start]).copied().filter(|&q| view.may_run(v, q));
             // select_idle_core() per core; an idle thread of a busy core is
             // the fallback.
             let mut fallback = None;
@@ -1270,8 +1301,21 @@ impl CfsCore {
             self.has_idle_cores[llc_id] = false;
             return fallback.unwrap_or(target);
         }
-        // Idleness first: on a busy LLC it rules out most CPUs sooner.
-        around.find(|&q| self.is_idle(view, q) && view.may_run(v, q)).unwrap_or(target)
+        // Idleness first: on a busy LLC it rules out most CPUs sooner. The
+        // wrapped scan is two plain passes (no chained iterator): it visits
+        // every CPU of a busy LLC at each wakeup.
+        let idle_allowed = |q: PcpuId| self.is_idle(view, q) && view.may_run(v, q);
+        for &q in &llc[start..] {
+            if idle_allowed(q) {
+                return q;
+            }
+        }
+        for &q in &llc[..start] {
+            if idle_allowed(q) {
+                return q;
+            }
+        }
+        target
     }
 
     /// enqueue_task_fair(): queues `v` on `p`, and its VM's group entity on
@@ -1284,7 +1328,7 @@ impl CfsCore {
             // averages at its next update (cfs_rq->removed); until then
             // balancers still read them there.
             self.settle_all_update(from);
-            let (load, util, runnable, _) = self.thread_avgs(v, self.avgs_updated[from as usize].at);
+            let (load, util, runnable) = self.thread_avgs(v, self.avgs_updated[from as usize].at);
             self.avgs_updated[from as usize].removed += Sums { load, util, runnable };
         } else if from != p {
             // A queued vCPU that moves (Keep) leaves at once, as its
@@ -1700,7 +1744,7 @@ impl CfsCore {
                 let mut sums = removed;
                 for &v in &self.attached[q as usize] {
                     debug_assert!(self.avg[v as usize].runnable.last <= at, "vCPU {v}'s signals changed after pCPU {q}'s averages were last updated");
-                    let (load, util, runnable, _) = self.thread_avgs(v, at);
+                    let (load, util, runnable) = self.thread_avgs(v, at);
                     sums += Sums { load, util, runnable };
                 }
                 self.sums_memo[q as usize].set(Some((clock, sums)));
@@ -1763,29 +1807,39 @@ impl CfsCore {
 
     /// What `v` adds to its runqueue's load, utilization and runnable sums
     /// at `now`: thread_load(), util_at() and the rounded runnable_at(),
-    /// from its memo while that holds; and the last instant they hold.
-    fn thread_avgs(&self, v: VcpuId, now: u64) -> (u64, u64, u64, u64) {
+    /// from its memo while that holds.
+    fn thread_avgs(&self, v: VcpuId, now: u64) -> (u64, u64, u64) {
         let a = &self.avg[v as usize];
         // Both signals are updated together (set()), and their averages
         // change only with their last update.
         debug_assert_eq!(a.runnable.last, a.running.last);
         let h_load = self.h_load(v);
-        let memo = self.avg_memo[v as usize].get();
-        if memo.from <= now && now <= memo.until && memo.last == a.runnable.last && memo.runnable_running == (a.is_runnable, a.is_running) && memo.h_load == h_load {
-            let figures = (memo.load, memo.util as u64, memo.runnable as u64);
-            debug_assert_eq!(figures, self.thread_avgs_afresh(v, now), "vCPU {v} at {now}");
-            return (figures.0, figures.1, figures.2, memo.until);
+        let cell = &self.avg_memo[v as usize];
+        let mut memo = cell.get();
+        if memo.from <= now && memo.last == a.runnable.last && memo.runnable_running == (a.is_runnable, a.is_running) && memo.h_load == h_load {
+            let until = match memo.until {
+                Some(until) => until,
+                // At `from` itself the figures hold by definition.
+                None if now == memo.from => now,
+                None => {
+                    let until = memo.until(a);
+                    memo.until = Some(until);
+                    cell.set(memo);
+                    until
+                }
+            };
+            if now <= until {
+                let figures = (memo.load, memo.util as u64, memo.runnable as u64);
+                debug_assert_eq!(figures, self.thread_avgs_afresh(v, now), "vCPU {v} at {now}");
+                return figures;
+            }
         }
         let (r, u) = a.both_at(now);
         debug_assert!(r.to_bits() == a.runnable_at(now).to_bits() && u.to_bits() == a.running.value_at(now, a.is_running).to_bits());
         let scaled = r * h_load as f64 / NICE_0_LOAD as f64;
         let (load, util, runnable) = (round_to_u64(scaled), round_to_u64(u), round_to_u64(r));
-        let until = steady_until(&a.runnable, a.is_runnable, now, r, 1.0, runnable)
-            .min(steady_until(&a.runnable, a.is_runnable, now, scaled, h_load as f64 / NICE_0_LOAD as f64, load))
-            .min(steady_until(&a.running, a.is_running, now, u, 1.0, util));
-        let memo = AvgMemo { last: a.runnable.last, runnable_running: (a.is_runnable, a.is_running), h_load, from: now, until, load, util: util as u32, runnable: runnable as u32 };
-        self.avg_memo[v as usize].set(memo);
-        (load, util, runnable, until)
+        cell.set(AvgMemo { last: a.runnable.last, runnable_running: (a.is_runnable, a.is_running), h_load, from: now, until: None, unrounded: (r, scaled, u), load, util: util as u32, runnable: runnable as u32 });
+        (load, util, runnable)
     }
 
     /// thread_avgs() without the memo, as the figures are defined.
@@ -3668,6 +3722,39 @@ mod tests {
             ops in proptest::collection::vec((0u8..3, 0u32..54, 1u64..12_000_000), 1..80),
         ) {
             proptest::prop_assert_eq!(all_pcpu_updates_log(&ops, false), all_pcpu_updates_log(&ops, true));
+        }
+    }
+
+    proptest::proptest! {
+        /// A thread's figures read through its memo (kept across reads,
+        /// its last instant found only when a read finds the state
+        /// unchanged) are the plain computation's, over random state
+        /// changes and reads at random instants, weights and scales.
+        #[test]
+        fn thread_avgs_through_the_memo_are_the_plain_figures(
+            weight in 15u64..88_761,
+            ops in proptest::collection::vec((0u8..4, 0u64..40_000_000), 1..120),
+        ) {
+            let mut k = HostCfs::new(Tunables::linux_default(1), 1, &[weight], &[0], vec![]).k;
+            let mut now = 0;
+            for (op, dt) in ops {
+                now += dt;
+                match op {
+                    // A state change: runnable and running as drawn.
+                    0 => k.avg[0].set(now, dt % 2 == 0, dt % 4 == 0),
+                    // Reads at `now`, then twice more within a few figures'
+                    // drift (the memo's hits) and once at its own instant.
+                    _ => {
+                        let steps = [0, dt % 300_000, dt % 3_000_000, 0];
+                        let mut at = now;
+                        for step in steps {
+                            at += step;
+                            proptest::prop_assert_eq!(k.thread_avgs(0, at), k.thread_avgs_afresh(0, at), "at {}", at);
+                        }
+                        now = at;
+                    }
+                }
+            }
         }
     }
 
