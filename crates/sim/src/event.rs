@@ -433,6 +433,18 @@ mod tests {
         q.pop().map(|e| (e.time(), e.event))
     }
 
+    /// The next entry as the event loop takes it beside a tick chain (whose
+    /// instances are `Sample`s): the chain's, or a pop.
+    fn next_beside(q: &mut EventQueue, chain: &mut TickChain) -> Option<(u64, Event)> {
+        match chain.due_before(q) {
+            Some(at) => {
+                chain.advance(q);
+                Some((at, Event::Sample))
+            }
+            None => popped(q),
+        }
+    }
+
     /// The push-and-drop model's next event: superseded progress events
     /// (stood in for by `GuestTimer(v, generation)`) are dropped as they
     /// pop, and the current one pops as `Progress(v)`.
@@ -563,6 +575,55 @@ mod tests {
             }
         }
 
+        /// Random mixes at and just after the instant being handled:
+        /// pushes, progress timers set and cleared, a tick chain's instances
+        /// and pops. The queue (its lane, heap and progress timers) and the
+        /// chain hand the entries out in the order of a plain list sorted by
+        /// (time, order of queueing), where a progress timer set replaces
+        /// its vCPU's entry and each chain instance is listed as the one
+        /// before it is handled.
+        #[test]
+        fn same_instant_mixes_pop_as_a_sorted_list_would(ops in proptest::collection::vec((0u8..7, 0u32..4, 0u64..3), 1..400)) {
+            const PERIOD: u64 = 2;
+            let mut q = EventQueue::default();
+            let mut listed: Vec<(u64, u64, Event)> = Vec::new();
+            let mut order = 0u64;
+            let mut list = |listed: &mut Vec<(u64, u64, Event)>, at: u64, ev: Event| {
+                order += 1;
+                listed.push((at, order, ev));
+            };
+            q.push(1, Event::HostTimer(0));
+            list(&mut listed, 1, Event::HostTimer(0));
+            let mut chain = TickChain::new(&mut q, PERIOD, PERIOD);
+            list(&mut listed, PERIOD, Event::Sample);
+            let mut now = 0;
+            for (i, (op, v, dt)) in ops.into_iter().enumerate() {
+                match op {
+                    0 | 1 => {
+                        q.push(now + dt, Event::HostTimer(i as u64));
+                        list(&mut listed, now + dt, Event::HostTimer(i as u64));
+                    }
+                    2 | 3 => {
+                        let at = (op == 2).then_some(now + dt);
+                        q.set_progress(v, at);
+                        listed.retain(|e| e.2 != Event::Progress(v));
+                        if let Some(at) = at {
+                            list(&mut listed, at, Event::Progress(v));
+                        }
+                    }
+                    _ => {
+                        let first = (0..listed.len()).min_by_key(|&j| (listed[j].0, listed[j].1)).expect("the chain is always listed");
+                        let want = listed.remove(first);
+                        proptest::prop_assert_eq!(next_beside(&mut q, &mut chain), Some((want.0, want.2)));
+                        if want.2 == Event::Sample {
+                            list(&mut listed, want.0 + PERIOD, Event::Sample);
+                        }
+                        now = want.0;
+                    }
+                }
+            }
+        }
+
         /// A chain beside the queue takes its turn where its instances,
         /// each pushed as the one before is handled, would have popped.
         #[test]
@@ -573,13 +634,7 @@ mod tests {
             let mut chain = TickChain::new(&mut beside, PERIOD, PERIOD);
             for (i, delay) in delays.into_iter().enumerate() {
                 let want = popped(&mut queued).expect("the tick stays queued");
-                let got = match chain.due_before(&beside) {
-                    Some(at) => {
-                        chain.advance(&mut beside);
-                        (at, Event::Sample)
-                    }
-                    None => popped(&mut beside).expect("an entry comes before the chain"),
-                };
+                let got = next_beside(&mut beside, &mut chain).expect("the chain is always due");
                 proptest::prop_assert_eq!(got, want);
                 if want.1 == Event::Sample {
                     queued.push(want.0 + PERIOD, Event::Sample);
