@@ -19,7 +19,9 @@
 # 0.06 s of CPU of a 1 ms `vmsched run` (docs/cli.md, "Start-up"). The bytecode is
 # checked against a hash of its source when imported (compileall's checked-hash mode,
 # PEP 552), so an edited module is never run from stale bytecode, however soon after the
-# build it is edited; it is then compiled from source until the next build.
+# build it is edited; it is then compiled from source until the next build. They are
+# compiled whatever is there (-f): compileall would keep a timestamp-checked file that
+# Python wrote itself at an earlier import.
 #
 # Environment: VENV (default .venv), CPU_FLAGS (rustc flags, e.g. -C target-cpu=native),
 # PGO (1 or empty), RUSTFLAGS (kept, the others are added to it).
@@ -37,7 +39,7 @@ develop() {
 # The build that stays installed, then its modules' bytecode.
 install() {
     develop "$@"
-    "$venv/bin/python" -m compileall -q --invalidation-mode checked-hash python/vmsched
+    "$venv/bin/python" -m compileall -q -f --invalidation-mode checked-hash python/vmsched
 }
 
 if [ "${PGO:-}" != 1 ]; then
