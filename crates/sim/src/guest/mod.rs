@@ -131,6 +131,14 @@ pub trait GuestPolicy {
     /// The task `v` runs next (the previous one, if still runnable, goes back
     /// to its runqueue first).
     fn pick_next(&mut self, view: &GuestView, v: u32) -> Option<u32>;
+    /// schedule() after the current task of `v` blocked, in one call:
+    /// [`GuestPolicy::block_curr`], then [`GuestPolicy::pick_next`] at the
+    /// same instant. (The engine makes one call through the policy object
+    /// where it would make two, for its commonest reschedule.)
+    fn block_curr_and_pick(&mut self, view: &GuestView, v: u32) -> Option<u32> {
+        self.block_curr(view, v);
+        self.pick_next(view, v)
+    }
     /// The periodic tick on a running vCPU.
     fn tick(&mut self, view: &GuestView, v: u32) -> TickOut;
     /// With a high-resolution slice timer, when the current slice ends.

@@ -860,6 +860,11 @@ impl World {
         self.account(v);
         self.tasks[t as usize].exec = Exec::Blocked;
         let vm = self.tasks[t as usize].vm;
+        // guest_resched() lets a blocked current task through its
+        // non-preemptible check: the pick follows at once.
+        if self.host_state(v) == HostState::Running && self.vcpus[v as usize].curr_task == Some(t) {
+            return self.block_and_resched(v);
+        }
         let local = self.vcpus[v as usize].local;
         with_guest!(self, vm, |g, view| g.block_curr(&view, local));
         self.guest_resched(v);

@@ -107,6 +107,29 @@ impl World {
         let vm = self.vcpus[v as usize].vm;
         let local_v = self.vcpus[v as usize].local;
         let next_local = with_guest!(self, vm, |g, view| g.pick_next(&view, local_v));
+        self.run_picked(v, vm, next_local);
+    }
+
+    /// The current task of running vCPU `v`, accounted up to now and marked
+    /// blocked, leaves its runqueue and the guest picks the next one: what
+    /// `block_curr` followed by [`World::guest_resched`] does there (its
+    /// non-preemptible check lets a blocked task through, its accounting
+    /// finds nothing to do), with one guest call.
+    pub(super) fn block_and_resched(&mut self, v: VcpuId) {
+        debug_assert_eq!(self.host_state(v), HostState::Running);
+        debug_assert!(self.vcpus[v as usize].curr_task.is_some_and(|t| self.tasks[t as usize].exec == Exec::Blocked));
+        debug_assert_eq!(self.vcpus[v as usize].acct_last, self.now);
+        self.vcpus[v as usize].need_resched = false;
+        let vm = self.vcpus[v as usize].vm;
+        let local_v = self.vcpus[v as usize].local;
+        let next_local = with_guest!(self, vm, |g, view| g.block_curr_and_pick(&view, local_v));
+        self.run_picked(v, vm, next_local);
+    }
+
+    /// The end of __schedule() on running vCPU `v` once its guest picked
+    /// `next_local` (a VM-local task): the switch, and what the vCPU does
+    /// next.
+    fn run_picked(&mut self, v: VcpuId, vm: VmId, next_local: Option<u32>) {
         let next = next_local.map(|l| self.vms[vm as usize].tasks[l as usize]);
         let prev = self.vcpus[v as usize].curr_task;
         if next != prev {
