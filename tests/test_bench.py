@@ -16,7 +16,9 @@ def test_quick_bench(cli):
         assert measured["sim_s_per_wall_s"] > 0 and measured["events_per_s"] > 0
         assert measured["repeats"] == 2 and measured["wall_s_min"] <= measured["wall_s"] <= measured["wall_s_max"]
     assert set(figures["engine"]) == {MIXED, SIMPY_MODEL}
-    assert figures["speed_ratio"] > 0
+    assert figures["speed_ratio"] > 0 and figures["speed_ratio_wall"] > 0
+    for measured in (figures["engine"][SIMPY_MODEL], figures["simpy"]):
+        assert measured["cpu_s"] > 0
     for key in ("slices", "wakeups"):
         check = figures["agreement"][key]
         assert check["pass"], check
@@ -103,6 +105,24 @@ def test_peer_figures_are_ratios_of_medians_taken_one_measure_at_a_time():
     # An even number of runs: the mean of the middle two.
     two = peer_case_figures({kind: [run(1.0, 1.0), run(2.0, 3.0)] for kind in ("record", "tailtamer", "no_record")})
     assert two["record_cpu_s"] == 1.5 and two["record_wall_s"] == 2.0 and two["cpu_ratio_record"] == 1.0
+
+
+def test_simpy_ratio_is_of_cpu_time_medians_and_wall_time_medians_each_on_its_own():
+    """Hand-worked: the median CPU time of a kind need not be the median-wall run's, and
+    the ratio of simulated seconds per CPU second uses each side's own median."""
+    from vmsched.bench import _speed, median_run, simpy_speed_ratios
+
+    def run(cpu_s, wall_s, sim_s):
+        return {"cpu_s": cpu_s, "wall_s": wall_s, "sim_s": sim_s, "events": 1000}
+
+    engine = _speed(median_run([run(0.10, 0.30, 60.0), run(0.12, 0.11, 60.0), run(0.20, 0.20, 60.0)]))
+    simpy = _speed(median_run([run(2.0, 2.5, 30.0), run(1.5, 2.0, 30.0), run(3.0, 1.0, 30.0)]))
+    assert engine["wall_s"] == 0.20 and engine["cpu_s"] == 0.12 and engine["repeats"] == 3
+    assert engine["wall_s_min"] == 0.11 and engine["wall_s_max"] == 0.30
+    assert simpy["wall_s"] == 2.0 and simpy["cpu_s"] == 2.0
+    ratios = simpy_speed_ratios(engine, simpy)
+    # (60 / 0.12) / (30 / 2.0) = 500 / 15; per wall second (60 / 0.2) / (30 / 2.0) = 300 / 15.
+    assert abs(ratios["speed_ratio"] - 500 / 15) < 1e-9 and abs(ratios["speed_ratio_wall"] - 20.0) < 1e-9
 
 
 def test_the_peer_vmsched_child_runs_the_command_line():
