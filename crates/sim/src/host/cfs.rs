@@ -509,7 +509,7 @@ pub struct CfsCore {
     load_ties: std::cell::RefCell<Rng>,
     /// Per pCPU, the first and the last host tick instant whose handler
     /// had nothing to decide and whose accounting waits
-    /// ([`HostPolicy::defer_tick`]), and the pCPUs with any.
+    /// ([`HostPolicy::defer_ticks`]), and the pCPUs with any.
     deferred_ticks: Vec<Option<(u64, u64)>>,
     deferred_pcpus: Vec<PcpuId>,
     /// The last instant at which every pCPU's tick was deferred at once
@@ -757,14 +757,16 @@ impl CfsCore {
         }
     }
 
-    /// The tick at `view.now` on `p`: deferred, if it has nothing to
-    /// decide ([`HostPolicy::defer_tick`]).
-    fn defer_tick(&mut self, view: &HostView, p: PcpuId) -> bool {
-        if !self.tick_quiet(view, p) {
-            return false;
+    /// The ticks at `view.now` on `pcpus` up to the first with something
+    /// to decide, each deferred ([`HostPolicy::defer_ticks`]); how many.
+    fn defer_ticks(&mut self, view: &HostView, pcpus: &[PcpuId]) -> usize {
+        for (k, &p) in pcpus.iter().enumerate() {
+            if !self.tick_quiet(view, p) {
+                return k;
+            }
+            self.note_deferred(view.now, p);
         }
-        self.note_deferred(view.now, p);
-        true
+        pcpus.len()
     }
 
     /// Brings every pCPU's quiet period up to date, looking only at those
@@ -2837,8 +2839,8 @@ impl<H: CfsHooks> HostPolicy for HostCfs<H> {
         !H::WATCHES_TICKS && self.k.defers_ticks()
     }
 
-    fn defer_tick(&mut self, view: &HostView, p: PcpuId) -> bool {
-        self.k.defer_tick(view, p)
+    fn defer_ticks(&mut self, view: &HostView, pcpus: &[PcpuId]) -> usize {
+        self.k.defer_ticks(view, pcpus)
     }
 
     fn defer_all_ticks(&mut self, view: &HostView) -> bool {
@@ -3673,11 +3675,15 @@ mod tests {
                 now = next_tick;
                 let view = HostView::new(now, &m, &allowed, &running);
                 if !h.defer_all_ticks(&view) {
-                    for p in 0..pcpus {
+                    let order: Vec<PcpuId> = (0..pcpus).collect();
+                    let mut k = 0;
+                    while k < order.len() {
                         let view = HostView::new(now, &m, &allowed, &running);
-                        if !h.defer_tick(&view, p) {
+                        k += h.defer_ticks(&view, &order[k..]);
+                        if let Some(&p) = order.get(k) {
                             h.tick(&view, &mut out, p);
                             answer(&mut h, &mut out, &mut running, &halted, now, &mut log);
+                            k += 1;
                         }
                     }
                 }
