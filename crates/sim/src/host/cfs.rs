@@ -509,7 +509,8 @@ pub struct CfsCore {
     load_ties: std::cell::RefCell<Rng>,
     /// Per pCPU, the first and the last host tick instant whose handler
     /// had nothing to decide and whose accounting waits
-    /// ([`HostPolicy::defer_ticks`]), and the pCPUs with any.
+    /// ([`HostPolicy::defer_ticks`]), and the pCPUs with any (in the order
+    /// first deferred; one may be listed more than once).
     deferred_ticks: Vec<Option<(u64, u64)>>,
     deferred_pcpus: Vec<PcpuId>,
     /// The last instant at which every pCPU's tick was deferred at once
@@ -759,14 +760,21 @@ impl CfsCore {
 
     /// The ticks at `view.now` on `pcpus` up to the first with something
     /// to decide, each deferred ([`HostPolicy::defer_ticks`]); how many.
+    /// The run is listed whole with the deferred pCPUs: one already listed
+    /// is listed again, and taken in at its first place
+    /// ([`CfsCore::account_deferred_ticks`]).
     fn defer_ticks(&mut self, view: &HostView, pcpus: &[PcpuId]) -> usize {
+        let mut quiet = pcpus.len();
         for (k, &p) in pcpus.iter().enumerate() {
             if !self.tick_quiet(view, p) {
-                return k;
+                quiet = k;
+                break;
             }
-            self.note_deferred(view.now, p);
+            let slot = &mut self.deferred_ticks[p as usize];
+            *slot = Some((slot.map_or(view.now, |(first, _)| first), view.now));
         }
-        pcpus.len()
+        self.deferred_pcpus.extend_from_slice(&pcpus[..quiet]);
+        quiet
     }
 
     /// Brings every pCPU's quiet period up to date, looking only at those
@@ -898,7 +906,10 @@ impl CfsCore {
         let all_last = all_last.unwrap_or(0);
         for i in 0..self.deferred_pcpus.len() {
             let p = self.deferred_pcpus[i];
-            let (first, last) = self.deferred_ticks[p as usize].take().expect("a deferred pCPU has deferred ticks");
+            // A pCPU listed again was taken in at its first place.
+            let Some((first, last)) = self.deferred_ticks[p as usize].take() else {
+                continue;
+            };
             let last = last.max(all_last);
             let rq = &mut self.rqs[p as usize];
             let curr = rq.curr();
