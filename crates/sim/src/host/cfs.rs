@@ -904,8 +904,8 @@ impl CfsCore {
             self.last_all_update = (at, self.sums_clock);
         }
         let all_last = all_last.unwrap_or(0);
-        let mut deferred = std::mem::take(&mut self.deferred_pcpus);
-        for &p in &deferred {
+        for i in 0..self.deferred_pcpus.len() {
+            let p = self.deferred_pcpus[i];
             // A pCPU listed again was taken in at its first place.
             let Some((first, last)) = self.deferred_ticks[p as usize].take() else {
                 continue;
@@ -924,9 +924,7 @@ impl CfsCore {
                 self.update_rq_avgs(p, last);
             }
         }
-        // The list's buffer is kept for the next ticks.
-        deferred.clear();
-        self.deferred_pcpus = deferred;
+        self.deferred_pcpus.clear();
     }
 
     /// Whether the `tied`-th candidate found level with the busiest so far
