@@ -372,17 +372,20 @@ pub trait HostPolicy {
     /// Whether the policy may defer the accounting of host ticks whose
     /// handler has nothing to decide (asked once): then, at each tick
     /// instant, the engine offers the ticks to `defer_all_ticks`, and
-    /// where that declines, each pCPU's in turn to `defer_tick` before
-    /// `tick`. The policy accounts deferred ticks, as of their instants,
+    /// where that declines, the pCPUs in turn to `defer_ticks`, each that
+    /// it does not defer to `tick`. The policy accounts deferred ticks, as of their instants,
     /// before anything reads its state (the kernel's NO_HZ likewise
     /// accounts a CPU's stopped ticks when it next looks).
     fn defers_ticks(&self) -> bool {
         false
     }
-    /// The tick at `view.now` on `p`: if `tick()` would do nothing but its
-    /// accounting, the policy defers that and answers true.
-    fn defer_tick(&mut self, _view: &HostView, _p: PcpuId) -> bool {
-        false
+    /// The ticks at `view.now` on `pcpus`, in order, up to the first whose
+    /// `tick()` would do more than its accounting: the policy defers each
+    /// before that one and answers how many (all of them if none would).
+    /// One call covers a run of quiet pCPUs, as nothing else happens between
+    /// their ticks.
+    fn defer_ticks(&mut self, _view: &HostView, _pcpus: &[PcpuId]) -> usize {
+        0
     }
     /// Every pCPU's tick at `view.now`: deferred, and true, if none would
     /// do more than its accounting; otherwise none is.
