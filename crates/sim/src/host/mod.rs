@@ -373,9 +373,9 @@ pub trait HostPolicy {
     /// handler has nothing to decide (asked once): then, at each tick
     /// instant, the engine offers the ticks to `defer_all_ticks`, and
     /// where that declines, the pCPUs in turn to `defer_ticks`, each that
-    /// it does not defer to `tick`. The policy accounts deferred ticks, as of their instants,
-    /// before anything reads its state (the kernel's NO_HZ likewise
-    /// accounts a CPU's stopped ticks when it next looks).
+    /// it does not defer to `tick`. The policy accounts deferred ticks, as
+    /// of their instants, before anything reads its state (the kernel's
+    /// NO_HZ likewise accounts a CPU's stopped ticks when it next looks).
     fn defers_ticks(&self) -> bool {
         false
     }
