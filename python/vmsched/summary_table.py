@@ -141,12 +141,6 @@ def render(summary: dict):
     return Group(_host_line(summary), *map(_rich_table, _tables(summary)))
 
 
-def _plain_text(text: str) -> bool:
-    """Text rich writes as it is: printable, no emoji code (`:name:`) to replace, and no
-    space at either end for a wrapping column to trim."""
-    return unchanged_by_rich(text)
-
-
 def plain_table_lines(summary: dict, width: int) -> list[str] | None:
     """The summary's tables as rich draws them without colour on a console `width` cells
     wide, or None where their layout would not be the fixed one below: a table whose
@@ -160,7 +154,7 @@ def plain_table_lines(summary: dict, width: int) -> list[str] | None:
     lines = []
     for table in _tables(summary):
         cells = [tuple(column.header for column in table.columns), *table.rows]
-        if not all(_plain_text(text) for row in cells for text in row):
+        if not all(unchanged_by_rich(text) for row in cells for text in row):
             return None
         widths = [max(column.min_width or 0, *(cell_width(row[i]) for row in cells))
                   for i, column in enumerate(table.columns)]
